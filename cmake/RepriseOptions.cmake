@@ -1,0 +1,45 @@
+# Compiler settings shared by every reprise target, and the helper that
+# declares one library per layer.
+
+set(REPRISE_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+if(REPRISE_WERROR)
+  list(APPEND REPRISE_WARNINGS -Werror)
+endif()
+
+if(REPRISE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Release builds are tuned for the machine that builds them. These flags stay
+# private to reprise's own targets so that an embedding project keeps its own.
+set(REPRISE_OPT_FLAGS $<$<CONFIG:Release>:-O3 -march=native>)
+
+# reprise_add_layer(<layer> SOURCES ... DEPENDS ...)
+# Declares reprise_<layer> (alias reprise::<layer>); headers are included from
+# the repository root as "<layer>/<file>.h".
+function(reprise_add_layer layer)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
+  set(target reprise_${layer})
+  add_library(${target} ${ARG_SOURCES})
+  add_library(reprise::${layer} ALIAS ${target})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<INSTALL_INTERFACE:include/reprise>)
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${REPRISE_WARNINGS}> ${REPRISE_OPT_FLAGS})
+  target_link_libraries(${target} PUBLIC ${ARG_DEPENDS})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${layer})
+  set_property(GLOBAL APPEND PROPERTY REPRISE_LAYER_TARGETS ${target})
+  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/
+    DESTINATION include/reprise/${layer}
+    FILES_MATCHING PATTERN "*.h")
+endfunction()
+
+# reprise_private_flags(<target>): reprise's warnings and optimisation flags
+# for a test, benchmark or example executable.
+function(reprise_private_flags target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${REPRISE_WARNINGS}> ${REPRISE_OPT_FLAGS})
+endfunction()
