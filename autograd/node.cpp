@@ -131,18 +131,19 @@ Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
   if (!g.defined()) return {};
   Tensor leaf(leaf_);
   Tensor current = leaf.grad();
+  // Gradients are never written in place during backward: the incoming
+  // tensor may still be read by other nodes. The first one is taken as it
+  // is when no other tensor shares its memory, else copied.
+  Tensor next;
   if (current.defined()) {
-    accumulate_(current, g);
-    return {};
+    next = sum_of(current, g);
+  } else {
+    bool exclusive = g.is_contiguous() && g.storage().use_count() == 1 &&
+                     g.nbytes() == g.storage()->nbytes();
+    next = exclusive ? g.detach() : g.clone();
   }
-  // Take the incoming tensor's memory when no other tensor shares it (the
-  // backward engine never hands out caller-owned memory); otherwise copy, so
-  // that later accumulation never writes into a shared tensor.
-  bool exclusive = g.is_contiguous() && g.storage().use_count() == 1 &&
-                   g.nbytes() == g.storage()->nbytes();
-  Tensor owned = exclusive ? g.detach() : g.clone();
-  owned.storage()->set_kind(MemoryKind::gradient);
-  leaf.set_grad(owned);
+  next.storage()->set_kind(MemoryKind::gradient);
+  leaf.set_grad(next);
   return {};
 }
 

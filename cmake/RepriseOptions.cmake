@@ -1,7 +1,8 @@
 # Compiler settings shared by every reprise target, and the helper that
 # declares one library per layer.
 
-set(REPRISE_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+# Designated initializers leave defaulted fields out on purpose.
+set(REPRISE_WARNINGS -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers)
 if(REPRISE_WERROR)
   list(APPEND REPRISE_WARNINGS -Werror)
 endif()

@@ -1,0 +1,18 @@
+#pragma once
+// Elementwise binary ops with numpy broadcasting: out has
+// broadcast_shapes(a.shape, b.shape). Both inputs share dtype and device.
+
+#include "engine/tensor.h"
+
+namespace reprise::ops {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+
+// With a scalar: x + s, x * s.
+Tensor add(const Tensor& x, double s);
+Tensor mul(const Tensor& x, double s);
+
+}  // namespace reprise::ops

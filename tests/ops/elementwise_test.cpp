@@ -1,0 +1,148 @@
+// Unary, binary, reduction and layout ops: gradcheck cases, forward values
+// and bad input.
+#include <cmath>
+
+#include "engine/threads.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/views.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::testing {
+namespace {
+
+using reprise::Tensor;
+
+OpCase unary_case(std::string name, Tensor (*f)(const Tensor&), double lo, double hi) {
+  return {name + "/3x5x7", [lo, hi] { return Inputs{param({3, 5, 7}, 11, lo, hi)}; },
+          [f](const Inputs& in) { return f(in[0]); }};
+}
+
+const RegisterOpCases unary_cases({
+    unary_case("neg", ops::neg, -2, 2),
+    unary_case("exp", ops::exp, -2, 2),
+    unary_case("log", ops::log, 0.2, 3),
+    unary_case("sqrt", ops::sqrt, 0.2, 3),
+    unary_case("rsqrt", ops::rsqrt, 0.2, 3),
+    unary_case("relu", ops::relu, -2, 2),  // kink at 0: the LCG never draws |x| < eps
+    unary_case("gelu", ops::gelu, -3, 3),
+    unary_case("silu", ops::silu, -4, 4),
+    unary_case("sigmoid", ops::sigmoid, -4, 4),
+    unary_case("tanh", ops::tanh, -2, 2),
+    {"pow_2.5/257", [] { return Inputs{param({257}, 12, 0.2, 2)}; },
+     [](const Inputs& in) { return ops::pow(in[0], 2.5); }},
+    {"pow_2/257", [] { return Inputs{param({257}, 13)}; },
+     [](const Inputs& in) { return ops::pow(in[0], 2.0); }},
+});
+
+OpCase binary_case(std::string name, Tensor (*f)(const Tensor&, const Tensor&), Shape a,
+                   Shape b) {
+  return {name + "/" + to_string(a) + "x" + to_string(b),
+          [a, b] { return Inputs{param(a, 21), param(b, 22, 0.5, 2.0)}; },
+          [f](const Inputs& in) { return f(in[0], in[1]); }};
+}
+
+const RegisterOpCases binary_cases({
+    binary_case("add", ops::add, {3, 5, 7}, {3, 5, 7}),
+    binary_case("add", ops::add, {3, 5, 7}, {5, 1}),
+    binary_case("sub", ops::sub, {3, 1, 7}, {5, 7}),
+    binary_case("mul", ops::mul, {3, 5, 7}, {7}),
+    binary_case("mul", ops::mul, {1, 5, 1}, {3, 1, 7}),
+    binary_case("div", ops::div, {3, 5, 7}, {3, 5, 7}),
+    binary_case("div", ops::div, {4, 6}, {4, 1}),
+    {"add_scalar/3x5", [] { return Inputs{param({3, 5}, 23)}; },
+     [](const Inputs& in) { return ops::add(in[0], 1.5); }},
+    {"mul_scalar/3x5", [] { return Inputs{param({3, 5}, 24)}; },
+     [](const Inputs& in) { return ops::mul(in[0], -0.75); }},
+});
+
+const RegisterOpCases reduce_cases({
+    {"sum/all", [] { return Inputs{param({3, 5, 7}, 31)}; },
+     [](const Inputs& in) { return ops::sum(in[0]); }},
+    {"sum/dim1_keepdim", [] { return Inputs{param({3, 5, 7}, 32)}; },
+     [](const Inputs& in) { return ops::sum(in[0], {1}, true); }},
+    {"sum/dims0_2", [] { return Inputs{param({3, 5, 7}, 33)}; },
+     [](const Inputs& in) { return ops::sum(in[0], {0, 2}); }},
+    {"mean/last", [] { return Inputs{param({3, 5, 7}, 34)}; },
+     [](const Inputs& in) { return ops::mean(in[0], {-1}); }},
+    {"max/dim1", [] { return Inputs{param({3, 5, 7}, 35)}; },
+     [](const Inputs& in) { return ops::max(in[0], 1).values; }},
+    {"max/dim0_keepdim", [] { return Inputs{param({4, 6}, 36)}; },
+     [](const Inputs& in) { return ops::max(in[0], 0, true).values; }},
+});
+
+const RegisterOpCases view_cases({
+    {"reshape/3x5x7", [] { return Inputs{param({3, 5, 7}, 41)}; },
+     [](const Inputs& in) { return ops::mul(ops::reshape(in[0], {15, -1}), ops::reshape(in[0], {15, 7})); }},
+    {"transpose/3x5x7", [] { return Inputs{param({3, 5, 7}, 42)}; },
+     [](const Inputs& in) { return ops::exp(ops::transpose(in[0], 0, 2)); }},
+    {"permute/3x5x7", [] { return Inputs{param({3, 5, 7}, 43)}; },
+     [](const Inputs& in) { return ops::tanh(ops::permute(in[0], {1, 2, 0})); }},
+    {"slice/step2", [] { return Inputs{param({9, 5}, 44)}; },
+     [](const Inputs& in) { return ops::sigmoid(ops::slice(in[0], 0, 1, 8, 2)); }},
+    {"expand/5x1_to_3x5x7", [] { return Inputs{param({5, 1}, 45)}; },
+     [](const Inputs& in) { return ops::tanh(ops::expand(in[0], {3, 5, 7})); }},
+    {"squeeze_unsqueeze", [] { return Inputs{param({3, 1, 7}, 46)}; },
+     [](const Inputs& in) { return ops::unsqueeze(ops::squeeze(in[0], 1), 0); }},
+});
+
+TEST(ElementwiseForward, MatchesHandComputedValues) {
+  Tensor x = Tensor::from_vector<float>({-1.f, 0.f, 2.f}, {3});
+  EXPECT_EQ(ops::relu(x).to_vector<float>(), (std::vector<float>{0.f, 0.f, 2.f}));
+  std::vector<float> s = ops::silu(x).to_vector<float>();
+  EXPECT_FLOAT_EQ(s[0], -1.f / (1.f + std::exp(1.f)));
+  EXPECT_FLOAT_EQ(s[2], 2.f / (1.f + std::exp(-2.f)));
+  // gelu(1) with the tanh form is 0.8411919906082768.
+  EXPECT_NEAR(ops::gelu(Tensor::scalar(1.0, DType::f64)).item<double>(), 0.8411919906082768, 1e-15);
+  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = Tensor::from_vector<float>({10, 20, 30}, {3});
+  EXPECT_EQ(ops::add(a, b).to_vector<float>(), (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ(ops::sum(a, {0}).to_vector<float>(), (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(ops::sum(a, {1}).to_vector<float>(), (std::vector<float>{6, 15}));
+  EXPECT_FLOAT_EQ(ops::mean(a).item<float>(), 3.5f);
+  auto m = ops::max(a, 1);
+  EXPECT_EQ(m.values.to_vector<float>(), (std::vector<float>{3, 6}));
+  EXPECT_EQ(m.indices.to_vector<int64_t>(), (std::vector<int64_t>{2, 2}));
+}
+
+TEST(ElementwiseForward, ReductionIsIndependentOfThreadCount) {
+  Tensor x = uniform({513, 1031}, -1, 1, 5, DType::f32);
+  int before = threads::num_threads();
+  threads::set_num_threads(1);
+  std::vector<float> one = ops::sum(x, {0}).to_vector<float>();
+  float all_one = ops::sum(x).item<float>();
+  threads::set_num_threads(2);
+  std::vector<float> two = ops::sum(x, {0}).to_vector<float>();
+  float all_two = ops::sum(x).item<float>();
+  threads::set_num_threads(before);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(all_one, all_two);
+}
+
+TEST(ElementwiseBadInput, MessagesNameOpAndShapes) {
+  Tensor a = Tensor::zeros({3, 5});
+  Tensor b = Tensor::zeros({4, 5});
+  try {
+    ops::add(a, b);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[3, 5]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[4, 5]"), std::string::npos) << e.what();
+  }
+  try {
+    ops::mul(a, Tensor::zeros({3, 5}, DType::f64));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mul: dtype mismatch"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("f64[3, 5]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ops::exp(Tensor::zeros({2}, DType::i64)), Error);
+  EXPECT_THROW(ops::sum(a, {2}), Error);
+  EXPECT_THROW(ops::reshape(a, {4, 4}), Error);
+  EXPECT_THROW(Tensor::zeros({2}, DType::f32, Device::cuda(0)).numel(), Error);
+}
+
+}  // namespace
+}  // namespace reprise::testing

@@ -1,0 +1,98 @@
+#include "tests/support/gradcheck.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "autograd/backward.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+
+namespace reprise::testing {
+namespace {
+
+double weighted_sum(const Tensor& out, const std::vector<double>& w) {
+  std::vector<double> v = out.to_vector<double>();
+  double s = 0;
+  for (size_t i = 0; i < v.size(); ++i) s += v[i] * w[i];
+  return s;
+}
+
+}  // namespace
+
+Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed, DType dtype) {
+  std::vector<double> v(size_t(numel(shape)));
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (double& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x = lo + (hi - lo) * double(state >> 11) * 0x1.0p-53;
+  }
+  return Tensor::from_vector(v, shape).to(dtype);
+}
+
+Tensor param(const Shape& shape, uint64_t seed, double lo, double hi) {
+  return uniform(shape, lo, hi, seed).requires_grad(true);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+::testing::AssertionResult gradcheck(const OpFn& fn, const Inputs& inputs, GradcheckOptions o) {
+  Tensor out = fn(inputs);
+  Tensor w = uniform(out.shape(), -1.0, 1.0, 977, out.dtype());
+  std::vector<double> wv = w.to_vector<double>();
+
+  Inputs diff;
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.requires_grad()) diff.push_back(t);
+  }
+  if (diff.empty()) return ::testing::AssertionFailure() << "no input requires grad";
+  Tensor loss = ops::sum(ops::mul(out, w));
+  autograd::Tensors analytic = autograd::grad({loss}, diff, {}, {}, /*allow_unused=*/true);
+
+  std::ostringstream failures;
+  int bad = 0;
+  for (size_t k = 0; k < diff.size(); ++k) {
+    const Tensor& x = diff[k];
+    EXPECT_TRUE(x.is_contiguous()) << "gradcheck inputs must be contiguous";
+    std::vector<double> a = analytic[k].defined() ? analytic[k].to_vector<double>()
+                                                  : std::vector<double>(size_t(x.numel()), 0.0);
+    double* p = x.data<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double saved = p[i];
+      double plus, minus;
+      {
+        NoGradGuard no_grad;
+        p[i] = saved + o.eps;
+        plus = weighted_sum(fn(inputs), wv);
+        p[i] = saved - o.eps;
+        minus = weighted_sum(fn(inputs), wv);
+        p[i] = saved;
+      }
+      double numeric = (plus - minus) / (2 * o.eps);
+      if (!(std::abs(a[size_t(i)] - numeric) <= o.atol + o.rtol * std::abs(numeric))) {
+        if (bad++ < 5) {
+          failures << "\n  input " << k << " " << x.describe() << " element " << i
+                   << ": analytic " << a[size_t(i)] << " numeric " << numeric;
+        }
+      }
+    }
+  }
+  if (bad) return ::testing::AssertionFailure() << bad << " mismatching elements" << failures.str();
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<OpCase>& op_cases() {
+  static std::vector<OpCase> cases;
+  return cases;
+}
+
+RegisterOpCases::RegisterOpCases(std::vector<OpCase> cases) {
+  for (OpCase& c : cases) op_cases().push_back(std::move(c));
+}
+
+}  // namespace reprise::testing
