@@ -28,8 +28,9 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad_root, const char* ap
                 " does not require grad (no input of it requires grad, or it was computed under "
                 "NoGradGuard)");
   if (!grad_root.defined()) {
-    REPRISE_CHECK(root.numel() == 1, api, ": the gradient can be implied only for a scalar root, got ",
-                  root.describe(), "; pass grad_root");
+    REPRISE_CHECK(root.numel() == 1, api,
+                  ": the gradient can be implied only for a scalar root, got ", root.describe(),
+                  "; pass grad_root");
     return Tensor::ones(root.shape(), root.dtype(), root.device());
   }
   REPRISE_CHECK(grad_root.shape() == root.shape() && grad_root.dtype() == root.dtype(), api,
@@ -39,14 +40,17 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad_root, const char* ap
 
 class Engine {
  public:
-  Engine(std::vector<Root> roots, BackwardOptions options) : roots_(std::move(roots)), options_(options) {}
+  Engine(std::vector<Root> roots, BackwardOptions options)
+      : roots_(std::move(roots)), options_(options) {}
 
   // Restricts execution to nodes from which one of `targets` is reachable,
   // and returns gradients arriving at targets instead of passing them on.
   void capture(const std::vector<Edge>& targets) {
     captures_.resize(targets.size());
     for (size_t i = 0; i < targets.size(); ++i) {
-      if (targets[i].valid()) captures_by_node_[targets[i].node.get()].push_back({targets[i].node.get(), targets[i].input_nr, i});
+      if (targets[i].valid())
+        captures_by_node_[targets[i].node.get()].push_back(
+            {targets[i].node.get(), targets[i].input_nr, i});
     }
     capturing_ = true;
   }
@@ -135,7 +139,8 @@ class Engine {
     grads.resize(n_out);
     for (size_t i = 0; i < n_out && i < node.outputs.size(); ++i) {
       const TensorMeta& m = node.outputs[i];
-      if (!grads[i].defined() && is_floating(m.dtype)) grads[i] = Tensor::zeros(m.shape, m.dtype, m.device);
+      if (!grads[i].defined() && is_floating(m.dtype))
+        grads[i] = Tensor::zeros(m.shape, m.dtype, m.device);
     }
     Tensors input_grads;
     {
@@ -144,7 +149,8 @@ class Engine {
     }
     if (!options_.retain_graph) node.release();
     for (size_t i = 0; i < input_grads.size(); ++i) {
-      if (node.needs_input_grad(i) && input_grads[i].defined()) add_gradient(node.next_edges[i], input_grads[i]);
+      if (node.needs_input_grad(i) && input_grads[i].defined())
+        add_gradient(node.next_edges[i], input_grads[i]);
     }
   }
 
@@ -197,8 +203,8 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
   engine.run();
   Tensors result = engine.captured();
   for (size_t i = 0; i < result.size(); ++i) {
-    REPRISE_CHECK(allow_unused || result[i].defined(), "grad: input ", i, " (", inputs[i].describe(),
-                  ") is not used by the outputs; pass allow_unused=true");
+    REPRISE_CHECK(allow_unused || result[i].defined(), "grad: input ", i, " (",
+                  inputs[i].describe(), ") is not used by the outputs; pass allow_unused=true");
   }
   return result;
 }

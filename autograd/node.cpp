@@ -45,8 +45,8 @@ Tensor SavedTensor::unpack(const Node& owner) const {
     return recompute_();
   }
   REPRISE_CHECK(value_.version() == version_, owner.where(), ": a tensor ", value_.describe(),
-                " saved for backward was modified in place after it was saved (version ",
-                version_, ", now ", value_.version(), ")");
+                " saved for backward was modified in place after it was saved (version ", version_,
+                ", now ", value_.version(), ")");
   return value_;
 }
 
@@ -81,11 +81,14 @@ Tensor Node::saved_slot(SavedSlot::Source source, uint32_t index) const {
       return saved[k].unpack(*this);
     }
   }
-  REPRISE_FAIL(where(), ": backward reads ", source == SavedSlot::Source::input ? "input " : "output ",
-               index, ", which the op did not save");
+  REPRISE_FAIL(where(), ": backward reads ",
+               source == SavedSlot::Source::input ? "input " : "output ", index,
+               ", which the op did not save");
 }
 
-Tensor Node::saved_input(uint32_t index) const { return saved_slot(SavedSlot::Source::input, index); }
+Tensor Node::saved_input(uint32_t index) const {
+  return saved_slot(SavedSlot::Source::input, index);
+}
 Tensor Node::saved_output(uint32_t index) const {
   return saved_slot(SavedSlot::Source::output, index);
 }
@@ -100,9 +103,9 @@ Tensors Node::apply(const Tensors& grad_outputs) {
                 " gradients for ", inputs.size(), " inputs");
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined() || !needs_input_grad(i)) continue;
-    REPRISE_CHECK(grads[i].shape() == inputs[i].shape && grads[i].dtype() == inputs[i].dtype, where(),
-                  ": backward rule returned gradient ", grads[i].describe(), " for input ", i,
-                  " of ", inputs[i].describe());
+    REPRISE_CHECK(grads[i].shape() == inputs[i].shape && grads[i].dtype() == inputs[i].dtype,
+                  where(), ": backward rule returned gradient ", grads[i].describe(), " for input ",
+                  i, " of ", inputs[i].describe());
   }
   return grads;
 }
@@ -138,8 +141,8 @@ Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
   if (current.defined()) {
     next = sum_of(current, g);
   } else {
-    bool exclusive = g.is_contiguous() && g.storage().use_count() == 1 &&
-                     g.nbytes() == g.storage()->nbytes();
+    bool exclusive =
+        g.is_contiguous() && g.storage().use_count() == 1 && g.nbytes() == g.storage()->nbytes();
     next = exclusive ? g.detach() : g.clone();
   }
   next.storage()->set_kind(MemoryKind::gradient);

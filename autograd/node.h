@@ -112,12 +112,12 @@ class Node {
   bool needs_input_grad(size_t index) const;
 
   // Recorded state, public for the backward engine and the recompute transform.
-  std::vector<Edge> next_edges;       // one per input
-  std::vector<TensorMeta> inputs;     // one per input
-  std::vector<TensorMeta> outputs;    // one per output, auxiliary outputs last
-  uint32_t num_public_outputs = 0;    // outputs returned to the caller
+  std::vector<Edge> next_edges;     // one per input
+  std::vector<TensorMeta> inputs;   // one per input
+  std::vector<TensorMeta> outputs;  // one per output, auxiliary outputs last
+  uint32_t num_public_outputs = 0;  // outputs returned to the caller
   std::vector<SavedSlot> saved_slots;
-  std::vector<SavedTensor> saved;     // parallel to saved_slots
+  std::vector<SavedTensor> saved;  // parallel to saved_slots
   std::optional<rng::Reservation> rng;
   ForwardFn forward;
   BackwardFn backward;

@@ -37,7 +37,8 @@ double op_bytes(const OpInfo& op, const Tensors& inputs, const Tensors& outputs)
 Tensors record(OpCall call) {
   bool needs_grad = false;
   if (GradMode::enabled()) {
-    for (const Tensor& t : call.inputs) needs_grad = needs_grad || (t.defined() && t.requires_grad());
+    for (const Tensor& t : call.inputs)
+      needs_grad = needs_grad || (t.defined() && t.requires_grad());
   }
 
   Tensors outputs;
@@ -85,7 +86,8 @@ Tensors record(OpCall call) {
       impl->output_nr = uint32_t(i);
     }
     auto& list = observers();
-    for (auto it = list.rbegin(); it != list.rend(); ++it) (*it)->on_record(node, call.inputs, outputs);
+    for (auto it = list.rbegin(); it != list.rend(); ++it)
+      (*it)->on_record(node, call.inputs, outputs);
   }
   outputs.resize(num_public);
   return outputs;

@@ -21,13 +21,34 @@ std::string to_string(DType t);
 // Maps a C++ element type to its DType.
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<bfloat16>() { return DType::bf16; }
-template <> constexpr DType dtype_of<float16>() { return DType::f16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<bfloat16>() {
+  return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<float16>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::boolean;
+}
 
 // dispatch_all(dtype, op, f) calls f.template operator()<T>() for the C++
 // type T of dtype. The other helpers restrict the set and raise an Error
@@ -35,13 +56,20 @@ template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
 template <class F>
 decltype(auto) dispatch_all(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::f32: return f.template operator()<float>();
-    case DType::f64: return f.template operator()<double>();
-    case DType::bf16: return f.template operator()<bfloat16>();
-    case DType::f16: return f.template operator()<float16>();
-    case DType::i32: return f.template operator()<int32_t>();
-    case DType::i64: return f.template operator()<int64_t>();
-    case DType::boolean: return f.template operator()<bool>();
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::bf16:
+      return f.template operator()<bfloat16>();
+    case DType::f16:
+      return f.template operator()<float16>();
+    case DType::i32:
+      return f.template operator()<int32_t>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+    case DType::boolean:
+      return f.template operator()<bool>();
   }
   REPRISE_FAIL(op, ": unknown dtype");
 }
@@ -50,9 +78,12 @@ decltype(auto) dispatch_all(DType t, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::f32: return f.template operator()<float>();
-    case DType::f64: return f.template operator()<double>();
-    default: break;
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    default:
+      break;
   }
   REPRISE_FAIL(op, ": expected a tensor of dtype f32 or f64, got ", dtype_name(t),
                " (cast it with ops::cast first)");
@@ -62,11 +93,16 @@ decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_arith(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::f32: return f.template operator()<float>();
-    case DType::f64: return f.template operator()<double>();
-    case DType::i32: return f.template operator()<int32_t>();
-    case DType::i64: return f.template operator()<int64_t>();
-    default: break;
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::i32:
+      return f.template operator()<int32_t>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+    default:
+      break;
   }
   REPRISE_FAIL(op, ": expected a tensor of dtype f32, f64, i32 or i64, got ", dtype_name(t));
 }
@@ -75,9 +111,12 @@ decltype(auto) dispatch_arith(DType t, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_index(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::i32: return f.template operator()<int32_t>();
-    case DType::i64: return f.template operator()<int64_t>();
-    default: break;
+    case DType::i32:
+      return f.template operator()<int32_t>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+    default:
+      break;
   }
   REPRISE_FAIL(op, ": expected an index tensor of dtype i32 or i64, got ", dtype_name(t));
 }

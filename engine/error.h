@@ -28,11 +28,11 @@ std::string concat(Parts&&... parts) {
 
 // REPRISE_CHECK(cond, "op: ", "message parts", shape, ...) throws
 // reprise::Error with the concatenated parts when cond is false.
-#define REPRISE_CHECK(cond, ...)                                 \
-  do {                                                           \
-    if (!(cond)) {                                               \
+#define REPRISE_CHECK(cond, ...)                                      \
+  do {                                                                \
+    if (!(cond)) {                                                    \
       throw ::reprise::Error(::reprise::detail::concat(__VA_ARGS__)); \
-    }                                                            \
+    }                                                                 \
   } while (false)
 
 #define REPRISE_FAIL(...) throw ::reprise::Error(::reprise::detail::concat(__VA_ARGS__))

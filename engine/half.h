@@ -37,7 +37,7 @@ struct bfloat16 {
   static REPRISE_HD uint16_t from_float(float f) {
     uint32_t u = detail::float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // quiet NaN
-    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                              // ties to even
+    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                             // ties to even
     return uint16_t((u + rounding) >> 16);
   }
   static bfloat16 from_bits(uint16_t b) {
@@ -59,9 +59,9 @@ struct float16 {
     uint32_t u = detail::float_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t abs = u & 0x7fffffffu;
-    if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+    if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
     if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to or past infinity
-    if (abs >= 0x38800000u) {                                  // normal half
+    if (abs >= 0x38800000u) {                                 // normal half
       uint32_t rounding = 0xfffu + ((abs >> 13) & 1u);
       return uint16_t(sign | ((abs - 0x38000000u + rounding) >> 13));
     }
@@ -81,7 +81,8 @@ struct float16 {
     uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t mantissa = h & 0x3ffu;
     if (exponent == 0x1f) return detail::bits_float(sign | 0x7f800000u | (mantissa << 13));
-    if (exponent != 0) return detail::bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+    if (exponent != 0)
+      return detail::bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
     if (mantissa == 0) return detail::bits_float(sign);
     // Subnormal: normalise.
     int e = -1;

@@ -1,19 +1,25 @@
 #include "engine/memory_stats.h"
 
 #include <algorithm>
-#include "engine/error.h"
 #include <mutex>
 #include <sstream>
+
+#include "engine/error.h"
 
 namespace reprise {
 
 const char* memory_kind_name(MemoryKind k) {
   switch (k) {
-    case MemoryKind::temporary: return "temporary";
-    case MemoryKind::parameter: return "parameter";
-    case MemoryKind::gradient: return "gradient";
-    case MemoryKind::optimizer_state: return "optimizer_state";
-    case MemoryKind::saved_activation: return "saved_activation";
+    case MemoryKind::temporary:
+      return "temporary";
+    case MemoryKind::parameter:
+      return "parameter";
+    case MemoryKind::gradient:
+      return "gradient";
+    case MemoryKind::optimizer_state:
+      return "optimizer_state";
+    case MemoryKind::saved_activation:
+      return "saved_activation";
   }
   return "unknown";
 }

@@ -17,8 +17,8 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape
   for (int64_t s : shape) {
     REPRISE_CHECK(s >= 0, "Tensor: negative extent in shape ", to_string(shape));
   }
-  REPRISE_CHECK(offset >= 0 && size_t(offset + reprise::numel(shape)) * dtype_size(dtype) <=
-                                   storage->nbytes(),
+  REPRISE_CHECK(offset >= 0 &&
+                    size_t(offset + reprise::numel(shape)) * dtype_size(dtype) <= storage->nbytes(),
                 "Tensor::from_storage: shape ", to_string(shape), " of ", dtype_name(dtype),
                 " at offset ", offset, " does not fit a storage of ", storage->nbytes(), " bytes");
   auto impl = std::make_shared<TensorImpl>();
@@ -73,9 +73,7 @@ TensorImpl* Tensor::impl() const {
 
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "Tensor::size")]; }
 
-int64_t Tensor::stride(int64_t d) const {
-  return strides()[wrap_dim(d, dim(), "Tensor::stride")];
-}
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "Tensor::stride")]; }
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -154,8 +152,7 @@ Shape infer_shape(Shape shape, int64_t n, const char* op) {
 
 // Strides for viewing (shape, strides) as new_shape without a copy, or empty
 // when the layout does not allow it (the rule PyTorch's view follows).
-bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape,
-                  Shape& out) {
+bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape& out) {
   out.assign(new_shape.size(), 0);
   if (numel(shape) == 0) {
     out = contiguous_strides(new_shape);
@@ -188,9 +185,9 @@ Tensor Tensor::view(Shape new_shape) const {
   check_layout_view("view");
   new_shape = infer_shape(std::move(new_shape), numel(), "Tensor::view");
   Shape new_strides;
-  REPRISE_CHECK(view_strides(shape(), strides(), new_shape, new_strides), "Tensor::view: ",
-                describe(), " with strides ", to_string(strides()), " cannot be viewed as ",
-                to_string(new_shape), " without a copy; use reshape");
+  REPRISE_CHECK(view_strides(shape(), strides(), new_shape, new_strides),
+                "Tensor::view: ", describe(), " with strides ", to_string(strides()),
+                " cannot be viewed as ", to_string(new_shape), " without a copy; use reshape");
   return as_strided(new_shape, new_strides, offset());
 }
 
@@ -216,8 +213,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 
 Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
   check_layout_view("permute");
-  REPRISE_CHECK(int64_t(dims.size()) == dim(), "Tensor::permute: ", dims.size(),
-                " dims given for ", describe());
+  REPRISE_CHECK(int64_t(dims.size()) == dim(), "Tensor::permute: ", dims.size(), " dims given for ",
+                describe());
   Shape s(dims.size()), st(dims.size());
   std::vector<bool> seen(dims.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {

@@ -146,8 +146,9 @@ T* Tensor::data() const {
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
-  REPRISE_CHECK(int64_t(values.size()) == reprise::numel(shape), "Tensor::from_vector: ",
-                values.size(), " values do not fill shape ", to_string(shape));
+  REPRISE_CHECK(int64_t(values.size()) == reprise::numel(shape),
+                "Tensor::from_vector: ", values.size(), " values do not fill shape ",
+                to_string(shape));
   Tensor t = empty(shape, dtype_of<T>());
   T* out = t.data<T>();
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
@@ -165,8 +166,7 @@ std::vector<T> Tensor::to_vector() const {
 
 template <class T>
 T Tensor::item() const {
-  REPRISE_CHECK(numel() == 1, "Tensor::item: expected one element, got shape ",
-                to_string(shape()));
+  REPRISE_CHECK(numel() == 1, "Tensor::item: expected one element, got shape ", to_string(shape()));
   return to_vector<T>()[0];
 }
 

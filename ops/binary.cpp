@@ -13,8 +13,8 @@ namespace {
 using autograd::Node;
 using autograd::Tensors;
 
-const autograd::OpInfo kAdd{"add"}, kSub{"sub"}, kMul{"mul"}, kDiv{"div"},
-    kAddScalar{"add_scalar"}, kMulScalar{"mul_scalar"};
+const autograd::OpInfo kAdd{"add"}, kSub{"sub"}, kMul{"mul"}, kDiv{"div"}, kAddScalar{"add_scalar"},
+    kMulScalar{"mul_scalar"};
 
 Tensor negate(const Tensor& g) { return detail::map("sub", g, fn::Neg{}); }
 
@@ -31,10 +31,12 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return autograd::record_one({
       .op = kAdd,
       .inputs = {a, b},
-      .forward = [](const Tensors& in, auto*) { return Tensors{detail::map2("add", in[0], in[1], fn::Add{})}; },
-      .backward = [sa, sb](Node&, const Tensors& g) {
-        return Tensors{detail::sum_to_shape(g[0], sa), detail::sum_to_shape(g[0], sb)};
-      },
+      .forward = [](const Tensors& in,
+                    auto*) { return Tensors{detail::map2("add", in[0], in[1], fn::Add{})}; },
+      .backward =
+          [sa, sb](Node&, const Tensors& g) {
+            return Tensors{detail::sum_to_shape(g[0], sa), detail::sum_to_shape(g[0], sb)};
+          },
   });
 }
 
@@ -44,11 +46,14 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return autograd::record_one({
       .op = kSub,
       .inputs = {a, b},
-      .forward = [](const Tensors& in, auto*) { return Tensors{detail::map2("sub", in[0], in[1], fn::Sub{})}; },
-      .backward = [sa, sb](Node& node, const Tensors& g) {
-        Tensor gb = node.needs_input_grad(1) ? detail::sum_to_shape(negate(g[0]), sb) : Tensor();
-        return Tensors{detail::sum_to_shape(g[0], sa), gb};
-      },
+      .forward = [](const Tensors& in,
+                    auto*) { return Tensors{detail::map2("sub", in[0], in[1], fn::Sub{})}; },
+      .backward =
+          [sa, sb](Node& node, const Tensors& g) {
+            Tensor gb =
+                node.needs_input_grad(1) ? detail::sum_to_shape(negate(g[0]), sb) : Tensor();
+            return Tensors{detail::sum_to_shape(g[0], sa), gb};
+          },
   });
 }
 
@@ -62,17 +67,21 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return autograd::record_one({
       .op = kMul,
       .inputs = {a, b},
-      .forward = [](const Tensors& in, auto*) { return Tensors{detail::map2("mul", in[0], in[1], fn::Mul{})}; },
-      .backward = [sa, sb](Node& node, const Tensors& g) {
-        Tensors grads(2);
-        if (node.needs_input_grad(0)) {
-          grads[0] = detail::sum_to_shape(detail::map2("mul", g[0], node.saved_input(1), fn::Mul{}), sa);
-        }
-        if (node.needs_input_grad(1)) {
-          grads[1] = detail::sum_to_shape(detail::map2("mul", g[0], node.saved_input(0), fn::Mul{}), sb);
-        }
-        return grads;
-      },
+      .forward = [](const Tensors& in,
+                    auto*) { return Tensors{detail::map2("mul", in[0], in[1], fn::Mul{})}; },
+      .backward =
+          [sa, sb](Node& node, const Tensors& g) {
+            Tensors grads(2);
+            if (node.needs_input_grad(0)) {
+              grads[0] = detail::sum_to_shape(
+                  detail::map2("mul", g[0], node.saved_input(1), fn::Mul{}), sa);
+            }
+            if (node.needs_input_grad(1)) {
+              grads[1] = detail::sum_to_shape(
+                  detail::map2("mul", g[0], node.saved_input(0), fn::Mul{}), sb);
+            }
+            return grads;
+          },
       .save = save,
   });
 }
@@ -86,17 +95,20 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return autograd::record_one({
       .op = kDiv,
       .inputs = {a, b},
-      .forward = [](const Tensors& in, auto*) { return Tensors{detail::map2("div", in[0], in[1], fn::Div{})}; },
-      .backward = [sa, sb](Node& node, const Tensors& g) {
-        Tensor bv = node.saved_input(1);
-        Tensor ga = detail::map2("div", g[0], bv, fn::Div{});
-        Tensors grads{detail::sum_to_shape(ga, sa), Tensor()};
-        if (node.needs_input_grad(1)) {
-          Tensor gy = detail::map2("div", detail::map2("mul", g[0], node.saved_output(0), fn::Mul{}), bv, fn::Div{});
-          grads[1] = detail::sum_to_shape(negate(gy), sb);
-        }
-        return grads;
-      },
+      .forward = [](const Tensors& in,
+                    auto*) { return Tensors{detail::map2("div", in[0], in[1], fn::Div{})}; },
+      .backward =
+          [sa, sb](Node& node, const Tensors& g) {
+            Tensor bv = node.saved_input(1);
+            Tensor ga = detail::map2("div", g[0], bv, fn::Div{});
+            Tensors grads{detail::sum_to_shape(ga, sa), Tensor()};
+            if (node.needs_input_grad(1)) {
+              Tensor gy = detail::map2(
+                  "div", detail::map2("mul", g[0], node.saved_output(0), fn::Mul{}), bv, fn::Div{});
+              grads[1] = detail::sum_to_shape(negate(gy), sb);
+            }
+            return grads;
+          },
       .save = save,
   });
 }
@@ -106,9 +118,11 @@ Tensor add(const Tensor& x, double s) {
   return autograd::record_one({
       .op = kAddScalar,
       .inputs = {x},
-      .forward = [s](const Tensors& in, auto*) {
-        return Tensors{detail::map("add_scalar", in[0], [s](auto v) { return v + decltype(v)(s); })};
-      },
+      .forward =
+          [s](const Tensors& in, auto*) {
+            return Tensors{
+                detail::map("add_scalar", in[0], [s](auto v) { return v + decltype(v)(s); })};
+          },
       .backward = [](Node&, const Tensors& g) { return Tensors{g[0]}; },
   });
 }

@@ -31,8 +31,10 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& dims, bool k
   Shape out;
   for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
     bool reduced = std::binary_search(dims.begin(), dims.end(), d);
-    if (!reduced) out.push_back(shape[d]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[d]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -122,12 +124,16 @@ Tensor sum_kernel(const Tensor& x, const std::vector<int64_t>& dims_in, bool kee
   src = src.contiguous();
   int64_t A = 1, R = 1, B = 1;
   for (int64_t d = 0; d < src.dim(); ++d) {
-    if (!dims.empty() && d < dims.front()) A *= src.size(d);
-    else if (!dims.empty() && d <= dims.back()) R *= src.size(d);
-    else B *= src.size(d);
+    if (!dims.empty() && d < dims.front())
+      A *= src.size(d);
+    else if (!dims.empty() && d <= dims.back())
+      R *= src.size(d);
+    else
+      B *= src.size(d);
   }
   if (dims.empty()) B = src.numel();  // a 0-dim tensor: nothing reduced
-  dispatch_float(x.dtype(), "sum", [&]<class T>() { sum_middle(src.data<T>(), out.data<T>(), A, R, B); });
+  dispatch_float(x.dtype(), "sum",
+                 [&]<class T>() { sum_middle(src.data<T>(), out.data<T>(), A, R, B); });
   return out;
 }
 
@@ -151,12 +157,13 @@ Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   return autograd::record_one({
       .op = kSum,
       .inputs = {x},
-      .forward = [dims, keepdim](const Tensors& in, auto*) {
-        return Tensors{detail::sum_kernel(in[0], dims, keepdim)};
-      },
-      .backward = [dims, keepdim, in_shape](Node&, const Tensors& g) {
-        return Tensors{expand_reduced(g[0], in_shape, dims, keepdim)};
-      },
+      .forward = [dims, keepdim](
+                     const Tensors& in,
+                     auto*) { return Tensors{detail::sum_kernel(in[0], dims, keepdim)}; },
+      .backward =
+          [dims, keepdim, in_shape](Node&, const Tensors& g) {
+            return Tensors{expand_reduced(g[0], in_shape, dims, keepdim)};
+          },
   });
 }
 
@@ -170,21 +177,26 @@ Tensor mean(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   return autograd::record_one({
       .op = kMean,
       .inputs = {x},
-      .forward = [dims, keepdim, scale](const Tensors& in, auto*) {
-        Tensor s = detail::sum_kernel(in[0], dims, keepdim);
-        return Tensors{detail::map("mean", s, [scale](auto v) { return v * decltype(v)(scale); })};
-      },
-      .backward = [dims, keepdim, in_shape, scale](Node&, const Tensors& g) {
-        Tensor gs = detail::map("mean", g[0], [scale](auto v) { return v * decltype(v)(scale); });
-        return Tensors{expand_reduced(gs, in_shape, dims, keepdim)};
-      },
+      .forward =
+          [dims, keepdim, scale](const Tensors& in, auto*) {
+            Tensor s = detail::sum_kernel(in[0], dims, keepdim);
+            return Tensors{
+                detail::map("mean", s, [scale](auto v) { return v * decltype(v)(scale); })};
+          },
+      .backward =
+          [dims, keepdim, in_shape, scale](Node&, const Tensors& g) {
+            Tensor gs =
+                detail::map("mean", g[0], [scale](auto v) { return v * decltype(v)(scale); });
+            return Tensors{expand_reduced(gs, in_shape, dims, keepdim)};
+          },
   });
 }
 
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
   detail::check_float_cpu("max", x);
   dim = wrap_dim(dim, x.dim(), "max");
-  REPRISE_CHECK(x.dim() == 0 || x.size(dim) > 0, "max: dim ", dim, " of ", x.describe(), " is empty");
+  REPRISE_CHECK(x.dim() == 0 || x.size(dim) > 0, "max: dim ", dim, " of ", x.describe(),
+                " is empty");
   Shape in_shape = x.shape();
   auto forward = [dim, keepdim](const Tensors& in, auto*) {
     const Tensor& src = in[0];
@@ -226,33 +238,34 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
       .op = kMax,
       .inputs = {x},
       .forward = forward,
-      .backward = [dim, keepdim, in_shape](Node& node, const Tensors& g) {
-        Tensor idx = node.saved_output(1);
-        Tensor dx = Tensor::zeros(in_shape, g[0].dtype());
-        Tensor gk = keepdim || in_shape.empty() ? g[0] : g[0].unsqueeze(dim);
-        Tensor ik = keepdim || in_shape.empty() ? idx : idx.unsqueeze(dim);
-        gk = gk.contiguous();
-        ik = ik.contiguous();
-        // Scatter each gradient to its argmax along dim.
-        int64_t d = in_shape.empty() ? 0 : dim;
-        Shape shape = in_shape.empty() ? Shape{1} : in_shape;
-        int64_t outer = 1, inner = 1;
-        for (int64_t i = 0; i < d; ++i) outer *= shape[i];
-        for (size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
-        int64_t R = shape[d];
-        dispatch_float(dx.dtype(), "max", [&]<class T>() {
-          T* pdx = dx.data<T>();
-          const T* pg = gk.data<T>();
-          const int64_t* pi = ik.data<int64_t>();
-          for (int64_t o = 0; o < outer; ++o) {
-            for (int64_t i = 0; i < inner; ++i) {
-              int64_t k = o * inner + i;
-              pdx[(o * R + pi[k]) * inner + i] += pg[k];
-            }
-          }
-        });
-        return Tensors{dx};
-      },
+      .backward =
+          [dim, keepdim, in_shape](Node& node, const Tensors& g) {
+            Tensor idx = node.saved_output(1);
+            Tensor dx = Tensor::zeros(in_shape, g[0].dtype());
+            Tensor gk = keepdim || in_shape.empty() ? g[0] : g[0].unsqueeze(dim);
+            Tensor ik = keepdim || in_shape.empty() ? idx : idx.unsqueeze(dim);
+            gk = gk.contiguous();
+            ik = ik.contiguous();
+            // Scatter each gradient to its argmax along dim.
+            int64_t d = in_shape.empty() ? 0 : dim;
+            Shape shape = in_shape.empty() ? Shape{1} : in_shape;
+            int64_t outer = 1, inner = 1;
+            for (int64_t i = 0; i < d; ++i) outer *= shape[i];
+            for (size_t i = d + 1; i < shape.size(); ++i) inner *= shape[i];
+            int64_t R = shape[d];
+            dispatch_float(dx.dtype(), "max", [&]<class T>() {
+              T* pdx = dx.data<T>();
+              const T* pg = gk.data<T>();
+              const int64_t* pi = ik.data<int64_t>();
+              for (int64_t o = 0; o < outer; ++o) {
+                for (int64_t i = 0; i < inner; ++i) {
+                  int64_t k = o * inner + i;
+                  pdx[(o * R + pi[k]) * inner + i] += pg[k];
+                }
+              }
+            });
+            return Tensors{dx};
+          },
       .save = {.outputs = {1}},
   });
   return {out[0], out[1]};

@@ -25,13 +25,15 @@ Tensor unary(const autograd::OpInfo& op, const Tensor& x, Reads reads, Fwd fwd, 
   return autograd::record_one({
       .op = op,
       .inputs = {x},
-      .forward = [name, fwd](const Tensors& in, auto*) { return Tensors{detail::map(name, in[0], fwd)}; },
-      .backward = [name, reads, grad](Node& node, const Tensors& g) {
-        Tensor v = reads == Reads::input    ? node.saved_input(0)
-                   : reads == Reads::output ? node.saved_output(0)
-                                            : g[0];
-        return Tensors{detail::map3(name, v, v, g[0], grad)};
-      },
+      .forward = [name, fwd](const Tensors& in,
+                             auto*) { return Tensors{detail::map(name, in[0], fwd)}; },
+      .backward =
+          [name, reads, grad](Node& node, const Tensors& g) {
+            Tensor v = reads == Reads::input    ? node.saved_input(0)
+                       : reads == Reads::output ? node.saved_output(0)
+                                                : g[0];
+            return Tensors{detail::map3(name, v, v, g[0], grad)};
+          },
       .save = save,
   });
 }

@@ -47,7 +47,8 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     probe = x.permute(dims);  // validates dims before recording
   }
   std::vector<int64_t> inverse(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], x.dim(), "permute"))] = int64_t(i);
+  for (size_t i = 0; i < dims.size(); ++i)
+    inverse[size_t(wrap_dim(dims[i], x.dim(), "permute"))] = int64_t(i);
   return layout_op(
       kPermute, x, [dims](const Tensor& t) { return t.permute(dims); },
       [inverse](const Tensor& g) { return g.permute(inverse); });

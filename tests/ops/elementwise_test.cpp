@@ -15,7 +15,10 @@ namespace {
 using reprise::Tensor;
 
 OpCase unary_case(std::string name, Tensor (*f)(const Tensor&), double lo, double hi) {
-  return {name + "/3x5x7", [lo, hi] { return Inputs{param({3, 5, 7}, 11, lo, hi)}; },
+  return {name + "/3x5x7",
+          [lo, hi] {
+            return Inputs{param({3, 5, 7}, 11, lo, hi)};
+          },
           [f](const Inputs& in) { return f(in[0]); }};
 }
 
@@ -36,10 +39,11 @@ const RegisterOpCases unary_cases({
      [](const Inputs& in) { return ops::pow(in[0], 2.0); }},
 });
 
-OpCase binary_case(std::string name, Tensor (*f)(const Tensor&, const Tensor&), Shape a,
-                   Shape b) {
+OpCase binary_case(std::string name, Tensor (*f)(const Tensor&, const Tensor&), Shape a, Shape b) {
   return {name + "/" + to_string(a) + "x" + to_string(b),
-          [a, b] { return Inputs{param(a, 21), param(b, 22, 0.5, 2.0)}; },
+          [a, b] {
+            return Inputs{param(a, 21), param(b, 22, 0.5, 2.0)};
+          },
           [f](const Inputs& in) { return f(in[0], in[1]); }};
 }
 
@@ -51,39 +55,89 @@ const RegisterOpCases binary_cases({
     binary_case("mul", ops::mul, {1, 5, 1}, {3, 1, 7}),
     binary_case("div", ops::div, {3, 5, 7}, {3, 5, 7}),
     binary_case("div", ops::div, {4, 6}, {4, 1}),
-    {"add_scalar/3x5", [] { return Inputs{param({3, 5}, 23)}; },
+    {"add_scalar/3x5",
+     [] {
+       return Inputs{param({3, 5}, 23)};
+     },
      [](const Inputs& in) { return ops::add(in[0], 1.5); }},
-    {"mul_scalar/3x5", [] { return Inputs{param({3, 5}, 24)}; },
+    {"mul_scalar/3x5",
+     [] {
+       return Inputs{param({3, 5}, 24)};
+     },
      [](const Inputs& in) { return ops::mul(in[0], -0.75); }},
 });
 
 const RegisterOpCases reduce_cases({
-    {"sum/all", [] { return Inputs{param({3, 5, 7}, 31)}; },
+    {"sum/all",
+     [] {
+       return Inputs{param({3, 5, 7}, 31)};
+     },
      [](const Inputs& in) { return ops::sum(in[0]); }},
-    {"sum/dim1_keepdim", [] { return Inputs{param({3, 5, 7}, 32)}; },
+    {"sum/dim1_keepdim",
+     [] {
+       return Inputs{param({3, 5, 7}, 32)};
+     },
      [](const Inputs& in) { return ops::sum(in[0], {1}, true); }},
-    {"sum/dims0_2", [] { return Inputs{param({3, 5, 7}, 33)}; },
-     [](const Inputs& in) { return ops::sum(in[0], {0, 2}); }},
-    {"mean/last", [] { return Inputs{param({3, 5, 7}, 34)}; },
+    {"sum/dims0_2",
+     [] {
+       return Inputs{param({3, 5, 7}, 33)};
+     },
+     [](const Inputs& in) {
+       return ops::sum(in[0], {0, 2});
+     }},
+    {"mean/last",
+     [] {
+       return Inputs{param({3, 5, 7}, 34)};
+     },
      [](const Inputs& in) { return ops::mean(in[0], {-1}); }},
-    {"max/dim1", [] { return Inputs{param({3, 5, 7}, 35)}; },
+    {"max/dim1",
+     [] {
+       return Inputs{param({3, 5, 7}, 35)};
+     },
      [](const Inputs& in) { return ops::max(in[0], 1).values; }},
-    {"max/dim0_keepdim", [] { return Inputs{param({4, 6}, 36)}; },
+    {"max/dim0_keepdim",
+     [] {
+       return Inputs{param({4, 6}, 36)};
+     },
      [](const Inputs& in) { return ops::max(in[0], 0, true).values; }},
 });
 
 const RegisterOpCases view_cases({
-    {"reshape/3x5x7", [] { return Inputs{param({3, 5, 7}, 41)}; },
-     [](const Inputs& in) { return ops::mul(ops::reshape(in[0], {15, -1}), ops::reshape(in[0], {15, 7})); }},
-    {"transpose/3x5x7", [] { return Inputs{param({3, 5, 7}, 42)}; },
+    {"reshape/3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 41)};
+     },
+     [](const Inputs& in) {
+       return ops::mul(ops::reshape(in[0], {15, -1}), ops::reshape(in[0], {15, 7}));
+     }},
+    {"transpose/3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 42)};
+     },
      [](const Inputs& in) { return ops::exp(ops::transpose(in[0], 0, 2)); }},
-    {"permute/3x5x7", [] { return Inputs{param({3, 5, 7}, 43)}; },
-     [](const Inputs& in) { return ops::tanh(ops::permute(in[0], {1, 2, 0})); }},
-    {"slice/step2", [] { return Inputs{param({9, 5}, 44)}; },
+    {"permute/3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 43)};
+     },
+     [](const Inputs& in) {
+       return ops::tanh(ops::permute(in[0], {1, 2, 0}));
+     }},
+    {"slice/step2",
+     [] {
+       return Inputs{param({9, 5}, 44)};
+     },
      [](const Inputs& in) { return ops::sigmoid(ops::slice(in[0], 0, 1, 8, 2)); }},
-    {"expand/5x1_to_3x5x7", [] { return Inputs{param({5, 1}, 45)}; },
-     [](const Inputs& in) { return ops::tanh(ops::expand(in[0], {3, 5, 7})); }},
-    {"squeeze_unsqueeze", [] { return Inputs{param({3, 1, 7}, 46)}; },
+    {"expand/5x1_to_3x5x7",
+     [] {
+       return Inputs{param({5, 1}, 45)};
+     },
+     [](const Inputs& in) {
+       return ops::tanh(ops::expand(in[0], {3, 5, 7}));
+     }},
+    {"squeeze_unsqueeze",
+     [] {
+       return Inputs{param({3, 1, 7}, 46)};
+     },
      [](const Inputs& in) { return ops::unsqueeze(ops::squeeze(in[0], 1), 0); }},
 });
 

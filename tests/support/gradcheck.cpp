@@ -76,8 +76,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
       double numeric = (plus - minus) / (2 * o.eps);
       if (!(std::abs(a[size_t(i)] - numeric) <= o.atol + o.rtol * std::abs(numeric))) {
         if (bad++ < 5) {
-          failures << "\n  input " << k << " " << x.describe() << " element " << i
-                   << ": analytic " << a[size_t(i)] << " numeric " << numeric;
+          failures << "\n  input " << k << " " << x.describe() << " element " << i << ": analytic "
+                   << a[size_t(i)] << " numeric " << numeric;
         }
       }
     }

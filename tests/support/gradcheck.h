@@ -29,8 +29,8 @@ struct GradcheckOptions {
                                      GradcheckOptions options = {});
 
 struct OpCase {
-  std::string name;                  // "silu/3x5x7": op and what is special
-  std::function<Inputs()> inputs;    // f64; differentiable ones require grad
+  std::string name;                // "silu/3x5x7": op and what is special
+  std::function<Inputs()> inputs;  // f64; differentiable ones require grad
   OpFn fn;
   GradcheckOptions options = {};
 };
