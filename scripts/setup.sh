@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what reprise needs to build and test on a Debian machine
+# (g++, CMake, GoogleTest, Google Benchmark and the CUDA toolkit are expected
+# to be present; Eigen, OpenBLAS and MPI come from apt). Idempotent.
+set -euo pipefail
+
+packages=(libeigen3-dev libopenblas-dev libopenmpi-dev openmpi-bin libgtest-dev libbenchmark-dev
+          cmake g++ clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi

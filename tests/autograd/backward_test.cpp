@@ -1,0 +1,142 @@
+// The tape and backward engine: accumulation, retain_graph, grad(), grad
+// mode, version checks, scopes and release of saved tensors.
+#include "autograd/backward.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/scope.h"
+#include "autograd/tape.h"
+#include "engine/memory_stats.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/views.h"
+
+namespace reprise::autograd {
+namespace {
+
+Tensor leaf(std::vector<double> v) {
+  Shape s{int64_t(v.size())};
+  return Tensor::from_vector(v, s).requires_grad(true);
+}
+
+TEST(Backward, AccumulatesOverUsesAndCalls) {
+  Tensor x = leaf({1, 2, 3});
+  // y = sum(x * x + x): dy/dx = 2x + 1
+  Tensor y = ops::sum(ops::add(ops::mul(x, x), x));
+  backward(y);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 5, 7}));
+  backward(ops::sum(x));  // a second graph adds to .grad
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{4, 6, 8}));
+  EXPECT_EQ(memory_stats::snapshot()[MemoryKind::gradient].live, 0 + int64_t(x.grad().nbytes()));
+}
+
+TEST(Backward, SecondBackwardNeedsRetainGraph) {
+  Tensor x = leaf({0.5, 1.5});
+  Tensor y = ops::sum(ops::exp(x));
+  backward(y, {}, {.retain_graph = true});
+  backward(y);  // allowed: the first call kept the saved tensors
+  std::vector<double> g = x.grad().to_vector<double>();
+  EXPECT_DOUBLE_EQ(g[0], 2 * std::exp(0.5));
+  try {
+    backward(y);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Backward, GradReturnsChosenInputsOnly) {
+  Tensor a = leaf({1, 2});
+  Tensor b = leaf({3, 4});
+  Tensor h = ops::mul(a, b);  // non-leaf input
+  Tensor y = ops::sum(ops::mul(h, h));
+  Tensors g = grad({y}, {a, h});
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{2 * 3 * 3 * 1, 2 * 4 * 4 * 2}));
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{2 * 3, 2 * 8}));
+  EXPECT_FALSE(a.grad().defined());  // grad() leaves .grad alone
+  EXPECT_FALSE(b.grad().defined());
+  Tensor unused = leaf({1});
+  EXPECT_THROW(grad({ops::sum(ops::exp(a))}, {unused}), Error);
+  EXPECT_FALSE(grad({ops::sum(ops::exp(a))}, {unused}, {}, {}, true)[0].defined());
+}
+
+TEST(Backward, NoGradRecordsNothing) {
+  Tensor x = leaf({1, 2});
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = ops::exp(x);
+  }
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_THROW(backward(ops::sum(y)), Error);
+}
+
+TEST(Backward, ModifiedSavedTensorIsAnError) {
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2});
+  Tensor w = leaf({3, 4});
+  Tensor y = ops::sum(ops::mul(x, w));  // saves x for dw
+  x.fill_(0);                           // x does not require grad: allowed, bumps its version
+  try {
+    backward(y);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("mul"), std::string::npos) << m;
+    EXPECT_NE(m.find("modified in place"), std::string::npos) << m;
+  }
+}
+
+TEST(Backward, LayoutViewOnGradTensorPointsToOps) {
+  Tensor x = leaf({1, 2, 3, 4});
+  EXPECT_THROW(x.view({2, 2}), Error);
+  Tensor y = ops::reshape(x, {2, 2});  // the recorded version works
+  backward(ops::sum(ops::transpose(y, 0, 1)));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1, 1, 1}));
+}
+
+TEST(Tape, NodesCarryScopeAndSequenceAndFreeSavedTensors) {
+  struct Collect : TapeObserver {
+    std::vector<std::shared_ptr<Node>> nodes;
+    void on_record(const std::shared_ptr<Node>& n, const Tensors&, const Tensors&) override {
+      nodes.push_back(n);
+    }
+  } seen;
+  Tensor x = leaf({1, 2, 3});
+  int64_t saved_before = memory_stats::snapshot()[MemoryKind::saved_activation].live;
+  Tensor y;
+  {
+    ObserveTape observe(seen);
+    Scope layers("layers");
+    Scope three("3");
+    Tensor h = ops::exp(x);  // saves its output
+    {
+      Scope mlp("mlp");
+      y = ops::sum(ops::mul(h, h));
+    }
+  }
+  ASSERT_EQ(seen.nodes.size(), 3u);
+  EXPECT_EQ(seen.nodes[0]->scope(), "layers.3");
+  EXPECT_STREQ(seen.nodes[0]->name(), "exp");
+  EXPECT_EQ(seen.nodes[1]->scope(), "layers.3.mlp");
+  EXPECT_LT(seen.nodes[0]->sequence_nr(), seen.nodes[1]->sequence_nr());
+  EXPECT_GT(memory_stats::snapshot()[MemoryKind::saved_activation].live, saved_before);
+  backward(y);
+  EXPECT_EQ(memory_stats::snapshot()[MemoryKind::saved_activation].live, saved_before);
+  EXPECT_TRUE(seen.nodes[0]->released());
+}
+
+TEST(Backward, RepeatedRunsAreBitwiseEqual) {
+  auto run = [] {
+    Tensor x = Tensor::from_vector<double>({0.1, -0.7, 2.5, 0.3}, {2, 2}).requires_grad(true);
+    Tensor y = ops::sum(ops::tanh(ops::mul(ops::add(x, x), ops::sigmoid(x))));
+    backward(y);
+    return x.grad().to_vector<double>();
+  };
+  EXPECT_EQ(run(), run());
+}
+
+}  // namespace
+}  // namespace reprise::autograd

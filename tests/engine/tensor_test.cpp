@@ -1,0 +1,112 @@
+// Tensor layout, copies, dtypes and memory accounting.
+#include "engine/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "engine/memory_stats.h"
+
+namespace reprise {
+namespace {
+
+TEST(DType, Bfloat16RoundsToNearestEven) {
+  // 1 + 2^-8 lies halfway between bf16 neighbours 1 and 1 + 2^-7: ties to even (1).
+  EXPECT_EQ(bfloat16(1.0f + 0x1.0p-8f).bits, 0x3f80);
+  // 1 + 3 * 2^-8 lies halfway between 1 + 2^-7 and 1 + 2^-6: ties to even (1 + 2^-6).
+  EXPECT_EQ(bfloat16(1.0f + 3 * 0x1.0p-8f).bits, 0x3f82);
+  EXPECT_EQ(float(bfloat16(3.140625f)), 3.140625f);
+  EXPECT_TRUE(std::isnan(float(bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(float(bfloat16(std::numeric_limits<float>::infinity())),
+            std::numeric_limits<float>::infinity());
+}
+
+TEST(DType, Float16RoundsToNearestEvenIncludingSubnormals) {
+  EXPECT_EQ(float16(1.0f).bits, 0x3c00);
+  EXPECT_EQ(float16(65504.0f).bits, 0x7bff);           // largest finite
+  EXPECT_EQ(float16(65520.0f).bits, 0x7c00);           // rounds to infinity
+  EXPECT_EQ(float16(0x1.0p-24f).bits, 0x0001);         // smallest subnormal
+  EXPECT_EQ(float16(0x1.0p-25f).bits, 0x0000);         // tie at half of it: to even (0)
+  EXPECT_EQ(float16(0x1.8p-24f).bits, 0x0002);         // 1.5 ulp: tie to even (2)
+  EXPECT_EQ(float16(1.0f + 0x1.0p-11f).bits, 0x3c00);  // tie between 1 and 1 + 2^-10
+  for (uint32_t b = 0; b < 0x7c00; ++b) {              // every finite half round-trips
+    float16 h = float16::from_bits(uint16_t(b));
+    ASSERT_EQ(float16(float(h)).bits, b) << b;
+  }
+  EXPECT_TRUE(std::isnan(float(float16(std::nanf("")))));
+}
+
+TEST(Tensor, LayoutViewsShareStorageWithoutCopies) {
+  Tensor t = Tensor::arange(24, DType::f32).view({2, 3, 4});
+  Tensor tr = t.transpose(0, 2);  // (4, 3, 2)
+  EXPECT_EQ(tr.shape(), (Shape{4, 3, 2}));
+  EXPECT_EQ(tr.strides(), (Shape{1, 4, 12}));
+  EXPECT_EQ(tr.storage(), t.storage());
+  EXPECT_FALSE(tr.is_contiguous());
+  EXPECT_EQ(tr.contiguous().to_vector<float>()[1], 12.f);
+
+  Tensor s = t.slice(2, 1, 4, 2);  // elements 1 and 3 of the last dim
+  EXPECT_EQ(s.shape(), (Shape{2, 3, 2}));
+  EXPECT_EQ(s.to_vector<float>()[0], 1.f);
+  EXPECT_EQ(s.to_vector<float>()[1], 3.f);
+
+  Tensor e = Tensor::arange(3, DType::f32).view({3, 1}).expand({3, 4});
+  EXPECT_EQ(e.strides(), (Shape{1, 0}));
+  EXPECT_EQ(e.to_vector<float>()[5], 1.f);
+
+  EXPECT_EQ(t.permute({2, 0, 1}).shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(t.select(1, 2).to_vector<float>()[0], 8.f);
+  EXPECT_EQ(t.view({-1, 4}).shape(), (Shape{6, 4}));
+  EXPECT_THROW(tr.view({24}), Error);       // not viewable: needs a copy
+  EXPECT_EQ(tr.reshape({24}).numel(), 24);  // reshape copies instead
+  EXPECT_THROW(t.view({5, -1}), Error);
+  EXPECT_THROW(t.expand({2, 3, 5}), Error);
+  EXPECT_THROW(t.as_strided({2, 3, 5}, {15, 5, 1}, 0), Error);  // past the storage
+}
+
+TEST(Tensor, CopyBroadcastsAndConverts) {
+  Tensor dst = Tensor::zeros({2, 3}, DType::f64);
+  dst.copy_(Tensor::from_vector<int64_t>({1, 2, 3}, {3}));
+  EXPECT_EQ(dst.to_vector<double>(), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  Tensor half = dst.to(DType::bf16);
+  EXPECT_EQ(half.to_vector<float>(), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  uint64_t v = dst.version();
+  dst.fill_(7);
+  EXPECT_GT(dst.version(), v);
+}
+
+TEST(Tensor, CudaWithoutCudaIsAClearError) {
+  if (built_with_cuda()) GTEST_SKIP() << "built with CUDA";
+  try {
+    Tensor::zeros({2}, DType::f32, Device::cuda(0));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MemoryStats, TracksLivePeakAndKinds) {
+  MemorySnapshot before = memory_stats::snapshot();
+  {
+    Tensor a = Tensor::empty({1024}, DType::f32);  // 4096 bytes
+    MemorySnapshot during = memory_stats::snapshot();
+    EXPECT_EQ(during[MemoryKind::temporary].live - before[MemoryKind::temporary].live, 4096);
+    a.storage()->set_kind(MemoryKind::parameter);
+    MemorySnapshot tagged = memory_stats::snapshot();
+    EXPECT_EQ(tagged[MemoryKind::parameter].live - before[MemoryKind::parameter].live, 4096);
+    EXPECT_EQ(tagged[MemoryKind::temporary].live, before[MemoryKind::temporary].live);
+    Tensor t = Tensor::empty({256}, DType::f32);
+    t.storage()->retain_saved();  // what the tape does when it saves a temporary
+    EXPECT_EQ(memory_stats::snapshot()[MemoryKind::saved_activation].live -
+                  before[MemoryKind::saved_activation].live,
+              1024);
+    t.storage()->release_saved();
+  }
+  MemorySnapshot after = memory_stats::snapshot();
+  EXPECT_EQ(after.total.live, before.total.live);
+  EXPECT_GE(after.total.peak, before.total.live + 4096);
+}
+
+}  // namespace
+}  // namespace reprise
