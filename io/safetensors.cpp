@@ -1,0 +1,415 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "engine/error.h"
+#include "io/json.h"
+
+namespace reprise::io {
+
+// The format stores little-endian bytes; reading and writing them as they
+// lie in memory is only right on a little-endian host.
+static_assert(std::endian::native == std::endian::little,
+              "io/safetensors assumes a little-endian host");
+
+namespace {
+
+// The reference implementation refuses headers over 100 MB; so do we, so a
+// corrupted length cannot make us allocate gigabytes for a header.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct FormatDType {
+  const char* name;
+  uint32_t bits;   // per element
+  bool supported;  // reprise has a type for it
+  DType dtype;     // meaningful when supported
+};
+
+// Every dtype the format defines (safetensors 0.5); the ones without a
+// reprise type can be listed but not loaded.
+constexpr FormatDType kFormatDTypes[] = {
+    {"F64", 64, true, DType::f64},     {"F32", 32, true, DType::f32},
+    {"BF16", 16, true, DType::bf16},   {"F16", 16, true, DType::f16},
+    {"I64", 64, true, DType::i64},     {"I32", 32, true, DType::i32},
+    {"BOOL", 8, true, DType::boolean}, {"U64", 64, false, DType::f32},
+    {"U32", 32, false, DType::f32},    {"I16", 16, false, DType::f32},
+    {"U16", 16, false, DType::f32},    {"I8", 8, false, DType::f32},
+    {"U8", 8, false, DType::f32},      {"F8_E4M3", 8, false, DType::f32},
+    {"F8_E5M2", 8, false, DType::f32}, {"F8_E8M0", 8, false, DType::f32},
+    {"F6_E2M3", 6, false, DType::f32}, {"F6_E3M2", 6, false, DType::f32},
+    {"F4", 4, false, DType::f32},      {"C64", 64, false, DType::f32},
+};
+
+const FormatDType* find_format_dtype(const std::string& name) {
+  for (const FormatDType& d : kFormatDTypes) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Reads exactly n bytes at offset; false when the file ends first.
+bool pread_all(int fd, void* dst, size_t n, uint64_t offset) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    ssize_t got = ::pread(fd, p, n, off_t(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= size_t(got);
+    offset += uint64_t(got);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* src, size_t n) {
+  const auto* p = static_cast<const char*>(src);
+  while (n > 0) {
+    ssize_t put = ::write(fd, p, n);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return false;
+    p += put;
+    n -= size_t(put);
+  }
+  return true;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// A non-negative integer from the header, or an Error saying what it is.
+uint64_t header_uint(const json::Value& v, const std::string& where) {
+  REPRISE_CHECK(v.is_int(), where, ": expected a non-negative integer, got ",
+                json::kind_name(v.kind()), v.is_number() ? " " + json::dump(v) : "");
+  REPRISE_CHECK(v.as_int() >= 0, where, ": expected a non-negative integer, got ", v.as_int());
+  return uint64_t(v.as_int());
+}
+
+TensorInfo parse_tensor_entry(const std::string& file, const std::string& name,
+                              const json::Value& entry) {
+  std::string where = "safetensors: " + file + ": tensor " + quoted(name);
+  REPRISE_CHECK(entry.is_object(), where,
+                ": expected an object with dtype, shape and data_offsets, got ",
+                json::kind_name(entry.kind()));
+  for (const auto& [key, value] : entry.as_object()) {
+    REPRISE_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", where,
+                  ": unexpected field \"", key, "\" (expected dtype, shape and data_offsets)");
+  }
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    REPRISE_CHECK(entry.find(key) != nullptr, where, ": missing field \"", key, "\"");
+  }
+
+  TensorInfo info;
+  info.name = name;
+  const json::Value& dtype = entry.at("dtype");
+  REPRISE_CHECK(dtype.is_string(), where, ": dtype must be a string, got ",
+                json::kind_name(dtype.kind()));
+  info.dtype_name = dtype.as_string();
+  const FormatDType* fd = find_format_dtype(info.dtype_name);
+  REPRISE_CHECK(fd != nullptr, where, ": unknown dtype \"", info.dtype_name,
+                "\" (expected one of F64, F32, BF16, F16, I64, I32, BOOL, U8, ...)");
+  info.supported = fd->supported;
+  info.dtype = fd->dtype;
+
+  const json::Value& shape = entry.at("shape");
+  REPRISE_CHECK(shape.is_array(), where, ": shape must be an array of integers, got ",
+                json::kind_name(shape.kind()));
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (const json::Value& d : shape.as_array()) {
+    uint64_t extent = header_uint(d, where + ": shape " + json::dump(shape));
+    // Extents are int64 in a Shape; the element count must fit too.
+    REPRISE_CHECK(extent <= uint64_t(INT64_MAX), where, ": shape extent ", extent, " is too large");
+    info.shape.push_back(int64_t(extent));
+    overflow = overflow || __builtin_mul_overflow(numel, extent, &numel);
+  }
+
+  const json::Value& offsets = entry.at("data_offsets");
+  REPRISE_CHECK(offsets.is_array() && offsets.as_array().size() == 2, where,
+                ": data_offsets must be an array [begin, end], got ", json::dump(offsets));
+  info.begin = header_uint(offsets.as_array()[0], where + ": data_offsets");
+  info.end = header_uint(offsets.as_array()[1], where + ": data_offsets");
+  REPRISE_CHECK(info.begin <= info.end, where, ": data_offsets [", info.begin, ", ", info.end,
+                "] end before they begin");
+
+  uint64_t bits = 0;
+  overflow = overflow || __builtin_mul_overflow(numel, uint64_t(fd->bits), &bits) ||
+             numel > uint64_t(INT64_MAX);
+  REPRISE_CHECK(!overflow, where, ": shape ", json::dump(shape), " has too many elements");
+  uint64_t bytes = (bits + 7) / 8;
+  REPRISE_CHECK(bits % 8 == 0 && bytes == info.end - info.begin, where, ": shape ",
+                to_string(info.shape), " of ", info.dtype_name, " needs ",
+                bits % 8 == 0 ? std::to_string(bytes) + " bytes" : std::to_string(bits) + " bits",
+                " but data_offsets [", info.begin, ", ", info.end, "] hold ",
+                info.end - info.begin);
+  return info;
+}
+
+}  // namespace
+
+const char* safetensors_dtype_name(DType dtype) {
+  for (const FormatDType& d : kFormatDTypes) {
+    if (d.supported && d.dtype == dtype) return d.name;
+  }
+  REPRISE_FAIL("safetensors: no format name for dtype ", dtype_name(dtype));
+}
+
+// ---- Reading ----
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept { *this = std::move(other); }
+
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    data_start_ = other.data_start_;
+    names_ = std::move(other.names_);
+    infos_ = std::move(other.infos_);
+    metadata_ = std::move(other.metadata_);
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool SafetensorsFile::contains(const std::string& name) const { return infos_.count(name) != 0; }
+
+const TensorInfo& SafetensorsFile::info(const std::string& name) const {
+  auto it = infos_.find(name);
+  if (it != infos_.end()) return it->second;
+  std::string known;
+  constexpr size_t kShown = 5;
+  for (size_t i = 0; i < names_.size() && i < kShown; ++i) {
+    known += (i ? ", " : "") + quoted(names_[i]);
+  }
+  if (names_.size() > kShown) known += ", ...";
+  REPRISE_FAIL("safetensors: ", path_, ": no tensor ", quoted(name), "; the file has ",
+               names_.size(), " tensor", names_.size() == 1 ? "" : "s",
+               names_.empty() ? "" : ": " + known);
+}
+
+Tensor SafetensorsFile::get(const std::string& name) const {
+  const TensorInfo& ti = info(name);
+  REPRISE_CHECK(ti.supported, "safetensors: ", path_, ": tensor ", quoted(name), " has dtype ",
+                ti.dtype_name,
+                ", which reprise cannot load (supported: F64, F32, BF16, F16, I64, I32, BOOL)");
+  Tensor t = Tensor::empty(ti.shape, ti.dtype);
+  size_t n = size_t(ti.end - ti.begin);
+  REPRISE_CHECK(pread_all(fd_, t.raw_data(), n, data_start_ + ti.begin), "safetensors: ", path_,
+                ": reading tensor ", quoted(name),
+                " failed: the file is shorter than when it was opened");
+  if (ti.dtype == DType::boolean) {
+    // A bool byte other than 0 or 1 is undefined behaviour once read as bool.
+    const auto* bytes = static_cast<const uint8_t*>(t.raw_data());
+    for (size_t i = 0; i < n; ++i) {
+      REPRISE_CHECK(bytes[i] <= 1, "safetensors: ", path_, ": BOOL tensor ", quoted(name),
+                    " has byte value ", int(bytes[i]), " at element ", i, " (expected 0 or 1)");
+    }
+  }
+  return t;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  SafetensorsFile file;
+  file.path_ = path;
+  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REPRISE_CHECK(file.fd_ >= 0, "safetensors: cannot open ", path, ": ", errno_text());
+  struct stat st;
+  REPRISE_CHECK(::fstat(file.fd_, &st) == 0, "safetensors: cannot stat ", path, ": ", errno_text());
+  REPRISE_CHECK(S_ISREG(st.st_mode), "safetensors: ", path, " is not a regular file");
+  const uint64_t file_size = uint64_t(st.st_size);
+
+  REPRISE_CHECK(file_size >= 8, "safetensors: ", path, ": truncated file: ", file_size,
+                " bytes, fewer than the 8-byte header length");
+  uint8_t len_bytes[8];
+  REPRISE_CHECK(pread_all(file.fd_, len_bytes, 8, 0), "safetensors: ", path,
+                ": reading the header length failed");
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
+  REPRISE_CHECK(header_len <= file_size - 8, "safetensors: ", path, ": header length ", header_len,
+                " runs past the end of the file (", file_size, " bytes; truncated file?)");
+  REPRISE_CHECK(header_len <= kMaxHeaderBytes, "safetensors: ", path, ": header length ",
+                header_len, " exceeds the format's limit of ", kMaxHeaderBytes, " bytes");
+
+  std::string header(size_t(header_len), '\0');
+  REPRISE_CHECK(pread_all(file.fd_, header.data(), header.size(), 8), "safetensors: ", path,
+                ": reading the header failed");
+  file.data_start_ = 8 + header_len;
+  const uint64_t buffer_size = file_size - file.data_start_;
+
+  json::Value root;
+  try {
+    root = json::parse(header, {.max_depth = 4});
+  } catch (const Error& e) {
+    REPRISE_FAIL("safetensors: ", path, ": bad header JSON: ", e.what());
+  }
+  REPRISE_CHECK(root.is_object(), "safetensors: ", path, ": header must be a JSON object, got ",
+                json::kind_name(root.kind()));
+
+  for (const auto& [key, value] : root.as_object()) {
+    if (key == "__metadata__") {
+      REPRISE_CHECK(value.is_object(), "safetensors: ", path,
+                    ": __metadata__ must be an object of strings, got ",
+                    json::kind_name(value.kind()));
+      for (const auto& [mk, mv] : value.as_object()) {
+        REPRISE_CHECK(mv.is_string(), "safetensors: ", path, ": __metadata__ entry \"", mk,
+                      "\" must be a string, got ", json::kind_name(mv.kind()));
+        file.metadata_.emplace(mk, mv.as_string());
+      }
+      continue;
+    }
+    TensorInfo ti = parse_tensor_entry(path, key, value);
+    REPRISE_CHECK(ti.end <= buffer_size, "safetensors: ", path, ": tensor ", quoted(key),
+                  " data_offsets [", ti.begin, ", ", ti.end,
+                  "] are out of range: the data buffer has ", buffer_size,
+                  " bytes (truncated file?)");
+    file.names_.push_back(key);
+    file.infos_.emplace(key, std::move(ti));
+  }
+
+  // The tensors must tile the buffer: sorted by offset, each begins where
+  // the previous one ends, and the last ends at the end of the file.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& [name, ti] : file.infos_) by_offset.push_back(&ti);
+  std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const TensorInfo* previous = nullptr;
+  for (const TensorInfo* ti : by_offset) {
+    REPRISE_CHECK(ti->begin >= covered, "safetensors: ", path, ": tensor ", quoted(ti->name), " [",
+                  ti->begin, ", ", ti->end, ") overlaps tensor ",
+                  quoted(previous ? previous->name : ""), " [", previous ? previous->begin : 0,
+                  ", ", covered, ")");
+    REPRISE_CHECK(ti->begin == covered, "safetensors: ", path, ": bytes [", covered, ", ",
+                  ti->begin, ") of the data buffer belong to no tensor (a hole before tensor ",
+                  quoted(ti->name), ")");
+    covered = ti->end;
+    previous = ti;
+  }
+  REPRISE_CHECK(covered == buffer_size, "safetensors: ", path, ": the tensors cover ", covered,
+                " bytes but the data buffer has ", buffer_size,
+                " (bytes past the last tensor belong to no tensor)");
+  return file;
+}
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path) {
+  SafetensorsFile file = read_safetensors(path);
+  std::map<std::string, Tensor> out;
+  for (const std::string& name : file.names()) out.emplace(name, file.get(name));
+  return out;
+}
+
+// ---- Writing ----
+
+namespace {
+
+// Removes the temporary file unless the write got as far as the rename.
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  bool renamed = false;
+  ~TempFile() {
+    if (fd >= 0) ::close(fd);
+    if (!renamed && !path.empty()) ::unlink(path.c_str());
+  }
+};
+
+std::string parent_dir(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string where = "safetensors: writing " + path;
+
+  // Contiguous CPU copies (no copy when already so), and the header.
+  std::vector<Tensor> data;
+  json::Value header{json::Object{}};
+  if (!metadata.empty()) {
+    json::Object meta;
+    for (const auto& [k, v] : metadata) meta.emplace_back(k, json::Value(v));
+    header.as_object().emplace_back("__metadata__", json::Value(std::move(meta)));
+  }
+  std::vector<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    REPRISE_CHECK(name != "__metadata__", where, ": a tensor cannot be named __metadata__");
+    REPRISE_CHECK(std::find(seen.begin(), seen.end(), name) == seen.end(), where,
+                  ": duplicate tensor name ", quoted(name));
+    seen.push_back(name);
+    REPRISE_CHECK(tensor.defined(), where, ": tensor ", quoted(name), " is undefined");
+    Tensor t = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+    t = t.contiguous();
+    json::Array shape;
+    for (int64_t d : t.shape()) shape.emplace_back(d);
+    uint64_t end = offset + t.nbytes();
+    json::Object entry{{"dtype", json::Value(safetensors_dtype_name(t.dtype()))},
+                       {"shape", json::Value(std::move(shape))},
+                       {"data_offsets", json::Value(json::Array{int64_t(offset), int64_t(end)})}};
+    header.as_object().emplace_back(name, json::Value(std::move(entry)));
+    offset = end;
+    data.push_back(std::move(t));
+  }
+  std::string header_text = json::dump(header);
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  uint8_t len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = uint8_t(uint64_t(header_text.size()) >> (8 * i));
+
+  // A unique name beside the target, so the rename stays in one filesystem.
+  static std::atomic<uint64_t> counter{0};
+  TempFile tmp;
+  for (int attempt = 0; tmp.fd < 0; ++attempt) {
+    tmp.path = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (tmp.fd < 0) {
+      int err = errno;
+      tmp.path.clear();  // not ours: never unlink it
+      REPRISE_CHECK(err == EEXIST && attempt < 100, where, ": cannot create a temporary file in ",
+                    parent_dir(path), ": ", std::strerror(err));
+    }
+  }
+
+  bool ok =
+      write_all(tmp.fd, len_bytes, 8) && write_all(tmp.fd, header_text.data(), header_text.size());
+  for (size_t i = 0; ok && i < data.size(); ++i) {
+    ok = write_all(tmp.fd, data[i].raw_data(), data[i].nbytes());
+  }
+  REPRISE_CHECK(ok, where, ": write to ", tmp.path, " failed: ", errno_text());
+  REPRISE_CHECK(::fsync(tmp.fd) == 0, where, ": fsync of ", tmp.path, " failed: ", errno_text());
+  int fd = std::exchange(tmp.fd, -1);
+  REPRISE_CHECK(::close(fd) == 0, where, ": close of ", tmp.path, " failed: ", errno_text());
+  REPRISE_CHECK(::rename(tmp.path.c_str(), path.c_str()) == 0, where, ": rename from ", tmp.path,
+                " failed: ", errno_text());
+  tmp.renamed = true;
+
+  // Make the rename itself durable.
+  int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REPRISE_CHECK(
+      dir >= 0, where,
+      ": the file is written, but opening its directory to sync it failed: ", errno_text());
+  int rc = ::fsync(dir);
+  int err = errno;
+  ::close(dir);
+  REPRISE_CHECK(rc == 0 || err == EINVAL, where,
+                ": the file is written, but syncing its directory failed: ", std::strerror(err));
+}
+
+}  // namespace reprise::io

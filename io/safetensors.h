@@ -1,0 +1,97 @@
+#pragma once
+// Reading and writing the safetensors format
+// (https://github.com/huggingface/safetensors):
+//
+//   [8 bytes]  N, unsigned little-endian: the header length
+//   [N bytes]  JSON header, UTF-8, padded with trailing spaces:
+//              {"__metadata__": {"key": "value", ...},
+//               "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+//   [rest]     the byte buffer; offsets are relative to its start, tensors
+//              are row-major little-endian, and together they cover the
+//              buffer exactly (no holes, no overlaps).
+//
+// Reading opens the file, reads and validates the header and keeps the file
+// open; get() reads one tensor's bytes straight into a new CPU tensor with
+// pread. Why not read the whole file or mmap it: a model checkpoint is as
+// large as the model, so reading it whole doubles peak memory while it
+// loads; an mmap'd file that another process truncates kills the reader
+// with SIGBUS, and its pages alias the file rather than the 64-byte aligned,
+// MemoryStats-counted storage every other tensor has. pread costs one copy,
+// the same copy either alternative needs to produce owned tensors, and a
+// file that shrinks under us becomes a short read, hence an Error.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace reprise::io {
+
+// One entry of a safetensors header. dtype_name is the format's name
+// ("F32", "BF16", ...); dtype is reprise's type when reprise has one.
+struct TensorInfo {
+  std::string name;
+  std::string dtype_name;
+  bool supported = false;  // false for format dtypes reprise has no type for (U8, F8_E4M3, ...)
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets into the data buffer
+  uint64_t end = 0;
+};
+
+// The format's dtype name for a reprise dtype: f32 -> "F32", boolean -> "BOOL".
+const char* safetensors_dtype_name(DType dtype);
+
+class SafetensorsFile {
+ public:
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+  ~SafetensorsFile();
+
+  const std::string& path() const { return path_; }
+  // Tensor names in header order (the order the writer gave them).
+  const std::vector<std::string>& names() const { return names_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool contains(const std::string& name) const;
+  // Raises an Error naming the tensor, and some that exist, when absent.
+  const TensorInfo& info(const std::string& name) const;
+  // A new contiguous CPU tensor with the stored bytes. Raises an Error when
+  // the name is absent, its dtype has no reprise type, or the file changed
+  // size since it was opened.
+  Tensor get(const std::string& name) const;
+
+ private:
+  friend SafetensorsFile read_safetensors(const std::string& path);
+  SafetensorsFile() = default;
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t data_start_ = 0;  // 8 + N
+  std::vector<std::string> names_;
+  std::map<std::string, TensorInfo> infos_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// Opens `path` and validates its header: the sizes, the JSON, every dtype,
+// shape and offset pair, and that the offsets tile the data buffer. Errors
+// name the file and the tensor.
+SafetensorsFile read_safetensors(const std::string& path);
+
+// Every tensor of the file, by name.
+std::map<std::string, Tensor> load_safetensors(const std::string& path);
+
+// Writes `tensors` (CPU tensors, any layout; stored contiguous, in the given
+// order, offsets ascending) with string metadata. The header is padded with
+// spaces to a multiple of 8 bytes, as the reference writer does. Atomic:
+// writes a temporary file in the same directory, fsyncs it, renames it over
+// `path` and fsyncs the directory, so `path` is either its old contents or
+// the complete new file, and no temporary is left behind on failure.
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace reprise::io
