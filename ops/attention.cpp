@@ -1,0 +1,485 @@
+// Fused scaled dot-product attention: forward kernel, backward rule, OpInfo.
+//
+// B = batch, Hq/Hkv = query/kv heads, G = Hq / Hkv, T = queries, S = keys,
+// D = q/k head size, Dv = v head size. Tiles are Br = 64 query rows by
+// Bc = 64 keys. W = elements per 64 bytes (16 f32, 8 f64) is the vector
+// width of the tile loops.
+//
+// Forward, per (b, query head h, query block), for each key block:
+//   S = scale * Q K^T (masked), m' = max(m, rowmax S), P = exp(S - m'),
+//   l = l exp(m - m') + rowsum P,  O = O exp(m - m') + P V,
+// then O /= l and lse = m + log l (an auxiliary output kept for backward).
+// Backward (FlashAttention-2), with Di = rowsum(dO * O), per tile:
+//   P = exp(scale * Q K^T - lse), dV += P^T dO, dP = dO V^T,
+//   dS = scale * P * (dP - Di), dK += dS^T Q, dQ += dS K.
+// Backward runs one task per (b, kv head): it owns dK and dV of that head
+// and dQ of its G query heads, and visits key blocks, then query heads, then
+// query blocks in a fixed order, so every sum is independent of threads.
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/tape.h"
+#include "engine/threads.h"
+#include "ops/elementwise.h"
+
+namespace reprise::ops {
+namespace {
+
+using autograd::Node;
+using autograd::Tensors;
+
+constexpr const char* kOpName = "scaled_dot_product_attention";
+constexpr int64_t kBr = 64;  // query rows per tile
+constexpr int64_t kBc = 64;  // keys per tile
+
+template <class T>
+constexpr int64_t kLanes = 64 / int64_t(sizeof(T));
+
+int64_t ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
+int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
+
+// a * b + c, fused where the hardware has an FMA.
+template <class T>
+inline T madd(T a, T b, T c) {
+#if defined(FP_FAST_FMA) && defined(FP_FAST_FMAF)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// exp(x) for x <= 88 in a form the compiler vectorises (libm's expf does
+// not): exp(x) = 2^n exp(r) with n = round(x log2 e) and r = x - n ln 2
+// split in two parts (Cody-Waite), exp(r) by Cephes' expf polynomial
+// (relative error about 1e-7). Underflows to 0 below -87.3; NaN stays NaN.
+inline float exp_tile(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  float xc = x > -88.0f ? x : -88.0f;    // also maps NaN to a finite value
+  xc = xc < 88.0f ? xc : 88.0f;
+  const float n = (xc * kLog2e + kRound) - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.9875691500e-4f;
+  p = madd(p, r, 1.3981999507e-3f);
+  p = madd(p, r, 8.3334519073e-3f);
+  p = madd(p, r, 4.1665795894e-2f);
+  p = madd(p, r, 1.6666665459e-1f);
+  p = madd(p, r, 5.0000001201e-1f);
+  p = madd(p, r * r, r + 1.0f);
+  const float y = p * std::bit_cast<float>((int32_t(n) + 127) << 23);
+  const float z = x < -87.3f ? 0.0f : y;
+  return x == x ? z : x;
+}
+// f64 is the gradcheck and reference type: libm's exp.
+inline double exp_tile(double x) { return std::exp(x); }
+
+// The rows of a 4-d tensor (b, h, row, col), with its strides in elements.
+template <class T>
+struct Rows {
+  const T* data;
+  int64_t sb, sh, sr, sc;
+  const T* at(int64_t b, int64_t h, int64_t r) const { return data + b * sb + h * sh + r * sr; }
+};
+template <class T>
+Rows<T> rows_of(const Tensor& t) {
+  return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+}
+
+// The tile GEMM: C (M x N) = [C +] A (M x K) B (K x N) with N = nchunks * W.
+// B and C rows are contiguous and hold whole W-wide chunks (B is padded);
+// A is read one element at a time through strides (am, ak), so a transposed
+// A costs nothing. Each C element adds its K products in order, so a tile's
+// result does not depend on where or when it runs. R rows at a time keep
+// R vector accumulators live.
+template <class T, int R>
+void gemm_rows(int64_t nchunks, int64_t K, const T* A, int64_t am, int64_t ak, const T* Bm,
+               int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  constexpr int64_t W = kLanes<T>;
+  for (int64_t c = 0; c < nchunks; ++c) {
+    T acc[R][W];
+    for (int r = 0; r < R; ++r) {
+      for (int64_t l = 0; l < W; ++l) acc[r][l] = accumulate ? C[r * ldc + c * W + l] : T(0);
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      const T* brow = Bm + k * ldb + c * W;
+      for (int r = 0; r < R; ++r) {
+        const T a = A[r * am + k * ak];
+        for (int64_t l = 0; l < W; ++l) acc[r][l] = madd(a, brow[l], acc[r][l]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int64_t l = 0; l < W; ++l) C[r * ldc + c * W + l] = acc[r][l];
+    }
+  }
+}
+
+template <class T>
+void gemm_tile(int64_t M, int64_t nchunks, int64_t K, const T* A, int64_t am, int64_t ak,
+               const T* Bm, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+  constexpr int kR = 8;
+  int64_t m = 0;
+  for (; m + kR <= M; m += kR)
+    gemm_rows<T, kR>(nchunks, K, A + m * am, am, ak, Bm, ldb, C + m * ldc, ldc, accumulate);
+  const T* a = A + m * am;
+  T* c = C + m * ldc;
+  switch (M - m) {
+    case 7:
+      return gemm_rows<T, 7>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
+    case 6:
+      return gemm_rows<T, 6>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
+    case 5:
+      return gemm_rows<T, 5>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
+    case 4:
+      return gemm_rows<T, 4>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
+    case 3:
+      return gemm_rows<T, 3>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
+    case 2:
+      return gemm_rows<T, 2>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
+    case 1:
+      return gemm_rows<T, 1>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
+    default:
+      return;
+  }
+}
+
+// Max of n values (n a multiple of W), W running maxima combined in order.
+template <class T>
+T row_max(const T* x, int64_t n) {
+  constexpr int64_t W = kLanes<T>;
+  T acc[W];
+  for (int64_t l = 0; l < W; ++l) acc[l] = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; j += W) {
+    for (int64_t l = 0; l < W; ++l) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+  }
+  T m = acc[0];
+  for (int64_t l = 1; l < W; ++l) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+// x[j] = exp(x[j] - shift) over n values (a multiple of W); returns their sum.
+template <class T>
+T exp_shift_sum(T* x, int64_t n, T shift) {
+  constexpr int64_t W = kLanes<T>;
+  T acc[W] = {};
+  for (int64_t j = 0; j < n; j += W) {
+    for (int64_t l = 0; l < W; ++l) {
+      x[j + l] = exp_tile(x[j + l] - shift);
+      acc[l] += x[j + l];
+    }
+  }
+  T s = 0;
+  for (int64_t l = 0; l < W; ++l) s += acc[l];
+  return s;
+}
+
+// Scales the first `valid` scores by `scale` and masks the rest of the n
+// (a multiple of W) with -inf.
+template <class T>
+void scale_mask(T* x, int64_t n, int64_t valid, T scale) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j) x[j] = j < valid ? x[j] * scale : neg_inf;
+}
+
+// How many keys of the block starting at j0 (nj keys) query i sees.
+int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t nj) {
+  return causal ? std::clamp<int64_t>(i - j0 + 1, 0, nj) : nj;
+}
+
+struct Dims {
+  int64_t B, Hq, Hkv, T, S, D, Dv;
+  int64_t group() const { return Hq / Hkv; }
+};
+
+Dims dims_of(const Tensor& q, const Tensor& v) {
+  return {q.size(0), q.size(1), v.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};
+}
+
+// t (B, H, R, C) as a tile-GEMM B operand: rows contiguous and holding a
+// multiple of W columns. t itself when it already is one, else a copy with
+// rows zero-padded to Cp columns.
+Tensor as_b_operand(const Tensor& t, int64_t Cp) {
+  if (t.stride(3) == 1 && t.size(3) == Cp) return t;
+  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(2), Cp}, t.dtype());
+  out.slice(3, 0, t.size(3)).copy_(t);
+  return out;
+}
+
+// t (B, H, S, C) -> (B, H, C, Sp) contiguous, zeros in columns >= S: k^T or
+// v^T as a B operand whose columns are keys.
+Tensor transpose_padded(const Tensor& t, int64_t Sp) {
+  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(3), Sp}, t.dtype());
+  out.slice(3, 0, t.size(2)).copy_(t.transpose(2, 3));
+  return out;
+}
+
+// ---- forward ---------------------------------------------------------------
+
+template <class T>
+void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, const Rows<T>& vb,
+                    int64_t Dvp, T scale, bool causal, T* out, T* lse) {
+  constexpr int64_t W = kLanes<T>;
+  const int64_t nqb = ceil_div(d.T, kBr);
+  threads::parallel_for(d.B * d.Hq * nqb, 1, [&](int64_t w0, int64_t w1) {
+    std::vector<T> s(kBr * kBc), o(kBr * Dvp), m(kBr), l(kBr);  // scores, output, max, sum
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, g = h / d.group();
+      const int64_t i0 = w % nqb * kBr, nr = std::min(kBr, d.T - i0);
+      const int64_t kend = causal ? std::min(d.S, i0 + nr) : d.S;  // later blocks fully masked
+      const T* qrow = q.at(b, h, i0);
+      const T* ktg = kt + (b * d.Hkv + g) * d.D * Sp;  // (D, Sp)
+      std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(o.begin(), o.end(), T(0));
+      for (int64_t j0 = 0; j0 < kend; j0 += kBc) {
+        const int64_t nj = std::min(kBc, kend - j0), nch = ceil_div(nj, W), ncol = nch * W;
+        gemm_tile(nr, nch, d.D, qrow, q.sr, q.sc, ktg + j0, Sp, s.data(), kBc, false);
+        for (int64_t r = 0; r < nr; ++r) {
+          T* row = s.data() + r * kBc;
+          scale_mask(row, ncol, visible_keys(causal, i0 + r, j0, nj), scale);
+          // Key 0 is in every row's first block, so m_new is finite from then on.
+          const T m_new = std::max(m[r], row_max(row, ncol));
+          const T alpha = std::exp(m[r] - m_new);
+          l[r] = l[r] * alpha + exp_shift_sum(row, ncol, m_new);
+          m[r] = m_new;
+          if (alpha != T(1)) {
+            T* orow = o.data() + r * Dvp;
+            for (int64_t c = 0; c < Dvp; ++c) orow[c] *= alpha;
+          }
+        }
+        gemm_tile(nr, Dvp / W, nj, s.data(), kBc, int64_t(1), vb.at(b, g, j0), vb.sr, o.data(), Dvp,
+                  true);
+      }
+      const int64_t row0 = (b * d.Hq + h) * d.T + i0;
+      for (int64_t r = 0; r < nr; ++r) {
+        T* dst = out + (row0 + r) * d.Dv;
+        for (int64_t c = 0; c < d.Dv; ++c) dst[c] = o[r * Dvp + c] / l[r];
+        lse[row0 + r] = m[r] + std::log(l[r]);
+      }
+    }
+  });
+}
+
+// q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> {out (B, Hq, T, Dv),
+// lse (B, Hq, T)}.
+Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+  const Dims d = dims_of(q, v);
+  Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q.dtype());
+  Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, q.dtype());
+  dispatch_float(q.dtype(), kOpName, [&]<class T>() {
+    const int64_t Sp = round_up(d.S, kLanes<T>), Dvp = round_up(d.Dv, kLanes<T>);
+    Tensor kt = transpose_padded(k, Sp);
+    Tensor vb = as_b_operand(v, Dvp);
+    forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), causal,
+                      out.data<T>(), lse.data<T>());
+  });
+  return {out, lse};
+}
+
+// ---- backward --------------------------------------------------------------
+
+// Everything one backward task reads. A operands (q, dO) keep their strides;
+// B operands are padded (qb, kb, dob); kt and vt are transposed and padded.
+template <class T>
+struct BackwardArgs {
+  Dims d;
+  T scale;
+  bool causal;
+  int64_t Sp, Dp, Dvp;
+  Rows<T> q, qb, kb, dout, dob;
+  const T* kt;     // (B, Hkv, D, Sp)
+  const T* vt;     // (B, Hkv, Dv, Sp)
+  const T* lse;    // (B, Hq, T)
+  const T* delta;  // (B, Hq, T): Di = rowsum(dO * O)
+  T* dq;           // (B, Hq, T, Dp), zeroed; null when dq is not needed
+  T* dk;           // (B, Hkv, S, D); null when dk is not needed
+  T* dv;           // (B, Hkv, S, Dv)
+};
+
+template <class T>
+void backward_kernel(const BackwardArgs<T>& a) {
+  constexpr int64_t W = kLanes<T>;
+  const Dims& d = a.d;
+  threads::parallel_for(d.B * d.Hkv, 1, [&](int64_t w0, int64_t w1) {
+    // p: probabilities, ds: dP then dS (one tile each); key-block accumulators.
+    std::vector<T> p(kBr * kBc), ds(kBr * kBc), dk_acc(kBc * a.Dp), dv_acc(kBc * a.Dvp);
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / d.Hkv, g = w % d.Hkv;
+      const T* ktg = a.kt + w * d.D * a.Sp;
+      const T* vtg = a.vt + w * d.Dv * a.Sp;
+      for (int64_t j0 = 0; j0 < d.S; j0 += kBc) {
+        const int64_t nj = std::min(kBc, d.S - j0), nch = ceil_div(nj, W), ncol = nch * W;
+        std::fill(dk_acc.begin(), dk_acc.end(), T(0));
+        std::fill(dv_acc.begin(), dv_acc.end(), T(0));
+        for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+          // Causal: queries before j0 see nothing of this block (kBr == kBc).
+          for (int64_t i0 = a.causal ? j0 : 0; i0 < d.T; i0 += kBr) {
+            const int64_t nr = std::min(kBr, d.T - i0), row0 = (b * d.Hq + h) * d.T + i0;
+            gemm_tile(nr, nch, d.D, a.q.at(b, h, i0), a.q.sr, a.q.sc, ktg + j0, a.Sp, p.data(), kBc,
+                      false);
+            for (int64_t r = 0; r < nr; ++r) {
+              T* row = p.data() + r * kBc;
+              const int64_t valid = visible_keys(a.causal, i0 + r, j0, nj);
+              const T shift = a.lse[row0 + r];
+              for (int64_t j = 0; j < ncol; ++j)
+                row[j] = j < valid ? exp_tile(row[j] * a.scale - shift) : T(0);
+            }
+            // dV += P^T dO: A = P^T read through strides (1, Bc).
+            gemm_tile(nj, a.Dvp / W, nr, p.data(), int64_t(1), kBc, a.dob.at(b, h, i0), a.dob.sr,
+                      dv_acc.data(), a.Dvp, true);
+            gemm_tile(nr, nch, d.Dv, a.dout.at(b, h, i0), a.dout.sr, a.dout.sc, vtg + j0, a.Sp,
+                      ds.data(), kBc, false);
+            for (int64_t r = 0; r < nr; ++r) {
+              const T* prow = p.data() + r * kBc;
+              T* row = ds.data() + r * kBc;
+              const T di = a.delta[row0 + r];
+              for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] - di) * a.scale;
+            }
+            if (a.dk) {
+              gemm_tile(nj, a.Dp / W, nr, ds.data(), int64_t(1), kBc, a.qb.at(b, h, i0), a.qb.sr,
+                        dk_acc.data(), a.Dp, true);
+            }
+            if (a.dq) {
+              gemm_tile(nr, a.Dp / W, nj, ds.data(), kBc, int64_t(1), a.kb.at(b, g, j0), a.kb.sr,
+                        a.dq + row0 * a.Dp, a.Dp, true);
+            }
+          }
+        }
+        const int64_t key0 = w * d.S + j0;
+        for (int64_t j = 0; j < nj; ++j) {
+          if (a.dk) std::copy_n(dk_acc.data() + j * a.Dp, d.D, a.dk + (key0 + j) * d.D);
+          std::copy_n(dv_acc.data() + j * a.Dvp, d.Dv, a.dv + (key0 + j) * d.Dv);
+        }
+      }
+    }
+  });
+}
+
+// Di = rowsum(dO * O) per query row. dout, out: (B, Hq, T, Dv) -> (B, Hq, T).
+template <class T>
+Tensor row_dot(const Dims& d, const Rows<T>& dout, const Tensor& out) {
+  Tensor delta = Tensor::empty({d.B, d.Hq, d.T}, out.dtype());
+  const Rows<T> o = rows_of<T>(out);
+  T* dst = delta.data<T>();
+  threads::parallel_for(d.B * d.Hq * d.T, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (d.Hq * d.T), h = r / d.T % d.Hq, i = r % d.T;
+      const T* x = dout.at(b, h, i);
+      const T* y = o.at(b, h, i);
+      T s = 0;
+      for (int64_t c = 0; c < d.Dv; ++c) s += x[c * dout.sc] * y[c * o.sc];
+      dst[r] = s;
+    }
+  });
+  return delta;
+}
+
+// Gradients {dq, dk, dv}; dq and dk stay undefined when not needed.
+Tensors sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                      const Tensor& lse, const Tensor& dout, double scale, bool causal,
+                      bool need_dq, bool need_dk) {
+  const Dims d = dims_of(q, v);
+  Tensors grads(3);
+  dispatch_float(q.dtype(), kOpName, [&]<class T>() {
+    constexpr int64_t W = kLanes<T>;
+    BackwardArgs<T> a{.d = d, .scale = T(scale), .causal = causal};
+    a.Sp = round_up(d.S, W);
+    a.Dp = round_up(d.D, W);
+    a.Dvp = round_up(d.Dv, W);
+    Tensor kt = transpose_padded(k, a.Sp), vt = transpose_padded(v, a.Sp);
+    Tensor qb = need_dk ? as_b_operand(q, a.Dp) : q;
+    Tensor kb = need_dq ? as_b_operand(k, a.Dp) : k;
+    Tensor dob = as_b_operand(dout, a.Dvp);
+    Tensor lse_c = lse.contiguous();
+    Tensor delta = row_dot<T>(d, rows_of<T>(dout), out);
+    Tensor dq = need_dq ? Tensor::zeros({d.B, d.Hq, d.T, a.Dp}, q.dtype()) : Tensor();
+    if (need_dk) grads[1] = Tensor::empty(k.shape(), k.dtype());
+    grads[2] = Tensor::empty(v.shape(), v.dtype());
+    a.q = rows_of<T>(q);
+    a.qb = rows_of<T>(qb);
+    a.kb = rows_of<T>(kb);
+    a.dout = rows_of<T>(dout);
+    a.dob = rows_of<T>(dob);
+    a.kt = kt.data<T>();
+    a.vt = vt.data<T>();
+    a.lse = lse_c.data<T>();
+    a.delta = delta.data<T>();
+    a.dq = need_dq ? dq.data<T>() : nullptr;
+    a.dk = need_dk ? grads[1].data<T>() : nullptr;
+    a.dv = grads[2].data<T>();
+    backward_kernel(a);
+    if (need_dq) grads[0] = a.Dp == d.D ? dq : dq.slice(3, 0, d.D).contiguous();
+  });
+  return grads;
+}
+
+// ---- op --------------------------------------------------------------------
+
+// Both tile products: 2 T S D for Q K^T and 2 T S Dv for P V per (b, h).
+// Causal attention skips about half of them; the cost is the dense count.
+double sdpa_flops(const Tensors& in, const Tensors&) {
+  const Dims d = dims_of(in[0], in[2]);
+  return 2.0 * double(d.B * d.Hq) * double(d.T) * double(d.S) * double(d.D + d.Dv);
+}
+
+const autograd::OpInfo kSdpa{.name = "sdpa", .flops = sdpa_flops};
+
+std::string describe_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return "q " + q.describe() + ", k " + k.describe() + ", v " + v.describe();
+}
+
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
+  REPRISE_CHECK(q.defined() && k.defined() && v.defined(), kOpName, ": undefined input");
+  detail::check_float_cpu(kOpName, q);
+  detail::check_same_dtype_device(kOpName, q, k);
+  detail::check_same_dtype_device(kOpName, q, v);
+  const std::string shapes = describe_inputs(q, k, v);
+  REPRISE_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, kOpName,
+                ": expected q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv), got ", shapes);
+  REPRISE_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0), kOpName,
+                ": batch sizes differ: ", shapes);
+  REPRISE_CHECK(v.size(1) == k.size(1) && v.size(2) == k.size(2), kOpName,
+                ": k and v must agree in heads and length (B, Hkv, S), got ", shapes);
+  REPRISE_CHECK(k.size(3) == q.size(3), kOpName, ": q and k head sizes D differ: ", shapes);
+  REPRISE_CHECK(k.size(1) >= 1 && q.size(1) % k.size(1) == 0, kOpName,
+                ": query heads Hq must be a multiple of kv heads Hkv, got ", shapes);
+  REPRISE_CHECK(k.size(2) >= 1, kOpName, ": no keys (S = 0): ", shapes);
+  REPRISE_CHECK(q.size(3) >= 1 && v.size(3) >= 1, kOpName, ": empty head size: ", shapes);
+  REPRISE_CHECK(!opt.scale || std::isfinite(*opt.scale), kOpName, ": scale must be finite, got ",
+                opt.scale.value_or(0.0));
+  REPRISE_CHECK(opt.dropout_p >= 0.0 && opt.dropout_p < 1.0, kOpName,
+                ": dropout_p must lie in [0, 1), got ", opt.dropout_p);
+  REPRISE_CHECK(opt.dropout_p == 0.0, kOpName, ": dropout_p = ", opt.dropout_p,
+                " > 0 is not implemented yet");
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options) {
+  check_inputs(q, k, v, options);
+  const double scale = options.scale.value_or(1.0 / std::sqrt(double(q.size(3))));
+  const bool causal = options.causal;
+  return autograd::record_one({
+      .op = kSdpa,
+      .inputs = {q, k, v},
+      .forward = [scale, causal](
+                     const Tensors& in,
+                     auto*) { return sdpa_forward(in[0], in[1], in[2], scale, causal); },
+      .backward =
+          [scale, causal](Node& node, const Tensors& g) {
+            return sdpa_backward(node.saved_input(0), node.saved_input(1), node.saved_input(2),
+                                 node.saved_output(0), node.saved_output(1), g[0], scale, causal,
+                                 node.needs_input_grad(0), node.needs_input_grad(1));
+          },
+      .save = {.inputs = {0, 1, 2}, .outputs = {0, 1}},
+      .num_public_outputs = 1,
+  });
+}
+
+}  // namespace reprise::ops

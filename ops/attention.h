@@ -1,0 +1,40 @@
+#pragma once
+// Fused scaled dot-product attention (flash-attention style, CPU).
+//
+// B = batch, Hq = query heads, Hkv = key/value heads (grouped-query attention
+// when Hkv < Hq: query head h reads kv head h / (Hq / Hkv)), T = queries,
+// S = keys, D = query/key head size, Dv = value head size.
+//
+// The kernel walks (64 query x 64 key) tiles with an online softmax and
+// never holds a T x S matrix: forward keeps only the per-row logsumexp, and
+// backward recomputes the probabilities tile by tile from q, k and it.
+// Results do not depend on the thread count.
+
+#include <optional>
+
+#include "engine/tensor.h"
+#include "rng/reservation.h"
+
+namespace reprise::ops {
+
+struct AttentionOptions {
+  // Query i attends keys j <= i, as torch's is_causal. When T != S the mask
+  // is aligned top-left like torch's (row i sees keys 0..i), so every row
+  // sees at least key 0.
+  bool causal = false;
+  // Multiplies q.k before the softmax; 1/sqrt(D) when unset.
+  std::optional<double> scale;
+  // Probability of zeroing an attention weight (survivors scaled by
+  // 1/(1-p)). Not implemented yet: values > 0 raise.
+  double dropout_p = 0.0;
+  // The random words for the dropout decisions, required when dropout_p > 0.
+  std::optional<rng::Reservation> dropout_rng;
+};
+
+// softmax(scale * q k^T + mask) v, per batch and head.
+// q: (B, Hq, T, D), k: (B, Hkv, S, D), v: (B, Hkv, S, Dv) -> (B, Hq, T, Dv).
+// f32 or f64, cpu; any strides. Hq % Hkv == 0, S >= 1.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
+}  // namespace reprise::ops

@@ -1,0 +1,206 @@
+// Fused attention: gradcheck cases (f64), a naive f64 reference, PyTorch
+// golden values (f32), thread-count independence, memory and bad input.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "autograd/backward.h"
+#include "engine/memory_stats.h"
+#include "engine/threads.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+#include "ops/views.h"
+#include "tests/support/golden.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::testing {
+namespace {
+
+using ops::AttentionOptions;
+
+struct Sizes {
+  int64_t B, Hq, Hkv, T, S, D, Dv;
+};
+
+OpCase sdpa_case(const std::string& name, Sizes z, AttentionOptions opt) {
+  return {"sdpa/" + name,
+          [z] {
+            return Inputs{param({z.B, z.Hq, z.T, z.D}, 51), param({z.B, z.Hkv, z.S, z.D}, 52),
+                          param({z.B, z.Hkv, z.S, z.Dv}, 53)};
+          },
+          [opt](const Inputs& in) {
+            return ops::scaled_dot_product_attention(in[0], in[1], in[2], opt);
+          }};
+}
+
+const Sizes kSmall{2, 4, 2, 7, 7, 5, 5};  // B, Hq, Hkv, T, S, D, Dv
+const RegisterOpCases attention_cases({
+    sdpa_case("gqa_7x7_d5", kSmall, {}),
+    sdpa_case("gqa_7x7_d5_causal", kSmall, {.causal = true}),
+    sdpa_case("t1", {2, 4, 2, 1, 7, 5, 5}, {}),
+    sdpa_case("t1_causal", {2, 4, 2, 1, 7, 5, 5}, {.causal = true}),
+    sdpa_case("causal_t_lt_s", {1, 2, 1, 5, 9, 4, 3}, {.causal = true}),
+    sdpa_case("causal_t_gt_s", {1, 2, 2, 9, 5, 4, 6}, {.causal = true}),
+    sdpa_case("dv_ne_d_scale", {2, 2, 1, 6, 8, 5, 3}, {.scale = 0.7}),
+    // Lengths past one 64 x 64 tile, with ragged tails.
+    sdpa_case("blocks_70x70", {1, 2, 1, 70, 70, 3, 3}, {}),
+    sdpa_case("blocks_70x70_causal", {1, 2, 1, 70, 70, 3, 3}, {.causal = true}),
+    sdpa_case("blocks_67x130_causal", {1, 1, 1, 67, 130, 2, 2}, {.causal = true}),
+    // Strided inputs: q and v read through transposed views (B, T, H, D).
+    {"sdpa/strided_views",
+     [] {
+       return Inputs{param({2, 7, 4, 5}, 54), param({2, 2, 9, 5}, 55), param({2, 9, 2, 3}, 56)};
+     },
+     [](const Inputs& in) {
+       return ops::scaled_dot_product_attention(ops::transpose(in[0], 1, 2), in[1],
+                                                ops::transpose(in[2], 1, 2), {.causal = true});
+     }},
+});
+
+// softmax(scale q k^T + mask) v by explicit loops in f64.
+Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Hkv = k.size(1), S = k.size(2), Dv = v.size(3);
+  std::vector<double> qv = q.to_vector<double>(), kv = k.to_vector<double>(),
+                      vv = v.to_vector<double>(), out(size_t(B * Hq * T * Dv));
+  std::vector<double> p(static_cast<size_t>(S));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t g = h / (Hq / Hkv);
+      for (int64_t i = 0; i < T; ++i) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          double s = 0;
+          for (int64_t c = 0; c < D; ++c)
+            s += qv[size_t(((b * Hq + h) * T + i) * D + c)] *
+                 kv[size_t(((b * Hkv + g) * S + j) * D + c)];
+          p[size_t(j)] = causal && j > i ? -INFINITY : s / std::sqrt(double(D));
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        for (double& x : p) sum += (x = std::exp(x - mx));
+        for (int64_t c = 0; c < Dv; ++c) {
+          double o = 0;
+          for (int64_t j = 0; j < S; ++j)
+            o += p[size_t(j)] * vv[size_t(((b * Hkv + g) * S + j) * Dv + c)];
+          out[size_t(((b * Hq + h) * T + i) * Dv + c)] = o / sum;
+        }
+      }
+    }
+  }
+  return Tensor::from_vector(out, {B, Hq, T, Dv});
+}
+
+TEST(AttentionForward, MatchesNaiveReferenceInF64) {
+  for (bool causal : {false, true}) {
+    Tensor q = uniform({2, 4, 130, 6}, -2, 2, 61), k = uniform({2, 2, 75, 6}, -2, 2, 62),
+           v = uniform({2, 2, 75, 7}, -2, 2, 63);
+    Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = causal});
+    EXPECT_TRUE(all_close(out, naive_attention(q, k, v, causal), 1e-13, 1e-12)) << causal;
+  }
+}
+
+// f32 against torch (tests/fixtures/golden_attention.py). The kernel's exp
+// is a polynomial (~1e-7 relative error) and it sums in another order than
+// torch: the largest differences seen are 2.4e-6 on values near 5 (dv) and
+// 6e-7 elsewhere, so atol = rtol = 5e-6 leaves a 10x margin.
+TEST(AttentionGolden, ForwardAndBackwardMatchTorchInF32) {
+  std::map<std::string, Tensor> g = load_golden("attention.safetensors");
+  struct Case {
+    const char* name;
+    bool causal;
+  };
+  for (Case c : {Case{"gqa", false}, Case{"gqa_causal", true}, Case{"causal_t_lt_s", true},
+                 Case{"causal_t_gt_s", true}, Case{"mha_d24", false}}) {
+    SCOPED_TRACE(c.name);
+    auto at = [&](const std::string& key) { return g.at(std::string(c.name) + "." + key); };
+    Tensor q = at("q").clone().requires_grad(true), k = at("k").clone().requires_grad(true),
+           v = at("v").clone().requires_grad(true);
+    Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = c.causal});
+    EXPECT_TRUE(all_close(out, at("out"), 5e-6, 5e-6));
+    autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {at("dout")});
+    EXPECT_TRUE(all_close(grads[0], at("dq"), 5e-6, 5e-6));
+    EXPECT_TRUE(all_close(grads[1], at("dk"), 5e-6, 5e-6));
+    EXPECT_TRUE(all_close(grads[2], at("dv"), 5e-6, 5e-6));
+  }
+}
+
+std::vector<float> forward_backward_bits(int threads, bool causal) {
+  threads::set_num_threads(threads);
+  Tensor q = uniform({2, 4, 150, 16}, -2, 2, 71, DType::f32).requires_grad(true);
+  Tensor k = uniform({2, 2, 150, 16}, -2, 2, 72, DType::f32).requires_grad(true);
+  Tensor v = uniform({2, 2, 150, 16}, -2, 2, 73, DType::f32).requires_grad(true);
+  Tensor dout = uniform({2, 4, 150, 16}, -1, 1, 74, DType::f32);
+  Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = causal});
+  autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
+  std::vector<float> bits = out.to_vector<float>();
+  for (const Tensor& t : grads) {
+    std::vector<float> x = t.to_vector<float>();
+    bits.insert(bits.end(), x.begin(), x.end());
+  }
+  return bits;
+}
+
+TEST(AttentionDeterminism, OneAndTwoThreadsGiveTheSameBits) {
+  const int saved = threads::num_threads();
+  for (bool causal : {false, true}) {
+    std::vector<float> one = forward_backward_bits(1, causal);
+    std::vector<float> two = forward_backward_bits(2, causal);
+    ASSERT_EQ(one.size(), two.size());
+    EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0) << causal;
+  }
+  threads::set_num_threads(saved);
+}
+
+TEST(AttentionMemory, SavesInputsOutputAndLogsumexpOnly) {
+  Tensor q = param({1, 2, 9, 4}, 81), k = param({1, 1, 11, 4}, 82), v = param({1, 1, 11, 4}, 83);
+  Tensor out = ops::scaled_dot_product_attention(q, k, v);
+  // q, k, v, out and the (B, Hq, T) logsumexp.
+  ASSERT_EQ(out.grad_fn()->saved.size(), 5u);
+  EXPECT_EQ(out.grad_fn()->outputs.at(1).shape, (Shape{1, 2, 9}));
+}
+
+TEST(AttentionMemory, NeverAllocatesATimesSMatrix) {
+  const int64_t T = 1024, D = 16;
+  Tensor q = uniform({1, 1, T, D}, -1, 1, 84, DType::f32).requires_grad(true);
+  Tensor k = uniform({1, 1, T, D}, -1, 1, 85, DType::f32).requires_grad(true);
+  Tensor v = uniform({1, 1, T, D}, -1, 1, 86, DType::f32).requires_grad(true);
+  memory_stats::reset_peaks();
+  const int64_t before = memory_stats::snapshot().total.live;
+  Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = true});
+  autograd::backward(ops::sum(out));
+  const int64_t peak = memory_stats::snapshot().total.peak - before;
+  // One f32 T x T matrix is 4 MiB; everything here is O(T D).
+  EXPECT_LT(peak, T * T * 4 / 8) << memory_stats::snapshot().to_string();
+}
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error raised";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("scaled_dot_product_attention"), std::string::npos) << msg;
+    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  }
+}
+
+TEST(AttentionBadInput, NamesTheOpAndTheShapes) {
+  Tensor q = Tensor::zeros({2, 4, 7, 5}), k = Tensor::zeros({2, 2, 7, 5}),
+         v = Tensor::zeros({2, 2, 7, 5});
+  auto call = [](Tensor a, Tensor b, Tensor c, AttentionOptions o = {}) {
+    return [=] { ops::scaled_dot_product_attention(a, b, c, o); };
+  };
+  expect_error(call(Tensor::zeros({4, 7, 5}), k, v), {"f32[4, 7, 5] cpu", "(B, Hq, T, D)"});
+  expect_error(call(Tensor::zeros({2, 3, 7, 5}), k, v), {"f32[2, 3, 7, 5] cpu", "multiple"});
+  expect_error(call(q, Tensor::zeros({2, 2, 7, 6}), v), {"f32[2, 2, 7, 6] cpu", "head sizes"});
+  expect_error(call(q, k, Tensor::zeros({2, 2, 8, 5})), {"f32[2, 2, 8, 5] cpu", "(B, Hkv, S)"});
+  expect_error(call(Tensor::zeros({3, 4, 7, 5}), k, v), {"f32[3, 4, 7, 5] cpu", "batch"});
+  expect_error(call(q, Tensor::zeros({2, 2, 7, 5}, DType::f64), v), {"f64[2, 2, 7, 5] cpu"});
+  expect_error(call(Tensor::zeros({2, 4, 7, 5}, DType::i64), k, v), {"i64[2, 4, 7, 5] cpu"});
+  expect_error(call(q, Tensor::zeros({2, 2, 0, 5}), Tensor::zeros({2, 2, 0, 5})), {"S = 0"});
+  expect_error(call(q, k, v, {.dropout_p = 1.5}), {"dropout_p"});
+}
+
+}  // namespace
+}  // namespace reprise::testing
