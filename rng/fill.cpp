@@ -1,0 +1,141 @@
+#include "rng/fill.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "rng/distributions.h"
+#include "rng/words.h"
+
+namespace reprise::rng {
+namespace {
+
+// Elements per chunk: a multiple of 2 (normal pairs) and of 16 blocks, so
+// chunks of a block-aligned reservation start on AVX-512 steps; its words
+// (at most 2 per element, 8 KiB) stay in L1 between generation and use.
+constexpr int64_t kChunk = 1024;
+// Below this many elements the fill runs on the calling thread: waking the
+// pool costs more than generating them.
+constexpr int64_t kParallelMin = 1 << 15;
+
+void check_args(const char* op, int64_t n, uint64_t words, const Reservation& r) {
+  REPRISE_CHECK(n >= 0, "rng::", op, ": expected n >= 0, got ", n);
+  REPRISE_CHECK(r.count >= words, "rng::", op, ": ", n, " elements need ", words, " words but ",
+                to_string(r), " holds ", r.count);
+}
+
+void check_probability(const char* op, double p) {
+  REPRISE_CHECK(p >= 0.0 && p <= 1.0, "rng::", op, ": expected a probability in [0, 1], got ", p);
+}
+
+// Calls body(words, begin, end) for chunks [begin, end) of [0, n), where
+// words[0] is the first word of element `begin`: element i reads
+// WordsPerElement words, and elements go in groups of Group (Box-Muller pairs)
+// that a chunk never splits, so a ragged last group still gets its words.
+template <int WordsPerElement, int Group, class Body>
+void for_each_chunk(int64_t n, const Reservation& r, const Body& body) {
+  static_assert(kChunk % Group == 0);
+  const int64_t nchunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t c = 0; c < nchunks; ++c) {
+    alignas(64) uint32_t words[WordsPerElement * kChunk];
+    const int64_t begin = c * kChunk;
+    const int64_t end = std::min(n, begin + kChunk);
+    const int64_t grouped = (end - begin + Group - 1) / Group * Group;
+    generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
+                   size_t(grouped * WordsPerElement));
+    body(words, begin, end);
+  }
+}
+
+template <class T>
+void uniform_impl(T* out, int64_t n, const Reservation& r) {
+  check_args("fill_uniform", n, uniform_words<T>(uint64_t(n)), r);
+  for_each_chunk<sizeof(T) / 4, 1>(n, r, [out](const uint32_t* w, int64_t begin, int64_t end) {
+    T* o = out + begin;
+    const int64_t len = end - begin;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        o[i] = uniform_float(w[i]);
+      } else {
+        o[i] = uniform_double(w[2 * i], w[2 * i + 1]);
+      }
+    }
+  });
+}
+
+// Pair j of a chunk: elements 2j, 2j+1 from words 2j, 2j+1 (float) or
+// 4j .. 4j+3 (double).
+template <class T>
+void normal_pair(const uint32_t* w, int64_t j, T& z0, T& z1) {
+  if constexpr (sizeof(T) == 4) {
+    box_muller(w[2 * j], w[2 * j + 1], z0, z1);
+  } else {
+    box_muller(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3], z0, z1);
+  }
+}
+
+template <class T>
+void normal_impl(T* out, int64_t n, const Reservation& r) {
+  check_args("fill_normal", n, normal_words<T>(uint64_t(n)), r);
+  for_each_chunk<sizeof(T) / 4, 2>(n, r, [out](const uint32_t* w, int64_t begin, int64_t end) {
+    T* o = out + begin;
+    const int64_t pairs = (end - begin) / 2;
+#pragma omp simd
+    for (int64_t j = 0; j < pairs; ++j) normal_pair(w, j, o[2 * j], o[2 * j + 1]);
+    if ((end - begin) % 2 != 0) {
+      T dropped;
+      normal_pair(w, pairs, o[2 * pairs], dropped);
+    }
+  });
+}
+
+template <class T>
+void bernoulli_impl(T* out, int64_t n, double p, const Reservation& r) {
+  check_probability("fill_bernoulli", p);
+  check_args("fill_bernoulli", n, bernoulli_words(uint64_t(n)), r);
+  const float threshold = bernoulli_threshold(p);
+  for_each_chunk<1, 1>(n, r, [out, threshold](const uint32_t* w, int64_t begin, int64_t end) {
+    T* o = out + begin;
+    const int64_t len = end - begin;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) o[i] = bernoulli(w[i], threshold) ? T(1) : T(0);
+  });
+}
+
+template <class T>
+void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
+  check_probability("dropout", p);
+  check_args("dropout", n, bernoulli_words(uint64_t(n)), r);
+  const float keep = bernoulli_threshold(1.0 - p);
+  // p == 1 keeps nothing, so the infinite scale is never used.
+  const T scale = p < 1.0 ? T(1.0 / (1.0 - p)) : T(0);
+  for_each_chunk<1, 1>(n, r, [x, y, keep, scale](const uint32_t* w, int64_t begin, int64_t end) {
+    const T* xi = x + begin;
+    T* yi = y + begin;
+    const int64_t len = end - begin;
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) yi[i] = bernoulli(w[i], keep) ? xi[i] * scale : T(0);
+  });
+}
+
+}  // namespace
+
+void fill_uniform(float* out, int64_t n, const Reservation& r) { uniform_impl(out, n, r); }
+void fill_uniform(double* out, int64_t n, const Reservation& r) { uniform_impl(out, n, r); }
+void fill_normal(float* out, int64_t n, const Reservation& r) { normal_impl(out, n, r); }
+void fill_normal(double* out, int64_t n, const Reservation& r) { normal_impl(out, n, r); }
+void fill_bernoulli(float* out, int64_t n, double p, const Reservation& r) {
+  bernoulli_impl(out, n, p, r);
+}
+void fill_bernoulli(double* out, int64_t n, double p, const Reservation& r) {
+  bernoulli_impl(out, n, p, r);
+}
+void dropout(const float* x, float* y, int64_t n, double p, const Reservation& r) {
+  dropout_impl(x, y, n, p, r);
+}
+void dropout(const double* x, double* y, int64_t n, double p, const Reservation& r) {
+  dropout_impl(x, y, n, p, r);
+}
+
+}  // namespace reprise::rng
