@@ -22,7 +22,8 @@ SavedTensor::~SavedTensor() { release(); }
 SavedTensor::SavedTensor(SavedTensor&& other) noexcept
     : value_(std::move(other.value_)),
       version_(other.version_),
-      recompute_(std::move(other.recompute_)) {
+      recompute_(std::move(other.recompute_)),
+      replayed_(std::move(other.replayed_)) {
   other.value_ = Tensor();
 }
 
@@ -32,19 +33,21 @@ SavedTensor& SavedTensor::operator=(SavedTensor&& other) noexcept {
     value_ = std::move(other.value_);
     version_ = other.version_;
     recompute_ = std::move(other.recompute_);
+    replayed_ = std::move(other.replayed_);
     other.value_ = Tensor();
   }
   return *this;
 }
 
-Tensor SavedTensor::unpack(const Node& owner) const {
+Tensor SavedTensor::unpack(const std::string& where) const {
   if (!value_.defined()) {
-    REPRISE_CHECK(recompute_ != nullptr, owner.where(),
+    REPRISE_CHECK(recompute_ != nullptr, where,
                   ": a tensor saved for backward was already freed; call backward with "
                   "retain_graph=true to backward through the graph again");
-    return recompute_();
+    if (!replayed_.defined()) replayed_ = recompute_();
+    return replayed_;
   }
-  REPRISE_CHECK(value_.version() == version_, owner.where(), ": a tensor ", value_.describe(),
+  REPRISE_CHECK(value_.version() == version_, where, ": a tensor ", value_.describe(),
                 " saved for backward was modified in place after it was saved (version ", version_,
                 ", now ", value_.version(), ")");
   return value_;
@@ -78,7 +81,7 @@ bool Node::needs_input_grad(size_t index) const {
 Tensor Node::saved_slot(SavedSlot::Source source, uint32_t index) const {
   for (size_t k = 0; k < saved_slots.size(); ++k) {
     if (saved_slots[k].source == source && saved_slots[k].index == index) {
-      return saved[k].unpack(*this);
+      return saved[k].unpack(where());
     }
   }
   REPRISE_FAIL(where(), ": backward reads ",
@@ -99,6 +102,7 @@ Tensors Node::apply(const Tensors& grad_outputs) {
                 "by the first backward; pass retain_graph=true to the first one");
   REPRISE_CHECK(backward != nullptr, where(), ": op has no backward rule");
   Tensors grads = backward(*this, grad_outputs);
+  for (SavedTensor& s : saved) s.forget_replayed();  // replayed values die with their reader
   REPRISE_CHECK(grads.size() == inputs.size(), where(), ": backward rule returned ", grads.size(),
                 " gradients for ", inputs.size(), " inputs");
   for (size_t i = 0; i < grads.size(); ++i) {

@@ -64,8 +64,11 @@ class SavedTensor {
   SavedTensor(const SavedTensor&) = delete;
   SavedTensor& operator=(const SavedTensor&) = delete;
 
-  // The value; checks the version, or runs the recompute function.
-  Tensor unpack(const Node& owner) const;
+  // The value; checks the version, or runs the recompute function (whose
+  // result is kept until forget_replayed()). `where` names the reader in
+  // error messages.
+  Tensor unpack(const std::string& where) const;
+  void forget_replayed() { replayed_ = Tensor(); }
   bool holds_value() const { return value_.defined(); }
   const Tensor& value() const { return value_; }
 
@@ -77,6 +80,7 @@ class SavedTensor {
   Tensor value_;
   uint64_t version_ = 0;
   std::function<Tensor()> recompute_;
+  mutable Tensor replayed_;
 };
 
 class Node {

@@ -1,0 +1,395 @@
+#include "autograd/checkpoint.h"
+
+#include <unordered_map>
+
+#include "autograd/recompute_noise.h"
+#include "autograd/scope.h"
+#include "autograd/tape.h"
+#include "rng/generator.h"
+
+namespace reprise::autograd {
+namespace {
+
+// A value a region node reads: nothing (an undefined optional input), an
+// input from outside the region, or output `output` of region node `index`.
+struct ValueRef {
+  enum class Kind : uint8_t { none, external, produced };
+  Kind kind = Kind::none;
+  int32_t index = 0;
+  uint32_t output = 0;
+};
+
+using ValueKey = uint64_t;
+ValueKey key_of(int32_t node, uint32_t output) { return (uint64_t(node) << 32) | output; }
+
+// What the region keeps of one recorded node to replay it.
+struct RecordedNode {
+  std::weak_ptr<Node> node;
+  const OpInfo* op;
+  std::string scope;
+  uint64_t sequence_nr;
+  Node::ForwardFn forward;
+  std::optional<rng::Reservation> rng;
+  std::vector<ValueRef> inputs;
+  std::vector<Decision> decisions;        // one per output
+  std::vector<Fingerprint> fingerprints;  // one per output when verifying
+};
+
+class Region;
+std::vector<Region*>& region_stack() {
+  thread_local std::vector<Region*> stack;
+  return stack;
+}
+
+class Region final : public TapeObserver, public std::enable_shared_from_this<Region> {
+ public:
+  Region(std::string scope, Policy policy, CheckpointOptions options)
+      : scope_(std::move(scope)), policy_(std::move(policy)), options_(options) {}
+
+  const Policy& policy() const { return policy_; }
+  rng::Generator& generator() const {
+    return options_.generator ? *options_.generator : rng::default_generator();
+  }
+
+  void enter() {
+    if (options_.rng == RngReplay::stash) {
+      stash_ = generator().state();
+      recompute_stats().rng_bytes_stashed += int64_t(stash_->to_bytes().size());
+    }
+    ++recompute_stats().regions;
+  }
+
+  void on_record(const std::shared_ptr<Node>& node, const Tensors& inputs,
+                 const Tensors& outputs) override {
+    if (region_stack().back() != this) return;  // an inner region records its own nodes
+    int32_t index = int32_t(nodes_.size());
+    RecordedNode r{node, &node->op(), node->scope(), node->sequence_nr(), node->forward, node->rng};
+    for (const Tensor& t : inputs) r.inputs.push_back(resolve_input(t));
+    int64_t ordinal = op_counts_[node->name()]++;
+    for (uint32_t j = 0; j < outputs.size(); ++j) {
+      const TensorMeta& meta = node->outputs[j];
+      ValueInfo info{node->name(),
+                     node->scope(),
+                     scope_,
+                     j,
+                     j >= node->num_public_outputs,
+                     node->op().is_random,
+                     meta,
+                     int64_t(outputs[j].nbytes()),
+                     node->flops,
+                     ordinal};
+      Decision d = decide(info);
+      r.decisions.push_back(d);
+      // A value the policy keeps may be needed to replay a later node, and
+      // may have no other owner by region exit: hold it until then.
+      if (is_save(d)) held_.emplace(key_of(index, j), SavedTensor(outputs[j]));
+      if (j < node->num_public_outputs) {
+        produced_index_[outputs[j].impl()] = {outputs[j].impl_ptr(), key_of(index, j)};
+      }
+      if (options_.verify != Verify::none) {
+        r.fingerprints.push_back(Fingerprint::of(outputs[j], options_.verify));
+      }
+    }
+    nodes_.push_back(std::move(r));
+  }
+
+  // Region exit: drop what the policies recompute, keep what replay needs.
+  void finish() {
+    std::vector<std::pair<SavedTensor*, ValueKey>> to_drop;
+    for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
+      std::shared_ptr<Node> node = nodes_[size_t(i)].node.lock();
+      if (!node) continue;  // nothing can backpropagate through it
+      for (size_t k = 0; k < node->saved_slots.size(); ++k) {
+        const SavedSlot& slot = node->saved_slots[k];
+        ValueRef ref = slot.source == SavedSlot::Source::output
+                           ? ValueRef{ValueRef::Kind::produced, i, slot.index}
+                           : nodes_[size_t(i)].inputs[slot.index];
+        if (ref.kind != ValueRef::Kind::produced || is_save(decision(ref))) continue;
+        ValueKey key = key_of(ref.index, ref.output);
+        if (slot_counts_[key]++ == 0) {
+          ++recompute_stats().values_dropped;
+          recompute_stats().bytes_dropped += int64_t(node->saved[k].value().nbytes());
+        }
+        to_drop.emplace_back(&node->saved[k], key);
+      }
+    }
+
+    // Nodes to replay: producers of dropped values and, transitively, of
+    // the recomputed values they read. Producers precede consumers, so one
+    // backward pass over the recording order closes the set.
+    std::vector<bool> needed(nodes_.size(), false);
+    for (const auto& [key, count] : slot_counts_) needed[size_t(key >> 32)] = true;
+    std::vector<bool> external_needed(externals_.size(), false);
+    std::unordered_map<ValueKey, SavedTensor> held_needed;
+    for (size_t i = nodes_.size(); i-- > 0;) {
+      if (!needed[i]) continue;
+      for (const ValueRef& ref : nodes_[i].inputs) {
+        if (ref.kind == ValueRef::Kind::external) {
+          external_needed[size_t(ref.index)] = true;
+        } else if (ref.kind == ValueRef::Kind::produced) {
+          ValueKey key = key_of(ref.index, ref.output);
+          if (is_save(decision(ref))) {
+            auto it = held_.find(key);
+            if (it != held_.end()) held_needed.emplace(key, std::move(it->second));
+          } else {
+            needed[size_t(ref.index)] = true;
+            ++replay_uses_[key];
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (needed[i]) replay_order_.push_back(int32_t(i));
+    }
+    held_ = std::move(held_needed);
+    for (size_t e = 0; e < externals_.size(); ++e) {
+      if (!external_needed[e]) externals_[e].release();
+    }
+    produced_index_.clear();
+    external_index_.clear();
+
+    std::shared_ptr<Region> self = shared_from_this();
+    for (auto& [saved, key] : to_drop) {
+      saved->drop([self, key = key] { return self->take(key); });
+    }
+    // Nothing left to replay: release what was recorded for it.
+    if (to_drop.empty()) nodes_.clear();
+  }
+
+ private:
+  Decision decision(const ValueRef& ref) const {
+    return nodes_[size_t(ref.index)].decisions[ref.output];
+  }
+
+  // Innermost region first; a region recomputes when every policy abstains.
+  Decision decide(const ValueInfo& info) const {
+    std::vector<std::optional<Decision>> votes;
+    const auto& stack = region_stack();
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) votes.push_back((*it)->policy()(info));
+    return resolve(votes).value_or(Decision::prefer_recompute);
+  }
+
+  ValueRef resolve_input(const Tensor& t) {
+    if (!t.defined()) return {};
+    auto p = produced_index_.find(t.impl());
+    if (p != produced_index_.end() && p->second.first.lock() == t.impl_ptr()) {
+      return {ValueRef::Kind::produced, int32_t(p->second.second >> 32),
+              uint32_t(p->second.second & 0xffffffffu)};
+    }
+    auto e = external_index_.find(t.impl());
+    if (e != external_index_.end() && e->second.first.lock() == t.impl_ptr()) {
+      return {ValueRef::Kind::external, e->second.second, 0};
+    }
+    int32_t slot = int32_t(externals_.size());
+    externals_.emplace_back(t);
+    external_index_[t.impl()] = {t.impl_ptr(), slot};
+    return {ValueRef::Kind::external, slot, 0};
+  }
+
+  // A dropped value, replaying the region when this backward has not yet.
+  Tensor take(ValueKey key) {
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      replay();
+      it = cache_.find(key);
+    }
+    Tensor value = it->second.first;
+    if (--it->second.second == 0) cache_.erase(it);
+    return value;
+  }
+
+  std::vector<std::optional<rng::Reservation>> replay_reservations() {
+    std::vector<std::optional<rng::Reservation>> out(nodes_.size());
+    if (options_.rng == RngReplay::recorded) {
+      for (size_t i = 0; i < nodes_.size(); ++i) out[i] = nodes_[i].rng;
+      return out;
+    }
+    rng::Generator& gen = generator();
+    std::optional<rng::GeneratorState> resume;
+    if (options_.rng == RngReplay::stash) {
+      resume = gen.state();
+      gen.set_state(*stash_);
+    }
+    // Reserve again in recording order, as re-running the region's code would.
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const auto& r = nodes_[i].rng;
+      if (!r) continue;
+      std::string stream = gen.state().streams.at(r->stream).name;
+      out[i] = gen.reserve(stream, r->count);
+    }
+    if (resume) gen.set_state(*resume);
+    return out;
+  }
+
+  void replay() {
+    RecomputeStats& stats = recompute_stats();
+    ++stats.replays;
+    std::vector<std::optional<rng::Reservation>> reservations = replay_reservations();
+    std::unordered_map<ValueKey, std::pair<Tensor, int64_t>> live;  // values later replays read
+    NoGradGuard no_grad;
+    for (int32_t index : replay_order_) {
+      RecordedNode& r = nodes_[size_t(index)];
+      std::string where = std::string(r.op->name) + " at '" + r.scope + "'";
+      Tensors inputs;
+      for (const ValueRef& ref : r.inputs) {
+        if (ref.kind == ValueRef::Kind::none) {
+          inputs.emplace_back();
+        } else if (ref.kind == ValueRef::Kind::external) {
+          inputs.push_back(externals_[size_t(ref.index)].unpack(where));
+        } else if (is_save(decision(ref))) {
+          inputs.push_back(held_.at(key_of(ref.index, ref.output)).unpack(where));
+        } else {
+          inputs.push_back(live.at(key_of(ref.index, ref.output)).first);
+        }
+      }
+      Tensors outputs;
+      try {
+        const auto& reservation = reservations[size_t(index)];
+        outputs = r.forward(inputs, reservation ? &*reservation : nullptr);
+      } catch (const Error& e) {
+        REPRISE_FAIL("checkpoint region '", scope_, "': replaying ", where, ": ", e.what());
+      }
+      ++stats.nodes_replayed;
+      for (uint32_t j = 0; j < outputs.size(); ++j) {
+        if (options_.recompute_noise_ulps > 0) {
+          outputs[j] = perturb_ulps(outputs[j], options_.recompute_noise_ulps, options_.noise_seed,
+                                    r.sequence_nr * 1031 + j);
+        }
+        if (options_.verify != Verify::none) verify(r, j, outputs[j]);
+        ValueKey key = key_of(index, j);
+        auto slots = slot_counts_.find(key);
+        if (slots != slot_counts_.end()) cache_[key] = {outputs[j], slots->second};
+        auto uses = replay_uses_.find(key);
+        if (uses != replay_uses_.end()) live[key] = {outputs[j], uses->second};
+      }
+      // Free intermediates whose last replay reader has run.
+      for (const ValueRef& ref : r.inputs) {
+        if (ref.kind != ValueRef::Kind::produced || is_save(decision(ref))) continue;
+        auto it = live.find(key_of(ref.index, ref.output));
+        if (it != live.end() && --it->second.second == 0) live.erase(it);
+      }
+    }
+  }
+
+  void verify(const RecordedNode& r, uint32_t output, const Tensor& replayed) {
+    std::optional<Mismatch> m = r.fingerprints[output].compare(replayed, options_.verify);
+    if (!m) return;
+    m->region = scope_;
+    m->scope = r.scope;
+    m->op = r.op->name;
+    m->output = output;
+    ++recompute_stats().mismatches;
+    if (options_.on_mismatch == OnMismatch::raise) throw Error(m->describe());
+    report_mismatch(std::move(*m));
+  }
+
+  std::string scope_;
+  Policy policy_;
+  CheckpointOptions options_;
+  std::optional<rng::GeneratorState> stash_;
+
+  std::vector<RecordedNode> nodes_;
+  std::vector<SavedTensor> externals_;              // inputs from outside the region
+  std::unordered_map<ValueKey, SavedTensor> held_;  // kept values that replay reads
+  std::unordered_map<std::string, int64_t> op_counts_;
+  // While recording: which tensor is which value (weak: an address can be reused).
+  std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, ValueKey>> produced_index_;
+  std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, int32_t>> external_index_;
+
+  // After exit: the replay plan and the values it hands to backward.
+  std::vector<int32_t> replay_order_;                  // node indices, recording order
+  std::unordered_map<ValueKey, int64_t> slot_counts_;  // dropped value -> saved slots reading it
+  std::unordered_map<ValueKey, int64_t> replay_uses_;  // recomputed value -> replayed readers
+  std::unordered_map<ValueKey, std::pair<Tensor, int64_t>> cache_;  // replayed, awaiting readers
+};
+
+// Keeps the region stack consistent when fn throws.
+class ActiveRegion {
+ public:
+  explicit ActiveRegion(Region& r) : observe_(r) { region_stack().push_back(&r); }
+  ~ActiveRegion() { region_stack().pop_back(); }
+  ActiveRegion(const ActiveRegion&) = delete;
+  ActiveRegion& operator=(const ActiveRegion&) = delete;
+
+ private:
+  ObserveTape observe_;
+};
+
+}  // namespace
+
+const char* rng_replay_name(RngReplay mode) {
+  switch (mode) {
+    case RngReplay::recorded:
+      return "recorded";
+    case RngReplay::stash:
+      return "stash";
+    case RngReplay::fresh:
+      return "fresh";
+  }
+  return "unknown";
+}
+
+CheckpointOptions& default_checkpoint_options() {
+  thread_local CheckpointOptions options;
+  return options;
+}
+
+RecomputeStats& recompute_stats() {
+  thread_local RecomputeStats stats;
+  return stats;
+}
+
+Tensors checkpoint(const std::string& scope, const Policy& policy,
+                   const std::function<Tensors()>& fn, const CheckpointOptions& options) {
+  auto region = std::make_shared<Region>(scope, policy, options);
+  Tensors outputs;
+  {
+    Scope named(scope);
+    ActiveRegion active(*region);
+    region->enter();
+    try {
+      outputs = fn();
+    } catch (const Error& e) {
+      REPRISE_FAIL("checkpoint region '", *current_scope(), "': ", e.what());
+    }
+  }
+  region->finish();
+  return outputs;
+}
+
+Tensors checkpoint(const std::string& scope, const Policy& policy,
+                   const std::function<Tensors()>& fn) {
+  return checkpoint(scope, policy, fn, default_checkpoint_options());
+}
+
+Tensor checkpoint(const std::string& scope, const Policy& policy, const std::function<Tensor()>& fn,
+                  const CheckpointOptions& options) {
+  auto one = [&] { return Tensors{fn()}; };
+  return checkpoint(scope, policy, std::function<Tensors()>(one), options)[0];
+}
+
+Tensor checkpoint(const std::string& scope, const Policy& policy,
+                  const std::function<Tensor()>& fn) {
+  return checkpoint(scope, policy, fn, default_checkpoint_options());
+}
+
+Tensor checkpoint_sequential(const std::string& scope,
+                             const std::vector<std::function<Tensor(const Tensor&)>>& stages,
+                             int segments, const Tensor& x, const Policy& policy) {
+  REPRISE_CHECK(segments >= 1 && size_t(segments) <= std::max<size_t>(stages.size(), 1),
+                "checkpoint_sequential: ", segments, " segments for ", stages.size(), " stages");
+  size_t per = (stages.size() + size_t(segments) - 1) / size_t(segments);
+  Tensor h = x;
+  Scope named(scope);
+  for (size_t begin = 0; begin < stages.size(); begin += per) {
+    size_t end = std::min(stages.size(), begin + per);
+    h = checkpoint(std::to_string(begin), policy, [&] {
+      Tensor y = h;
+      for (size_t s = begin; s < end; ++s) y = stages[s](y);
+      return y;
+    });
+  }
+  return h;
+}
+
+}  // namespace reprise::autograd
