@@ -1,0 +1,365 @@
+// softmax, log_softmax, cross_entropy, rmsnorm, layernorm, rotary and
+// embedding: gradcheck cases (f64), forward values, thread-count
+// independence and bad input. The comparison against PyTorch is in
+// nn_ops_golden_test.cpp.
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+
+#include "autograd/backward.h"
+#include "engine/threads.h"
+#include "ops/binary.h"
+#include "ops/embedding.h"
+#include "ops/loss.h"
+#include "ops/norm.h"
+#include "ops/reduce.h"
+#include "ops/rotary.h"
+#include "ops/softmax.h"
+#include "ops/views.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::testing {
+namespace {
+
+using reprise::Tensor;
+
+Tensor i64(const std::vector<int64_t>& v, const Shape& shape) {
+  return Tensor::from_vector(v, shape);
+}
+
+// Targets for N rows of C classes, with every third row set to `ignored`.
+Tensor targets_with_ignored(int64_t N, int64_t C, int64_t ignored) {
+  std::vector<int64_t> t(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) t[size_t(n)] = n % 3 == 1 ? ignored : (n * 7 + 2) % C;
+  return i64(t, {N});
+}
+
+// ---- gradcheck cases -------------------------------------------------------------
+
+const RegisterOpCases softmax_cases({
+    {"softmax/3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 101, -3, 3)};
+     },
+     [](const Inputs& in) { return ops::softmax(in[0], -1); }},
+    {"softmax/3x5x7_dim1",
+     [] {
+       return Inputs{param({3, 5, 7}, 102, -3, 3)};
+     },
+     [](const Inputs& in) { return ops::softmax(in[0], 1); }},
+    {"softmax/257", [] { return Inputs{param({257}, 103, -3, 3)}; },
+     [](const Inputs& in) { return ops::softmax(in[0]); }},
+    {"log_softmax/3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 104, -3, 3)};
+     },
+     [](const Inputs& in) { return ops::log_softmax(in[0]); }},
+    {"log_softmax/3x5x7_dim0",
+     [] {
+       return Inputs{param({3, 5, 7}, 105, -3, 3)};
+     },
+     [](const Inputs& in) { return ops::log_softmax(in[0], 0); }},
+});
+
+const RegisterOpCases cross_entropy_cases({
+    {"cross_entropy/mean_9x13_ignored",
+     [] {
+       return Inputs{param({9, 13}, 111, -3, 3), targets_with_ignored(9, 13, -100)};
+     },
+     [](const Inputs& in) { return ops::cross_entropy(in[0], in[1]); }},
+    {"cross_entropy/sum_9x13_ignore_index_4",
+     [] {
+       return Inputs{param({9, 13}, 112, -3, 3), targets_with_ignored(9, 13, 4)};
+     },
+     [](const Inputs& in) { return ops::cross_entropy(in[0], in[1], 4, ops::Reduction::sum); }},
+    {"cross_entropy/mean_5x257",
+     [] {
+       return Inputs{param({5, 257}, 113, -3, 3), i64({0, 256, 17, 100, 3}, {5})};
+     },
+     [](const Inputs& in) { return ops::cross_entropy(in[0], in[1]); }},
+});
+
+const RegisterOpCases norm_cases({
+    {"rmsnorm/3x5x7_x_w",
+     [] {
+       return Inputs{param({3, 5, 7}, 121), param({7}, 122, 0.5, 1.5)};
+     },
+     [](const Inputs& in) { return ops::rmsnorm(in[0], in[1], 1e-6); }},
+    {"rmsnorm/3x257_w_only",
+     [] {
+       return Inputs{uniform({3, 257}, -1, 1, 123), param({257}, 124, 0.5, 1.5)};
+     },
+     [](const Inputs& in) { return ops::rmsnorm(in[0], in[1], 1e-5); }},
+    {"rmsnorm/transposed_x",
+     [] {
+       return Inputs{param({5, 3, 7}, 125), param({7}, 126, 0.5, 1.5)};
+     },
+     [](const Inputs& in) { return ops::rmsnorm(ops::transpose(in[0], 0, 1), in[1]); }},
+    {"layernorm/3x5x7_bias",
+     [] {
+       return Inputs{param({3, 5, 7}, 131), param({7}, 132, 0.5, 1.5), param({7}, 133)};
+     },
+     [](const Inputs& in) { return ops::layernorm(in[0], in[1], in[2]); }},
+    {"layernorm/3x5x7_no_bias",
+     [] {
+       return Inputs{param({3, 5, 7}, 134), param({7}, 135, 0.5, 1.5)};
+     },
+     [](const Inputs& in) { return ops::layernorm(in[0], in[1], Tensor(), 1e-5); }},
+    {"layernorm/4x257_w_b_only",
+     [] {
+       return Inputs{uniform({4, 257}, -1, 1, 136), param({257}, 137, 0.5, 1.5), param({257}, 138)};
+     },
+     [](const Inputs& in) { return ops::layernorm(in[0], in[1], in[2]); }},
+});
+
+const RegisterOpCases rotary_cases({
+    {"rotary/2x3x5x8_positions_T",
+     [] {
+       return Inputs{param({2, 3, 5, 8}, 141), i64({0, 1, 2, 7, 30}, {5})};
+     },
+     [](const Inputs& in) { return ops::rotary(in[0], in[1], 10000.0); }},
+    {"rotary/2x3x5x6_positions_BT",
+     [] {
+       return Inputs{param({2, 3, 5, 6}, 142), i64({0, 1, 2, 3, 4, 9, 8, 7, 6, 5}, {2, 5})};
+     },
+     [](const Inputs& in) { return ops::rotary(in[0], in[1], 500.0); }},
+    {"rotary/start_offset_transposed",
+     [] {
+       return Inputs{param({2, 5, 3, 4}, 143)};
+     },
+     [](const Inputs& in) { return ops::rotary(ops::transpose(in[0], 1, 2), 11, 10000.0); }},
+});
+
+const RegisterOpCases embedding_cases({
+    {"embedding/11x7_repeated_ids",
+     [] {
+       return Inputs{param({11, 7}, 151),
+                     i64({3, 0, 3, 10, 3, 5, 0, 9, 3, 1, 2, 10, 4, 3, 3}, {3, 5})};
+     },
+     [](const Inputs& in) { return ops::embedding(in[0], in[1]); }},
+    {"embedding/5x3_i32_ids",
+     [] {
+       return Inputs{param({5, 3}, 152),
+                     Tensor::from_vector(std::vector<int32_t>{4, 4, 1, 0, 4}, {5})};
+     },
+     [](const Inputs& in) { return ops::embedding(in[0], in[1]); }},
+});
+
+// ---- forward values ------------------------------------------------------------
+
+TEST(Softmax, MatchesHandComputedValues) {
+  Tensor x = Tensor::from_vector<double>({1, 2, 3, 1000, 1001, 1002}, {2, 3});
+  // softmax(1, 2, 3) = e^k / (e + e^2 + e^3); a shift by 999 changes nothing.
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  std::vector<double> s = ops::softmax(x).to_vector<double>();
+  std::vector<double> ls = ops::log_softmax(x).to_vector<double>();
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_NEAR(s[size_t(3 * r + k)], std::exp(k + 1.0) / z, 1e-15);
+      EXPECT_NEAR(ls[size_t(3 * r + k)], (k + 1.0) - std::log(z), 1e-12);
+    }
+  }
+  // Over dim 0 of [[1, 2, 3], [1000, 1001, 1002]] every column is (~0, ~1).
+  std::vector<double> c = ops::softmax(x, 0).to_vector<double>();
+  EXPECT_NEAR(c[0], std::exp(-999.0), 1e-300);
+  EXPECT_DOUBLE_EQ(c[3], 1.0);
+}
+
+TEST(CrossEntropy, MatchesLogSoftmaxOfTargets) {
+  Tensor logits = uniform({6, 5}, -2, 2, 7);
+  Tensor targets = i64({1, -100, 4, 0, -100, 2}, {6});
+  std::vector<double> ls = ops::log_softmax(logits).to_vector<double>();
+  std::vector<int64_t> t = targets.to_vector<int64_t>();
+  double sum = 0;
+  int count = 0;
+  for (int n = 0; n < 6; ++n) {
+    if (t[size_t(n)] == -100) continue;
+    sum -= ls[size_t(n * 5 + t[size_t(n)])];
+    ++count;
+  }
+  EXPECT_NEAR(ops::cross_entropy(logits, targets).item<double>(), sum / count, 1e-14);
+  EXPECT_NEAR(ops::cross_entropy(logits, targets, -100, ops::Reduction::sum).item<double>(), sum,
+              1e-14);
+}
+
+TEST(CrossEntropy, AllIgnoredGivesNanLossAndZeroGradient) {
+  Tensor logits = param({3, 4}, 8);
+  Tensor loss = ops::cross_entropy(logits, i64({-100, -100, -100}, {3}));
+  EXPECT_TRUE(std::isnan(loss.item<double>()));
+  autograd::backward(loss);
+  for (double g : logits.grad().to_vector<double>()) EXPECT_EQ(g, 0.0);
+}
+
+TEST(Rmsnorm, MatchesHandComputedValues) {
+  // Row (3, 4): mean(x^2) = 12.5, y = w * x / sqrt(12.5 + eps).
+  Tensor x = Tensor::from_vector<double>({3, 4}, {1, 2});
+  Tensor w = Tensor::from_vector<double>({2, -1}, {2});
+  std::vector<double> y = ops::rmsnorm(x, w, 0.5).to_vector<double>();
+  EXPECT_NEAR(y[0], 2 * 3 / std::sqrt(13.0), 1e-15);
+  EXPECT_NEAR(y[1], -4 / std::sqrt(13.0), 1e-15);
+}
+
+TEST(Layernorm, MatchesHandComputedValues) {
+  // Row (1, 3): mean 2, biased var 1, xhat = (-1, 1) / sqrt(1 + eps).
+  Tensor x = Tensor::from_vector<double>({1, 3}, {1, 2});
+  Tensor w = Tensor::from_vector<double>({2, 3}, {2});
+  Tensor b = Tensor::from_vector<double>({0.5, -0.5}, {2});
+  std::vector<double> y = ops::layernorm(x, w, b, 0.25).to_vector<double>();
+  EXPECT_NEAR(y[0], -2 / std::sqrt(1.25) + 0.5, 1e-15);
+  EXPECT_NEAR(y[1], 3 / std::sqrt(1.25) - 0.5, 1e-15);
+  std::vector<double> nb = ops::layernorm(x, w, Tensor(), 0.25).to_vector<double>();
+  EXPECT_NEAR(nb[1], 3 / std::sqrt(1.25), 1e-15);
+}
+
+TEST(Rotary, RotatesPairsByPositionTimesFrequency) {
+  // D = 4: frequencies 1 and theta^-1/2 = 0.1 for theta = 100.
+  Tensor x = Tensor::from_vector<double>({1, 2, 3, 4}, {1, 1, 1, 4});
+  std::vector<double> y = ops::rotary(x, 2, 100.0).to_vector<double>();
+  const double a0 = 2.0, a1 = 0.2;  // position 2 times each frequency
+  EXPECT_NEAR(y[0], 1 * std::cos(a0) - 3 * std::sin(a0), 1e-15);
+  EXPECT_NEAR(y[1], 2 * std::cos(a1) - 4 * std::sin(a1), 1e-15);
+  EXPECT_NEAR(y[2], 3 * std::cos(a0) + 1 * std::sin(a0), 1e-15);
+  EXPECT_NEAR(y[3], 4 * std::cos(a1) + 2 * std::sin(a1), 1e-15);
+}
+
+TEST(Rotary, StartOffsetEqualsExplicitPositionsAndPreservesNorm) {
+  Tensor x = uniform({2, 3, 6, 16}, -1, 1, 9, DType::f32);
+  Tensor a = ops::rotary(x, 5, 10000.0);
+  Tensor b = ops::rotary(x, i64({5, 6, 7, 8, 9, 10}, {6}), 10000.0);
+  Tensor c = ops::rotary(x, Tensor::from_vector(std::vector<int32_t>{5, 6, 7, 8, 9, 10}, {6}));
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+  EXPECT_EQ(a.to_vector<float>(), c.to_vector<float>());
+  // A rotation keeps each head vector's norm.
+  Tensor nx = ops::sum(ops::mul(x, x), {-1}), na = ops::sum(ops::mul(a, a), {-1});
+  EXPECT_LT(max_abs_diff(nx, na), 1e-5);
+}
+
+TEST(Embedding, GathersRows) {
+  Tensor w = Tensor::from_vector<float>({0, 1, 10, 11, 20, 21}, {3, 2});
+  Tensor y = ops::embedding(w, i64({2, 0, 2, 1}, {2, 2}));
+  EXPECT_EQ(y.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11}));
+}
+
+// ---- results do not depend on the thread count ---------------------------------
+
+// Runs f with 1 thread and with 3 and expects the same bits.
+template <class F>
+void expect_thread_independent(F f) {
+  int before = threads::num_threads();
+  threads::set_num_threads(1);
+  std::vector<std::vector<float>> one = f();
+  threads::set_num_threads(3);
+  std::vector<std::vector<float>> three = f();
+  threads::set_num_threads(before);
+  ASSERT_EQ(one.size(), three.size());
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], three[i]) << "result " << i;
+}
+
+Tensor f32_param(const Shape& shape, uint64_t seed) {
+  return uniform(shape, -1, 1, seed, DType::f32).requires_grad(true);
+}
+
+TEST(NnOpsDeterminism, IndependentOfThreadCount) {
+  expect_thread_independent([] {
+    Tensor x = f32_param({1000, 64}, 1), w = f32_param({64}, 2), b = f32_param({64}, 3);
+    Tensor y = ops::add(ops::rmsnorm(x, w), ops::layernorm(x, w, b));
+    autograd::backward(ops::sum(ops::mul(y, uniform({1000, 64}, -1, 1, 4, DType::f32))));
+    return std::vector<std::vector<float>>{y.to_vector<float>(), x.grad().to_vector<float>(),
+                                           w.grad().to_vector<float>(),
+                                           b.grad().to_vector<float>()};
+  });
+  expect_thread_independent([] {
+    Tensor logits = f32_param({1000, 100}, 5);
+    Tensor loss = ops::cross_entropy(logits, targets_with_ignored(1000, 100, -100));
+    autograd::backward(loss);
+    return std::vector<std::vector<float>>{loss.to_vector<float>(),
+                                           logits.grad().to_vector<float>()};
+  });
+  expect_thread_independent([] {
+    Tensor w = f32_param({500, 64}, 6);
+    std::vector<int64_t> ids(4000);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * i * 31 + 7) % 500) % 60;
+    Tensor y = ops::embedding(w, i64(ids, {40, 100}));
+    autograd::backward(ops::sum(ops::mul(y, uniform({40, 100, 64}, -1, 1, 7, DType::f32))));
+    return std::vector<std::vector<float>>{w.grad().to_vector<float>()};
+  });
+}
+
+// ---- bad input -----------------------------------------------------------------
+
+// Expects fn to raise an Error whose message contains every one of `parts`.
+template <class F>
+void expect_error(F fn, std::initializer_list<const char*> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing " << *parts.begin();
+  } catch (const Error& e) {
+    for (const char* p : parts) {
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "missing '" << p << "' in: " << e.what();
+    }
+  }
+}
+
+TEST(NnOpsBadInput, MessagesNameOpAndShapes) {
+  Tensor x = Tensor::zeros({4, 6});
+  expect_error([&] { ops::softmax(x, 2); }, {"softmax"});
+  expect_error([&] { ops::log_softmax(Tensor::zeros({3}, DType::i64)); },
+               {"log_softmax", "i64[3]"});
+
+  Tensor logits = Tensor::zeros({4, 5});
+  expect_error([&] { ops::cross_entropy(logits, Tensor::zeros({4})); },
+               {"cross_entropy", "targets", "f32[4]", "i64", "f32[4, 5]"});
+  expect_error(
+      [&] {
+        ops::cross_entropy(logits, i64({0, 1, 2}, {3}));
+      },
+      {"cross_entropy", "i64[3]", "f32[4, 5]", "[4]"});
+  expect_error(
+      [&] {
+        ops::cross_entropy(logits, i64({0, 1, 5, 2}, {4}));
+      },
+      {"cross_entropy", "target 5", "row 2", "f32[4, 5]", "[0, 5)"});
+  expect_error(
+      [&] {
+        ops::cross_entropy(Tensor::zeros({2, 3, 4}), i64({0, 1}, {2}));
+      },
+      {"cross_entropy", "(N, C)", "f32[2, 3, 4]"});
+
+  expect_error([&] { ops::rmsnorm(x, Tensor::ones({5})); },
+               {"rmsnorm", "w f32[5]", "f32[4, 6]", "[6]"});
+  expect_error([&] { ops::rmsnorm(x, Tensor::ones({6}, DType::f64)); },
+               {"rmsnorm", "dtype mismatch", "f64[6]"});
+  expect_error([&] { ops::layernorm(x, Tensor::ones({6}), Tensor::zeros({4})); },
+               {"layernorm", "b f32[4]", "f32[4, 6]", "[6]"});
+
+  Tensor q = Tensor::zeros({2, 3, 5, 7});
+  expect_error([&] { ops::rotary(q, 0); }, {"rotary", "D = 7", "f32[2, 3, 5, 7]", "even"});
+  expect_error(
+      [&] {
+        ops::rotary(Tensor::zeros({2, 3, 5, 8}), i64({0, 1, 2}, {3}));
+      },
+      {"rotary", "i64[3]", "f32[2, 3, 5, 8]", "[5]", "[2, 5]"});
+  expect_error(
+      [&] {
+        ops::rotary(Tensor::zeros({2, 3, 5, 8}), Tensor::zeros({5}));
+      },
+      {"rotary", "positions", "f32[5]"});
+  expect_error([&] { ops::rotary(Tensor::zeros({3, 5, 8}), 0); }, {"rotary", "f32[3, 5, 8]"});
+
+  Tensor table = Tensor::zeros({10, 4});
+  expect_error([&] { ops::embedding(table, Tensor::zeros({3})); },
+               {"embedding", "ids", "f32[3]", "f32[10, 4]"});
+  expect_error(
+      [&] {
+        ops::embedding(table, i64({1, 10, 2}, {3}));
+      },
+      {"embedding", "id 10", "f32[10, 4]", "[0, 10)"});
+  expect_error([&] { ops::embedding(table, i64({-1}, {1})); }, {"embedding", "id -1"});
+  expect_error([&] { ops::embedding(Tensor::zeros({10}), i64({1}, {1})); },
+               {"embedding", "(V, C)", "f32[10]"});
+}
+
+}  // namespace
+}  // namespace reprise::testing
