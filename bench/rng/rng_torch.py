@@ -1,0 +1,127 @@
+"""Side-by-side: reprise's CPU random fills and dropout against PyTorch CPU.
+
+N = 2^24 float32 elements (64 MiB per buffer), 2 threads on both sides
+(torch.set_num_threads(2); bench_rng defaults to 2 OpenMP threads). PyTorch:
+  copy       y.copy_(x)                       (the machine's bandwidth)
+  uniform    y.uniform_()                     (what torch.rand does)
+  normal     y.normal_()                      (what torch.randn does)
+  bernoulli  y.bernoulli_(0.9)                (a dropout mask, p = 0.1)
+  dropout    F.dropout(x, 0.1, training=True) (allocates its output; ours
+                                               writes a preallocated one)
+GB/s counts bytes read plus bytes written: 8 per element for copy and
+dropout, 4 for the fills. The machine is shared, so the script alternates
+ours and theirs for several rounds and reports the median of each and the
+ratio of medians; ours is timed by running bench_rng once per round, which
+also reports cuRAND's host Philox generator when built with CUDA.
+
+Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
+    .venv/bin/python bench/rng/rng_torch.py --bench build-rng/bench/bench_rng
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+N = 1 << 24
+P = 0.1
+
+# Our benchmark name for each row, and the bytes it moves per element.
+ROWS = {
+    "copy": ("BM_Copy", 8),
+    "uniform": ("BM_UniformFloat", 4),
+    "normal": ("BM_NormalFloat", 4),
+    "bernoulli": ("BM_BernoulliMask", 4),
+    "dropout": ("BM_DropoutForward", 8),
+}
+CURAND = {
+    "uniform": "BM_CuRandHostUniformFloat",
+    "normal": "BM_CuRandHostNormalFloat",
+    "dropout": "BM_CuRandHostDropoutForward",
+}
+
+
+def torch_ops():
+    x = torch.ones(N)
+    y = torch.empty(N)
+    y.zero_()  # fault the pages in before timing
+    return {
+        "copy": lambda: y.copy_(x),
+        "uniform": lambda: y.uniform_(),
+        "normal": lambda: y.normal_(),
+        "bernoulli": lambda: y.bernoulli_(1 - P),
+        "dropout": lambda: F.dropout(x, P, training=True),
+    }
+
+
+def check_torch(ops):
+    out = ops["dropout"]()
+    kept = (out != 0).float().mean().item()
+    assert abs(kept - (1 - P)) < 1e-3, kept
+    assert abs(out.mean().item() - 1.0) < 2e-3
+
+
+def time_torch(fn, iters):
+    fn()
+    times = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def time_ours(bench):
+    out = subprocess.run(
+        [bench, "--benchmark_format=json", "--benchmark_min_time=0.3"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {b["name"].split("/")[0]: b["real_time"] * 1e-3 for b in json.loads(out)["benchmarks"]}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bench", required=True, help="path to bench_rng")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=10)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    ops = torch_ops()
+    check_torch(ops)
+
+    ours, theirs = {}, {}
+    for _ in range(args.rounds):
+        for name, seconds in time_ours(args.bench).items():
+            ours.setdefault(name, []).append(seconds)
+        for row, fn in ops.items():
+            theirs.setdefault(row, []).append(time_torch(fn, args.iters))
+
+    def gbs(seconds, bytes_per):
+        return N * bytes_per / seconds / 1e9
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, N = {N}, "
+          f"{args.rounds} rounds, medians")
+    print(f"{'row':<10} {'reprise GB/s':>13} {'torch GB/s':>11} {'cuRAND GB/s':>12} "
+          f"{'reprise/torch':>14} {'reprise/cuRAND':>15} {'Gfloat/s (reprise)':>19}")
+    copy_ours = statistics.median(ours["BM_Copy"])
+    for row, (ours_name, bytes_per) in ROWS.items():
+        t_ours = statistics.median(ours[ours_name])
+        t_torch = statistics.median(theirs[row])
+        cur = CURAND.get(row)
+        t_cur = statistics.median(ours[cur]) if cur in ours else None
+        cur_gbs = f"{gbs(t_cur, bytes_per):12.2f}" if t_cur else f"{'-':>12}"
+        cur_ratio = f"{t_cur / t_ours:15.1f}" if t_cur else f"{'-':>15}"
+        print(f"{row:<10} {gbs(t_ours, bytes_per):13.2f} {gbs(t_torch, bytes_per):11.2f} {cur_gbs} "
+              f"{t_torch / t_ours:14.2f} {cur_ratio} {N / t_ours / 1e9:19.3f}")
+    t_drop = statistics.median(ours["BM_DropoutForward"])
+    print(f"dropout forward at {copy_ours / t_drop:.0%} of copy bandwidth (same bytes moved)")
+
+
+if __name__ == "__main__":
+    main()
