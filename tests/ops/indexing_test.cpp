@@ -1,0 +1,420 @@
+// index_select, gather, scatter_add, index_add, where, topk: gradcheck
+// cases, forward values against hand-computed ones, bitwise determinism
+// across thread counts with many repeated indices, and bad input.
+#include "ops/indexing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "autograd/backward.h"
+#include "engine/threads.h"
+#include "ops/unary.h"
+#include "ops/views.h"
+#include "tests/support/golden.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::testing {
+namespace {
+
+using autograd::Tensors;
+using reprise::Tensor;
+
+// i64 values in [0, hi), deterministic.
+Tensor indices(const Shape& shape, int64_t hi, uint64_t seed, DType dtype = DType::i64) {
+  std::vector<int64_t> v;
+  for (double d : uniform(shape, 0, double(hi), seed).to_vector<double>())
+    v.push_back(std::min(hi - 1, int64_t(d)));
+  return Tensor::from_vector(v, shape).to(dtype);
+}
+
+Tensor i64(const std::vector<int64_t>& v) { return Tensor::from_vector(v, {int64_t(v.size())}); }
+
+Tensor mask(const Shape& shape, uint64_t seed) {
+  std::vector<bool> v;
+  for (double d : uniform(shape, -1, 1, seed).to_vector<double>()) v.push_back(d > 0);
+  Tensor t = Tensor::empty(shape, DType::boolean);
+  for (size_t i = 0; i < v.size(); ++i) t.data<bool>()[i] = v[i];
+  return t;
+}
+
+const RegisterOpCases indexing_cases({
+    {"index_select/dim1_repeats",
+     [] {
+       return Inputs{param({5, 7, 3}, 61), i64({6, 0, 6, 2, 6})};
+     },
+     [](const Inputs& in) { return ops::index_select(in[0], 1, in[1]); }},
+    // A transposed x and an i32 index.
+    {"index_select/dim0_view_i32",
+     [] {
+       return Inputs{param({4, 7}, 62), i64({3, 3, 0, 6}).to(DType::i32)};
+     },
+     [](const Inputs& in) { return ops::index_select(ops::transpose(in[0], 0, 1), 0, in[1]); }},
+    {"index_select/last_dim",
+     [] {
+       return Inputs{param({3, 5, 7}, 63), i64({1, 1, 6})};
+     },
+     [](const Inputs& in) { return ops::index_select(in[0], -1, in[1]); }},
+    {"gather/dim1_3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 64), indices({3, 4, 7}, 5, 1)};
+     },
+     [](const Inputs& in) { return ops::gather(in[0], 1, in[1]); }},
+    // index smaller than x off dim.
+    {"gather/dim2_smaller_index",
+     [] {
+       return Inputs{param({3, 5, 7}, 65), indices({2, 5, 4}, 7, 2)};
+     },
+     [](const Inputs& in) { return ops::gather(in[0], 2, in[1]); }},
+    // A transposed (non-contiguous) index, longer than x along dim.
+    {"gather/dim0_transposed_index",
+     [] {
+       return Inputs{param({4, 7}, 66), indices({7, 9}, 4, 3)};
+     },
+     [](const Inputs& in) { return ops::gather(in[0], 0, in[1].transpose(0, 1)); }},
+    {"scatter_add/dim2",
+     [] {
+       return Inputs{param({3, 5, 7}, 67), indices({3, 5, 4}, 7, 4), param({3, 5, 4}, 68)};
+     },
+     [](const Inputs& in) { return ops::scatter_add(in[0], 2, in[1], in[2]); }},
+    {"scatter_add/dim0_smaller",
+     [] {
+       return Inputs{param({4, 6}, 69), indices({9, 3}, 4, 5), param({9, 3}, 70)};
+     },
+     [](const Inputs& in) { return ops::scatter_add(in[0], 0, in[1], in[2]); }},
+    {"index_add/dim0",
+     [] {
+       return Inputs{param({5, 3, 7}, 71), i64({4, 1, 4}), param({3, 3, 7}, 72)};
+     },
+     [](const Inputs& in) { return ops::index_add(in[0], 0, in[1], in[2]); }},
+    {"index_add/dim2_transposed_src",
+     [] {
+       return Inputs{param({3, 5, 7}, 73), i64({6, 6, 0, 2}), param({3, 4, 5}, 74)};
+     },
+     [](const Inputs& in) { return ops::index_add(in[0], 2, in[1], ops::transpose(in[2], 1, 2)); }},
+    {"where/broadcast_3x1x7_3x5x7_5x1",
+     [] {
+       return Inputs{mask({3, 1, 7}, 75), param({3, 5, 7}, 76), param({5, 1}, 77)};
+     },
+     [](const Inputs& in) { return ops::where(in[0], in[1], in[2]); }},
+    {"where/scalar_b",
+     [] {
+       return Inputs{mask({3, 5}, 78), param({3, 5}, 79), param({}, 80)};
+     },
+     [](const Inputs& in) { return ops::where(in[0], in[1], in[2]); }},
+    {"topk/dim1_k3",
+     [] {
+       return Inputs{param({3, 5, 7}, 81)};
+     },
+     [](const Inputs& in) { return ops::topk(in[0], 3, 1).values; }},
+    {"topk/last_smallest_unsorted",
+     [] {
+       return Inputs{param({3, 5, 7}, 82)};
+     },
+     [](const Inputs& in) { return ops::topk(in[0], 4, -1, false, false).values; }},
+    {"topk/k_all_257", [] { return Inputs{param({257}, 83)}; },
+     [](const Inputs& in) { return ops::topk(in[0], 257, 0).values; }},
+});
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error mentioning " << parts[0];
+  } catch (const Error& e) {
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks " << p;
+  }
+}
+
+std::vector<uint32_t> bits(const Tensor& t) {
+  std::vector<float> v = t.to_vector<float>();
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+// f at 1 thread and at 2 threads.
+template <class F>
+std::pair<Tensor, Tensor> at_one_and_two_threads(F f) {
+  int before = threads::num_threads();
+  threads::set_num_threads(1);
+  Tensor one = f();
+  threads::set_num_threads(2);
+  Tensor two = f();
+  threads::set_num_threads(before);
+  return {one, two};
+}
+
+TEST(Indexing, IndexSelectAndGatherValues) {
+  Tensor x = Tensor::from_vector<float>({0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23}, {3, 4});
+  EXPECT_EQ(ops::index_select(x, 1, i64({3, 0, 3})).to_vector<float>(),
+            (std::vector<float>{3, 0, 3, 13, 10, 13, 23, 20, 23}));
+  EXPECT_EQ(ops::index_select(x, 0, i64({2, 2})).to_vector<float>(),
+            (std::vector<float>{20, 21, 22, 23, 20, 21, 22, 23}));
+  Tensor t = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  Tensor g = ops::gather(t, 1, Tensor::from_vector<int64_t>({0, 0, 1, 0}, {2, 2}));
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1, 1, 4, 3}));
+  Tensor g0 = ops::gather(x, 0, Tensor::from_vector<int32_t>({2, 0, 1}, {1, 3}));
+  EXPECT_EQ(g0.to_vector<float>(), (std::vector<float>{20, 1, 12}));
+  // Any dtype is copied: bool and i64.
+  Tensor b = Tensor::empty({3}, DType::boolean);
+  b.data<bool>()[0] = true, b.data<bool>()[1] = false, b.data<bool>()[2] = true;
+  Tensor bs = ops::index_select(b, 0, i64({1, 2}));
+  EXPECT_FALSE(bs.data<bool>()[0]);
+  EXPECT_TRUE(bs.data<bool>()[1]);
+  EXPECT_EQ(ops::index_select(i64({5, 6, 7}), 0, i64({2, 0})).to_vector<int64_t>(),
+            (std::vector<int64_t>{7, 5}));
+}
+
+TEST(Indexing, ScatterAddAndIndexAddValuesAreOutOfPlace) {
+  Tensor x = Tensor::zeros({3});
+  Tensor s = ops::scatter_add(x, 0, i64({0, 1, 0, 0, 2}),
+                              Tensor::from_vector<float>({1, 2, 3, 4, 5}, {5}));
+  EXPECT_EQ(s.to_vector<float>(), (std::vector<float>{8, 2, 5}));
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  Tensor ones = Tensor::ones({2, 4});
+  Tensor s2 = ops::scatter_add(ones, 1, Tensor::from_vector<int64_t>({0, 0, 3, 1, 1, 1}, {2, 3}),
+                               Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  EXPECT_EQ(s2.to_vector<float>(), (std::vector<float>{4, 1, 1, 4, 1, 16, 1, 1}));
+  Tensor a = ops::index_add(Tensor::zeros({4, 2}), 0, i64({3, 0, 3}),
+                            Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2}));
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{3, 4, 0, 0, 0, 0, 6, 8}));
+  // Integer counting, as for expert token counts.
+  Tensor counts = ops::index_add(Tensor::zeros({4}, DType::i64), 0, i64({3, 0, 3}),
+                                 Tensor::ones({3}, DType::i64));
+  EXPECT_EQ(counts.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 0, 2}));
+}
+
+TEST(Indexing, WhereValues) {
+  Tensor c = Tensor::empty({3}, DType::boolean);
+  c.data<bool>()[0] = true, c.data<bool>()[1] = false, c.data<bool>()[2] = true;
+  Tensor a = Tensor::from_vector<float>({1, 2, 3}, {3});
+  EXPECT_EQ(ops::where(c, a, Tensor::scalar(0)).to_vector<float>(), (std::vector<float>{1, 0, 3}));
+  // cond (3) against a (2, 1) and b (1): result (2, 3).
+  Tensor a2 = Tensor::from_vector<int64_t>({10, 20}, {2, 1});
+  Tensor w = ops::where(c, a2, i64({-1}));
+  EXPECT_EQ(w.shape(), (Shape{2, 3}));
+  EXPECT_EQ(w.to_vector<int64_t>(), (std::vector<int64_t>{10, -1, 10, 20, -1, 20}));
+}
+
+TEST(Indexing, TopkOrderTiesAndNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = Tensor::from_vector<float>({3, 1, 3, nan, 2, 3}, {6});
+  auto top = ops::topk(x, 4);
+  EXPECT_EQ(top.indices.to_vector<int64_t>(), (std::vector<int64_t>{3, 0, 2, 5}));
+  std::vector<float> v = top.values.to_vector<float>();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(std::vector<float>(v.begin() + 1, v.end()), (std::vector<float>{3, 3, 3}));
+  auto low = ops::topk(x, 6, 0, /*largest=*/false);
+  EXPECT_EQ(low.indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 4, 0, 2, 5, 3}));
+  auto unsorted = ops::topk(x, 3, 0, true, /*sorted=*/false);
+  EXPECT_EQ(unsorted.indices.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 3}));
+  // -0 and +0 are equal: lower index first.
+  Tensor zeros = Tensor::from_vector<float>({0.f, -0.f, 0.f}, {3});
+  EXPECT_EQ(ops::topk(zeros, 2).indices.to_vector<int64_t>(), (std::vector<int64_t>{0, 1}));
+  // Along dim 0 of (3, 2).
+  Tensor m = Tensor::from_vector<double>({1, 5, 3, 4, 2, 6}, {3, 2});
+  auto col = ops::topk(m, 2, 0);
+  EXPECT_EQ(col.values.shape(), (Shape{2, 2}));
+  EXPECT_EQ(col.values.to_vector<double>(), (std::vector<double>{3, 6, 2, 5}));
+  EXPECT_EQ(col.indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 2, 0}));
+  auto ints = ops::topk(Tensor::from_vector<int32_t>({5, 7, 5}, {3}), 2);
+  EXPECT_EQ(ints.values.to_vector<int32_t>(), (std::vector<int32_t>{7, 5}));
+  EXPECT_EQ(ints.indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(ops::topk(m, 0, 1).values.shape(), (Shape{3, 0}));
+}
+
+// Many ties (5 distinct values), against a stable sort per row, and the same
+// bits at 1 and 2 threads.
+TEST(Indexing, TopkMatchesStableSortWithManyTies) {
+  const int64_t rows = 37, n = 50, k = 10;
+  Tensor x = indices({rows, n}, 5, 6).to(DType::f32);
+  auto [v1, v2] = at_one_and_two_threads([&] { return ops::topk(x, k, 1).indices; });
+  EXPECT_EQ(v1.to_vector<int64_t>(), v2.to_vector<int64_t>());
+  std::vector<float> xv = x.to_vector<float>();
+  std::vector<int64_t> got = v1.to_vector<int64_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return xv[size_t(r * n + a)] > xv[size_t(r * n + b)];
+    });
+    EXPECT_EQ(std::vector<int64_t>(got.begin() + r * k, got.begin() + (r + 1) * k),
+              std::vector<int64_t>(order.begin(), order.begin() + k))
+        << "row " << r;
+  }
+}
+
+// index_add along dim 0 with 5000 indices into 11 rows: every sum adds in
+// index order, so it equals a serial loop bit for bit, at any thread count.
+TEST(Indexing, IndexAddIsBitwiseDeterministic) {
+  const int64_t V = 11, N = 5000, C = 300;
+  Tensor index = indices({N}, V, 7);
+  Tensor src = uniform({N, C}, -1, 1, 8, DType::f32);
+  auto [one, two] = at_one_and_two_threads([&] {
+    return ops::index_add(Tensor::zeros({V, C}), 0, index, src);
+  });
+  EXPECT_EQ(bits(one), bits(two));
+  std::vector<float> ref(size_t(V * C), 0.f), s = src.to_vector<float>();
+  std::vector<int64_t> iv = index.to_vector<int64_t>();
+  for (int64_t j = 0; j < N; ++j)
+    for (int64_t c = 0; c < C; ++c) ref[size_t(iv[size_t(j)] * C + c)] += s[size_t(j * C + c)];
+  EXPECT_EQ(bits(one), bits(Tensor::from_vector(ref, {V, C})));
+}
+
+TEST(Indexing, ScatterAddIsBitwiseDeterministic) {
+  const int64_t R = 64, X = 13, N = 4000;
+  Tensor index = indices({R, N}, X, 9);
+  Tensor src = uniform({R, N}, -1, 1, 10, DType::f32);
+  auto [one, two] = at_one_and_two_threads([&] {
+    return ops::scatter_add(Tensor::zeros({R, X}), 1, index, src);
+  });
+  EXPECT_EQ(bits(one), bits(two));
+  std::vector<float> ref(size_t(R * X), 0.f), s = src.to_vector<float>();
+  std::vector<int64_t> iv = index.to_vector<int64_t>();
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = 0; j < N; ++j)
+      ref[size_t(r * X + iv[size_t(r * N + j)])] += s[size_t(r * N + j)];
+  EXPECT_EQ(bits(one), bits(Tensor::from_vector(ref, {R, X})));
+}
+
+// The backward of index_select and gather accumulates repeated indices.
+TEST(Indexing, SelectAndGatherBackwardAreBitwiseDeterministic) {
+  Tensor x = uniform({9, 200}, -1, 1, 11, DType::f32).requires_grad(true);
+  Tensor index = indices({6000}, 9, 12);
+  Tensor gy = uniform({6000, 200}, -1, 1, 13, DType::f32);
+  auto [s1, s2] = at_one_and_two_threads(
+      [&] { return autograd::grad({ops::index_select(x, 0, index)}, {x}, {gy})[0]; });
+  EXPECT_EQ(bits(s1), bits(s2));
+  Tensor gindex = indices({9, 3000}, 200, 14);
+  Tensor gg = uniform({9, 3000}, -1, 1, 15, DType::f32);
+  auto [g1, g2] = at_one_and_two_threads(
+      [&] { return autograd::grad({ops::gather(x, 1, gindex)}, {x}, {gg})[0]; });
+  EXPECT_EQ(bits(g1), bits(g2));
+}
+
+// Forward and gradients against PyTorch (tests/fixtures/golden_index_ops.py),
+// f32. Copies and selections are exact; sums of repeated indices may add in
+// another order than torch's, so they get a few ulps.
+TEST(Indexing, MatchesPyTorchGolden) {
+  std::map<std::string, Tensor> g = load_golden("index_ops.safetensors");
+  auto grads = [](const Tensor& y, const Tensors& inputs, const Tensor& dy) {
+    return autograd::grad({y}, inputs, {dy});
+  };
+  auto leaf = [&](const std::string& key) { return g.at(key).clone().requires_grad(true); };
+  {
+    Tensor x = leaf("index_select.x");
+    Tensor y = ops::index_select(x, 1, g.at("index_select.index"));
+    EXPECT_TRUE(all_close(y, g.at("index_select.y"), 0, 0));
+    EXPECT_TRUE(
+        all_close(grads(y, {x}, g.at("index_select.dy"))[0], g.at("index_select.dx"), 1e-6, 1e-6));
+  }
+  {
+    Tensor x = leaf("gather.x");
+    Tensor y = ops::gather(x, 2, g.at("gather.index"));
+    EXPECT_TRUE(all_close(y, g.at("gather.y"), 0, 0));
+    EXPECT_TRUE(all_close(grads(y, {x}, g.at("gather.dy"))[0], g.at("gather.dx"), 1e-6, 1e-6));
+  }
+  {
+    Tensor x = leaf("scatter_add.x"), src = leaf("scatter_add.src");
+    Tensor y = ops::scatter_add(x, 1, g.at("scatter_add.index"), src);
+    EXPECT_TRUE(all_close(y, g.at("scatter_add.y"), 1e-6, 1e-6));
+    Tensors d = grads(y, {x, src}, g.at("scatter_add.dy"));
+    EXPECT_TRUE(all_close(d[0], g.at("scatter_add.dx"), 0, 0));
+    EXPECT_TRUE(all_close(d[1], g.at("scatter_add.dsrc"), 0, 0));
+  }
+  {
+    Tensor x = leaf("index_add.x"), src = leaf("index_add.src");
+    Tensor y = ops::index_add(x, 0, g.at("index_add.index"), src);
+    EXPECT_TRUE(all_close(y, g.at("index_add.y"), 1e-6, 1e-6));
+    Tensors d = grads(y, {x, src}, g.at("index_add.dy"));
+    EXPECT_TRUE(all_close(d[0], g.at("index_add.dx"), 0, 0));
+    EXPECT_TRUE(all_close(d[1], g.at("index_add.dsrc"), 0, 0));
+  }
+  {
+    Tensor a = leaf("where.a"), b = leaf("where.b");
+    Tensor y = ops::where(g.at("where.cond"), a, b);
+    EXPECT_TRUE(all_close(y, g.at("where.y"), 0, 0));
+    Tensors d = grads(y, {a, b}, g.at("where.dy"));
+    EXPECT_TRUE(all_close(d[0], g.at("where.da"), 0, 0));
+    EXPECT_TRUE(all_close(d[1], g.at("where.db"), 1e-6, 1e-6));
+  }
+  {
+    Tensor x = leaf("topk.x");
+    ops::TopKResult top = ops::topk(x, 3, 1);
+    EXPECT_TRUE(all_close(top.values, g.at("topk.y"), 0, 0));
+    EXPECT_EQ(top.indices.to_vector<int64_t>(), g.at("topk.indices").to_vector<int64_t>());
+    EXPECT_TRUE(all_close(grads(top.values, {x}, g.at("topk.dy"))[0], g.at("topk.dx"), 0, 0));
+  }
+}
+
+TEST(Indexing, BadIndexNamesOpValueAndDimSize) {
+  Tensor x = Tensor::zeros({5, 3});
+  expect_error(
+      [&] {
+        ops::index_select(x, 0, i64({0, 7}));
+      },
+      {"index_select", "index 7", "dim 0 of size 5", "f32[5, 3]"});
+  expect_error([&] { ops::index_select(x, 1, i64({-1})); }, {"index_select", "index -1", "size 3"});
+  expect_error(
+      [&] {
+        ops::gather(x, 1, Tensor::from_vector<int32_t>({0, 3}, {1, 2}));
+      },
+      {"gather", "index 3", "dim 1 of size 3"});
+  expect_error(
+      [&] {
+        ops::scatter_add(x, 0, Tensor::from_vector<int64_t>({5}, {1, 1}), Tensor::zeros({1, 1}));
+      },
+      {"scatter_add", "index 5", "size 5"});
+  expect_error(
+      [&] {
+        ops::index_add(x, 0, i64({9}), Tensor::zeros({1, 3}));
+      },
+      {"index_add", "index 9", "size 5"});
+}
+
+TEST(Indexing, BadShapesAndDtypesNameOpAndShapes) {
+  Tensor x = Tensor::zeros({5, 3});
+  expect_error([&] { ops::index_select(x, 0, Tensor::zeros({2}, DType::f32)); },
+               {"index_select", "i32 or i64", "f32[2]"});
+  expect_error(
+      [&] {
+        ops::index_select(x, 0, Tensor::zeros({2, 1}, DType::i64));
+      },
+      {"index_select", "rank 1", "i64[2, 1]"});
+  expect_error([&] { ops::index_select(x, 2, i64({0})); }, {"index_select", "dim 2", "f32[5, 3]"});
+  expect_error([&] { ops::gather(x, 0, Tensor::zeros({2}, DType::i64)); },
+               {"gather", "rank 2", "i64[2]"});
+  expect_error(
+      [&] {
+        ops::gather(x, 0, Tensor::zeros({2, 4}, DType::i64));
+      },
+      {"gather", "i64[2, 4]", "f32[5, 3]", "dim 1"});
+  expect_error(
+      [&] {
+        ops::scatter_add(x, 0, Tensor::zeros({2, 3}, DType::i64), Tensor::zeros({2, 2}));
+      },
+      {"scatter_add", "i64[2, 3]", "f32[2, 2]"});
+  expect_error(
+      [&] {
+        ops::scatter_add(x, 0, Tensor::zeros({2, 3}, DType::i64),
+                         Tensor::zeros({2, 3}, DType::f64));
+      },
+      {"scatter_add", "f32[5, 3]", "f64[2, 3]"});
+  expect_error(
+      [&] {
+        ops::index_add(x, 1, i64({0, 1}), Tensor::zeros({5, 3}));
+      },
+      {"index_add", "[5, 2]", "f32[5, 3]"});
+  expect_error([&] { ops::where(Tensor::zeros({5, 3}), x, x); }, {"where", "bool", "f32[5, 3]"});
+  expect_error([&] { ops::where(mask({4}, 1), x, x); }, {"where", "bool[4]", "f32[5, 3]"});
+  expect_error([&] { ops::where(mask({3}, 1), x, Tensor::zeros({3}, DType::f64)); },
+               {"where", "f32[5, 3]", "f64[3]"});
+  expect_error([&] { ops::topk(x, 4, 1); }, {"topk", "k = 4", "f32[5, 3]"});
+  expect_error([&] { ops::topk(mask({3}, 1), 1); }, {"topk", "bool[3]"});
+}
+
+}  // namespace
+}  // namespace reprise::testing
