@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -91,61 +92,96 @@ Rows<T> rows_of(const Tensor& t) {
   return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
 }
 
+// One 64-byte vector of T, through the GCC/Clang vector extension: the
+// compiler lowers it to one AVX-512 register, two AVX2 ones or NEON pairs.
+template <class T>
+struct VecOf;
+template <>
+struct VecOf<float> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct VecOf<double> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <class T>
+using Vec = typename VecOf<T>::type;
+
+template <class T>
+Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+void store(T* p, Vec<T> v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
 // The tile GEMM: C (M x N) = [C +] A (M x K) B (K x N) with N = nchunks * W.
 // B and C rows are contiguous and hold whole W-wide chunks (B is padded);
 // A is read one element at a time through strides (am, ak), so a transposed
-// A costs nothing. Each C element adds its K products in order, so a tile's
-// result does not depend on where or when it runs. R rows at a time keep
-// R vector accumulators live.
-template <class T, int R>
-void gemm_rows(int64_t nchunks, int64_t K, const T* A, int64_t am, int64_t ak, const T* Bm,
-               int64_t ldb, T* C, int64_t ldc, bool accumulate) {
+// A costs nothing. Each C element adds its K products in order whatever the
+// blocking, so a tile's result does not depend on where or how it runs.
+//
+// The micro-kernel keeps an R x NC block of C in R * NC vector registers and
+// per k loads NC vectors of B and broadcasts R scalars of A.
+template <class T, int R, int NC>
+void gemm_micro(int64_t K, const T* A, int64_t am, int64_t ak, const T* Bm, int64_t ldb, T* C,
+                int64_t ldc, bool accumulate) {
+  using V = Vec<T>;
   constexpr int64_t W = kLanes<T>;
-  for (int64_t c = 0; c < nchunks; ++c) {
-    T acc[R][W];
+  V acc[R][NC];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < NC; ++c) acc[r][c] = accumulate ? load(C + r * ldc + c * W) : V{};
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    V b[NC];
+    for (int c = 0; c < NC; ++c) b[c] = load(Bm + k * ldb + c * W);
     for (int r = 0; r < R; ++r) {
-      for (int64_t l = 0; l < W; ++l) acc[r][l] = accumulate ? C[r * ldc + c * W + l] : T(0);
-    }
-    for (int64_t k = 0; k < K; ++k) {
-      const T* brow = Bm + k * ldb + c * W;
-      for (int r = 0; r < R; ++r) {
-        const T a = A[r * am + k * ak];
-        for (int64_t l = 0; l < W; ++l) acc[r][l] = madd(a, brow[l], acc[r][l]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int64_t l = 0; l < W; ++l) C[r * ldc + c * W + l] = acc[r][l];
+      const T a = A[r * am + k * ak];
+      for (int c = 0; c < NC; ++c) acc[r][c] += a * b[c];
     }
   }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < NC; ++c) store(C + r * ldc + c * W, acc[r][c]);
+  }
+}
+
+// All M rows of one NC-chunk column block: R rows at a time, then 4, 2, 1.
+template <class T, int R, int NC>
+void gemm_rows(int64_t M, int64_t K, const T* A, int64_t am, int64_t ak, const T* Bm, int64_t ldb,
+               T* C, int64_t ldc, bool accumulate) {
+  int64_t m = 0;
+  for (; m + R <= M; m += R)
+    gemm_micro<T, R, NC>(K, A + m * am, am, ak, Bm, ldb, C + m * ldc, ldc, accumulate);
+  if constexpr (R > 4) {
+    if (M - m >= 4) {
+      gemm_micro<T, 4, NC>(K, A + m * am, am, ak, Bm, ldb, C + m * ldc, ldc, accumulate);
+      m += 4;
+    }
+  }
+  if (M - m >= 2) {
+    gemm_micro<T, 2, NC>(K, A + m * am, am, ak, Bm, ldb, C + m * ldc, ldc, accumulate);
+    m += 2;
+  }
+  if (M - m == 1)
+    gemm_micro<T, 1, NC>(K, A + m * am, am, ak, Bm, ldb, C + m * ldc, ldc, accumulate);
 }
 
 template <class T>
 void gemm_tile(int64_t M, int64_t nchunks, int64_t K, const T* A, int64_t am, int64_t ak,
                const T* Bm, int64_t ldb, T* C, int64_t ldc, bool accumulate) {
-  constexpr int kR = 8;
-  int64_t m = 0;
-  for (; m + kR <= M; m += kR)
-    gemm_rows<T, kR>(nchunks, K, A + m * am, am, ak, Bm, ldb, C + m * ldc, ldc, accumulate);
-  const T* a = A + m * am;
-  T* c = C + m * ldc;
-  switch (M - m) {
-    case 7:
-      return gemm_rows<T, 7>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
-    case 6:
-      return gemm_rows<T, 6>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
-    case 5:
-      return gemm_rows<T, 5>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
-    case 4:
-      return gemm_rows<T, 4>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
-    case 3:
-      return gemm_rows<T, 3>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
-    case 2:
-      return gemm_rows<T, 2>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
-    case 1:
-      return gemm_rows<T, 1>(nchunks, K, a, am, ak, Bm, ldb, c, ldc, accumulate);
-    default:
-      return;
+  constexpr int64_t W = kLanes<T>;
+  int64_t c = 0;
+  for (; c + 4 <= nchunks; c += 4)
+    gemm_rows<T, 4, 4>(M, K, A, am, ak, Bm + c * W, ldb, C + c * W, ldc, accumulate);
+  if (nchunks - c >= 2) {
+    gemm_rows<T, 8, 2>(M, K, A, am, ak, Bm + c * W, ldb, C + c * W, ldc, accumulate);
+    c += 2;
   }
+  if (nchunks - c == 1)
+    gemm_rows<T, 8, 1>(M, K, A, am, ak, Bm + c * W, ldb, C + c * W, ldc, accumulate);
 }
 
 // Max of n values (n a multiple of W), W running maxima combined in order.

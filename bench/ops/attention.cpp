@@ -1,0 +1,102 @@
+// Fused attention forward + backward at the Llama example's shapes:
+// B = 8, Hq = 8, Hkv = 4, D = 32, causal, T = S in {256, 512, 1024}, f32.
+// bench/ops/attention_torch.py runs this beside PyTorch and reports ratios.
+//
+// GFLOP/s follows FlashAttention's count: forward 4 B Hq T S D (halved when
+// causal), backward 2.5 times the forward. peak_MiB is MemoryStats' peak
+// over one forward + backward, inputs excluded.
+#include "ops/attention.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "autograd/backward.h"
+#include "engine/memory_stats.h"
+
+namespace {
+
+using namespace reprise;
+
+constexpr int64_t kB = 8, kHq = 8, kHkv = 4, kD = 32;
+
+Tensor filled(const Shape& shape, uint64_t seed) {
+  std::vector<float> v(size_t(numel(shape)));
+  uint64_t s = seed;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = float(double(s >> 40) / double(1 << 24) * 2.0 - 1.0);
+  }
+  return Tensor::from_vector(v, shape);
+}
+
+// Checks a few output rows against a direct f64 evaluation before timing.
+void check_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out) {
+  const int64_t T = q.size(2);
+  std::vector<float> qv = q.to_vector<float>(), kv = k.to_vector<float>(),
+                     vv = v.to_vector<float>(), ov = out.to_vector<float>();
+  for (int64_t probe = 0; probe < 4; ++probe) {
+    const int64_t b = probe * 3 % kB, h = probe * 5 % kHq, g = h / (kHq / kHkv);
+    const int64_t i = (probe * 977 + 13) % T;
+    std::vector<double> p(size_t(i + 1));
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j <= i; ++j) {
+      double s = 0;
+      for (int64_t c = 0; c < kD; ++c)
+        s += double(qv[size_t(((b * kHq + h) * T + i) * kD + c)]) *
+             kv[size_t(((b * kHkv + g) * T + j) * kD + c)];
+      p[size_t(j)] = s / std::sqrt(double(kD));
+      mx = std::max(mx, p[size_t(j)]);
+    }
+    for (double& x : p) sum += (x = std::exp(x - mx));
+    for (int64_t c = 0; c < kD; ++c) {
+      double o = 0;
+      for (int64_t j = 0; j <= i; ++j)
+        o += p[size_t(j)] * vv[size_t(((b * kHkv + g) * T + j) * kD + c)];
+      const double got = ov[size_t(((b * kHq + h) * T + i) * kD + c)];
+      if (std::abs(got - o / sum) > 1e-5) {
+        std::fprintf(stderr, "attention bench: wrong output at (%ld, %ld, %ld, %ld): %g vs %g\n",
+                     long(b), long(h), long(i), long(c), got, o / sum);
+        std::abort();
+      }
+    }
+  }
+}
+
+void BM_attention_fwd_bwd(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  Tensor q = filled({kB, kHq, T, kD}, 1).requires_grad(true);
+  Tensor k = filled({kB, kHkv, T, kD}, 2).requires_grad(true);
+  Tensor v = filled({kB, kHkv, T, kD}, 3).requires_grad(true);
+  Tensor dout = filled({kB, kHq, T, kD}, 4);
+  const ops::AttentionOptions opt{.causal = true};
+  {
+    NoGradGuard no_grad;
+    check_rows(q, k, v, ops::scaled_dot_product_attention(q, k, v, opt));
+  }
+  memory_stats::reset_peaks();
+  const int64_t live = memory_stats::snapshot().total.live;
+  for (auto _ : state) {
+    Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
+    autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
+    benchmark::DoNotOptimize(grads[0].raw_data());
+  }
+  const double fwd_flops = 4.0 * kB * kHq * double(T) * double(T) * kD / 2.0;
+  state.counters["GFLOP/s"] = benchmark::Counter(3.5 * fwd_flops * double(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["peak_MiB"] =
+      double(memory_stats::snapshot().total.peak - live) / (1024.0 * 1024.0);
+}
+
+BENCHMARK(BM_attention_fwd_bwd)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

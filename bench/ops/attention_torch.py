@@ -1,0 +1,122 @@
+"""Side-by-side: reprise's fused attention against PyTorch CPU, forward + backward.
+
+Shapes: the Llama example's B = 8, Hq = 8, Hkv = 4, D = 32, causal, T = S in
+{256, 512, 1024}, f32, 2 threads on both sides. PyTorch runs
+  explicit: softmax(q k^T / sqrt(D) + causal mask) v with autograd, kv heads
+            repeated for grouped-query attention (the baseline to beat), and
+  sdpa:     F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)
+            (reference only).
+The machine is shared, so the script alternates ours and theirs for several
+rounds and reports the median of each and the ratio of medians. Ours is
+timed by running bench_attention (Google Benchmark) once per round.
+
+Peak memory: ours is MemoryStats' peak over one forward + backward (the
+bench's peak_MiB); torch's is the rise of the process's peak RSS over one
+forward + backward, each variant in a fresh process.
+
+Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
+    .venv/bin/python bench/ops/attention_torch.py --bench build/bench/bench_attention
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+B, HQ, HKV, D = 8, 8, 4, 32
+LENGTHS = (256, 512, 1024)
+
+
+def inputs(T):
+    g = torch.Generator().manual_seed(T)
+    q = torch.randn(B, HQ, T, D, generator=g, requires_grad=True)
+    k = torch.randn(B, HKV, T, D, generator=g, requires_grad=True)
+    v = torch.randn(B, HKV, T, D, generator=g, requires_grad=True)
+    dout = torch.randn(B, HQ, T, D, generator=g)
+    return q, k, v, dout
+
+
+def explicit(q, k, v):
+    rep = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(rep, dim=1)
+    v = v.repeat_interleave(rep, dim=1)
+    T, S = q.shape[2], k.shape[2]
+    mask = torch.full((T, S), float("-inf")).triu(1)
+    s = q @ k.transpose(-1, -2) / D**0.5 + mask
+    return torch.softmax(s, dim=-1) @ v
+
+
+def sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+VARIANTS = {"explicit": explicit, "sdpa": sdpa}
+
+
+def time_torch(fn, T, reps):
+    q, k, v, dout = inputs(T)
+    fn(q, k, v).backward(dout)  # warm up
+    times = []
+    for _ in range(reps):
+        q.grad = k.grad = v.grad = None
+        t0 = time.perf_counter()
+        fn(q, k, v).backward(dout)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def time_ours(bench, T):
+    out = subprocess.run(
+        [bench, f"--benchmark_filter=BM_attention_fwd_bwd/{T}/", "--benchmark_format=json",
+         "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=false"],
+        check=True, capture_output=True, text=True, env={**os.environ, "REPRISE_NUM_THREADS": "2"})
+    runs = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("run_type") == "iteration"]
+    return min(b["real_time"] for b in runs) / 1e3, runs[0]["peak_MiB"]
+
+
+def torch_peak_mib(variant, T):
+    """Rise of peak RSS over one forward + backward, in a fresh process."""
+    code = (f"import resource, torch, sys; sys.path.insert(0, {os.path.dirname(__file__)!r});"
+            f"import attention_torch as a; torch.set_num_threads(2);"
+            f"q, k, v, dout = a.inputs({T}); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
+            f"a.VARIANTS[{variant!r}](q, k, v).backward(dout);"
+            f"print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip())
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bench", default="build/bench/bench_attention")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    print(f"torch {torch.__version__}, threads 2, B={B} Hq={HQ} Hkv={HKV} D={D} causal f32, "
+          f"{args.rounds} alternating rounds, times are per forward + backward")
+    print(f"{'T':>5} {'ours ms':>8} {'explicit ms':>11} {'sdpa ms':>8} {'explicit/ours':>13} "
+          f"{'sdpa/ours':>9} {'ours MiB':>8} {'explicit MiB':>12} {'sdpa MiB':>8}")
+    for T in LENGTHS:
+        t = {"ours": [], "explicit": [], "sdpa": []}
+        peak = 0.0
+        for _ in range(args.rounds):
+            ours, peak = time_ours(args.bench, T)
+            t["ours"].append(ours)
+            for name, fn in VARIANTS.items():
+                t[name].append(time_torch(fn, T, args.reps))
+        med = {name: statistics.median(v) * 1e3 for name, v in t.items()}
+        mem = {name: torch_peak_mib(name, T) for name in VARIANTS}
+        print(f"{T:>5} {med['ours']:>8.1f} {med['explicit']:>11.1f} {med['sdpa']:>8.1f} "
+              f"{med['explicit'] / med['ours']:>13.2f} {med['sdpa'] / med['ours']:>9.2f} "
+              f"{peak:>8.1f} {mem['explicit']:>12.1f} {mem['sdpa']:>8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
