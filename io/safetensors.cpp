@@ -9,6 +9,8 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <set>
 
 #include "engine/error.h"
 #include "io/json.h"
@@ -28,24 +30,33 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 struct FormatDType {
   const char* name;
-  uint32_t bits;   // per element
-  bool supported;  // reprise has a type for it
-  DType dtype;     // meaningful when supported
+  uint32_t bits;               // per element
+  std::optional<DType> dtype;  // empty when reprise has no such type
 };
 
-// Every dtype the format defines (safetensors 0.5); the ones without a
+// Every dtype the format defines (the Dtype enum of safetensors); those without a
 // reprise type can be listed but not loaded.
 constexpr FormatDType kFormatDTypes[] = {
-    {"F64", 64, true, DType::f64},     {"F32", 32, true, DType::f32},
-    {"BF16", 16, true, DType::bf16},   {"F16", 16, true, DType::f16},
-    {"I64", 64, true, DType::i64},     {"I32", 32, true, DType::i32},
-    {"BOOL", 8, true, DType::boolean}, {"U64", 64, false, DType::f32},
-    {"U32", 32, false, DType::f32},    {"I16", 16, false, DType::f32},
-    {"U16", 16, false, DType::f32},    {"I8", 8, false, DType::f32},
-    {"U8", 8, false, DType::f32},      {"F8_E4M3", 8, false, DType::f32},
-    {"F8_E5M2", 8, false, DType::f32}, {"F8_E8M0", 8, false, DType::f32},
-    {"F6_E2M3", 6, false, DType::f32}, {"F6_E3M2", 6, false, DType::f32},
-    {"F4", 4, false, DType::f32},      {"C64", 64, false, DType::f32},
+    {"F64", 64, DType::f64},
+    {"F32", 32, DType::f32},
+    {"BF16", 16, DType::bf16},
+    {"F16", 16, DType::f16},
+    {"I64", 64, DType::i64},
+    {"I32", 32, DType::i32},
+    {"BOOL", 8, DType::boolean},
+    {"U64", 64, {}},
+    {"U32", 32, {}},
+    {"I16", 16, {}},
+    {"U16", 16, {}},
+    {"I8", 8, {}},
+    {"U8", 8, {}},
+    {"F8_E4M3", 8, {}},
+    {"F8_E5M2", 8, {}},
+    {"F8_E8M0", 8, {}},
+    {"F6_E2M3", 6, {}},
+    {"F6_E3M2", 6, {}},
+    {"F4", 4, {}},
+    {"C64", 64, {}},
 };
 
 const FormatDType* find_format_dtype(const std::string& name) {
@@ -116,7 +127,6 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name,
   const FormatDType* fd = find_format_dtype(info.dtype_name);
   REPRISE_CHECK(fd != nullptr, where, ": unknown dtype \"", info.dtype_name,
                 "\" (expected one of F64, F32, BF16, F16, I64, I32, BOOL, U8, ...)");
-  info.supported = fd->supported;
   info.dtype = fd->dtype;
 
   const json::Value& shape = entry.at("shape");
@@ -126,8 +136,6 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name,
   bool overflow = false;
   for (const json::Value& d : shape.as_array()) {
     uint64_t extent = header_uint(d, where + ": shape " + json::dump(shape));
-    // Extents are int64 in a Shape; the element count must fit too.
-    REPRISE_CHECK(extent <= uint64_t(INT64_MAX), where, ": shape extent ", extent, " is too large");
     info.shape.push_back(int64_t(extent));
     overflow = overflow || __builtin_mul_overflow(numel, extent, &numel);
   }
@@ -140,6 +148,7 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name,
   REPRISE_CHECK(info.begin <= info.end, where, ": data_offsets [", info.begin, ", ", info.end,
                 "] end before they begin");
 
+  // The element count must fit a Shape's int64 numel, and the bit count 64 bits.
   uint64_t bits = 0;
   overflow = overflow || __builtin_mul_overflow(numel, uint64_t(fd->bits), &bits) ||
              numel > uint64_t(INT64_MAX);
@@ -157,7 +166,7 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name,
 
 const char* safetensors_dtype_name(DType dtype) {
   for (const FormatDType& d : kFormatDTypes) {
-    if (d.supported && d.dtype == dtype) return d.name;
+    if (d.dtype == dtype) return d.name;
   }
   REPRISE_FAIL("safetensors: no format name for dtype ", dtype_name(dtype));
 }
@@ -201,10 +210,10 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
 
 Tensor SafetensorsFile::get(const std::string& name) const {
   const TensorInfo& ti = info(name);
-  REPRISE_CHECK(ti.supported, "safetensors: ", path_, ": tensor ", quoted(name), " has dtype ",
-                ti.dtype_name,
+  REPRISE_CHECK(ti.dtype.has_value(), "safetensors: ", path_, ": tensor ", quoted(name),
+                " has dtype ", ti.dtype_name,
                 ", which reprise cannot load (supported: F64, F32, BF16, F16, I64, I32, BOOL)");
-  Tensor t = Tensor::empty(ti.shape, ti.dtype);
+  Tensor t = Tensor::empty(ti.shape, *ti.dtype);
   size_t n = size_t(ti.end - ti.begin);
   REPRISE_CHECK(pread_all(fd_, t.raw_data(), n, data_start_ + ti.begin), "safetensors: ", path_,
                 ": reading tensor ", quoted(name),
@@ -288,10 +297,10 @@ SafetensorsFile read_safetensors(const std::string& path) {
   uint64_t covered = 0;
   const TensorInfo* previous = nullptr;
   for (const TensorInfo* ti : by_offset) {
+    // begin < covered needs covered > 0, so there is a previous tensor.
     REPRISE_CHECK(ti->begin >= covered, "safetensors: ", path, ": tensor ", quoted(ti->name), " [",
-                  ti->begin, ", ", ti->end, ") overlaps tensor ",
-                  quoted(previous ? previous->name : ""), " [", previous ? previous->begin : 0,
-                  ", ", covered, ")");
+                  ti->begin, ", ", ti->end, ") overlaps tensor ", quoted(previous->name), " [",
+                  previous->begin, ", ", covered, ")");
     REPRISE_CHECK(ti->begin == covered, "safetensors: ", path, ": bytes [", covered, ", ",
                   ti->begin, ") of the data buffer belong to no tensor (a hole before tensor ",
                   quoted(ti->name), ")");
@@ -348,13 +357,11 @@ void write_safetensors(const std::string& path,
     for (const auto& [k, v] : metadata) meta.emplace_back(k, json::Value(v));
     header.as_object().emplace_back("__metadata__", json::Value(std::move(meta)));
   }
-  std::vector<std::string> seen;
+  std::set<std::string> seen;
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     REPRISE_CHECK(name != "__metadata__", where, ": a tensor cannot be named __metadata__");
-    REPRISE_CHECK(std::find(seen.begin(), seen.end(), name) == seen.end(), where,
-                  ": duplicate tensor name ", quoted(name));
-    seen.push_back(name);
+    REPRISE_CHECK(seen.insert(name).second, where, ": duplicate tensor name ", quoted(name));
     REPRISE_CHECK(tensor.defined(), where, ": tensor ", quoted(name), " is undefined");
     Tensor t = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
     t = t.contiguous();

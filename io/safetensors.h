@@ -22,7 +22,7 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,12 +32,13 @@
 namespace reprise::io {
 
 // One entry of a safetensors header. dtype_name is the format's name
-// ("F32", "BF16", ...); dtype is reprise's type when reprise has one.
+// ("F32", "BF16", ...); dtype is reprise's type, empty for format dtypes
+// reprise has no type for (U8, F8_E4M3, ...): such tensors are listed and
+// validated but get() refuses them.
 struct TensorInfo {
   std::string name;
   std::string dtype_name;
-  bool supported = false;  // false for format dtypes reprise has no type for (U8, F8_E4M3, ...)
-  DType dtype = DType::f32;
+  std::optional<DType> dtype;
   Shape shape;
   uint64_t begin = 0;  // byte offsets into the data buffer
   uint64_t end = 0;
@@ -61,7 +62,7 @@ class SafetensorsFile {
   const TensorInfo& info(const std::string& name) const;
   // A new contiguous CPU tensor with the stored bytes. Raises an Error when
   // the name is absent, its dtype has no reprise type, or the file changed
-  // size since it was opened.
+  // size since it was opened. Safe to call from several threads at once.
   Tensor get(const std::string& name) const;
 
  private:
