@@ -31,6 +31,8 @@ struct RecordedNode {
   Node::ForwardFn forward;
   std::optional<rng::Reservation> rng;
   std::vector<ValueRef> inputs;
+  double flops;
+  std::vector<int64_t> output_bytes;      // one per output
   std::vector<Decision> decisions;        // one per output
   std::vector<Fingerprint> fingerprints;  // one per output when verifying
 };
@@ -63,7 +65,8 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
                  const Tensors& outputs) override {
     if (region_stack().back() != this) return;  // an inner region records its own nodes
     int32_t index = int32_t(nodes_.size());
-    RecordedNode r{node, &node->op(), node->scope(), node->sequence_nr(), node->forward, node->rng};
+    RecordedNode r{node,      &node->op(), node->scope(), node->sequence_nr(), node->forward,
+                   node->rng, {},          node->flops};
     for (const Tensor& t : inputs) r.inputs.push_back(resolve_input(t));
     int64_t ordinal = op_counts_[node->name()]++;
     for (uint32_t j = 0; j < outputs.size(); ++j) {
@@ -77,9 +80,11 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
                      meta,
                      int64_t(outputs[j].nbytes()),
                      node->flops,
-                     ordinal};
+                     ordinal,
+                     index};
       Decision d = decide(info);
       r.decisions.push_back(d);
+      r.output_bytes.push_back(int64_t(outputs[j].nbytes()));
       // A value the policy keeps may be needed to replay a later node, and
       // may have no other owner by region exit: hold it until then.
       if (is_save(d)) held_.emplace(key_of(index, j), SavedTensor(outputs[j]));
@@ -96,6 +101,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   // Region exit: drop what the policies recompute, keep what replay needs.
   void finish() {
     std::vector<std::pair<SavedTensor*, ValueKey>> to_drop;
+    read_by_backward_.clear();
     for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
       std::shared_ptr<Node> node = nodes_[size_t(i)].node.lock();
       if (!node) continue;  // nothing can backpropagate through it
@@ -104,8 +110,10 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
         ValueRef ref = slot.source == SavedSlot::Source::output
                            ? ValueRef{ValueRef::Kind::produced, i, slot.index}
                            : nodes_[size_t(i)].inputs[slot.index];
-        if (ref.kind != ValueRef::Kind::produced || is_save(decision(ref))) continue;
+        if (ref.kind != ValueRef::Kind::produced) continue;
         ValueKey key = key_of(ref.index, ref.output);
+        read_by_backward_[key] = int64_t(node->saved[k].value().nbytes());
+        if (is_save(decision(ref))) continue;
         if (slot_counts_[key]++ == 0) {
           ++recompute_stats().values_dropped;
           recompute_stats().bytes_dropped += int64_t(node->saved[k].value().nbytes());
@@ -113,6 +121,8 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
         to_drop.emplace_back(&node->saved[k], key);
       }
     }
+
+    if (policy_.region_hook()) policy_.region_hook()(graph());
 
     // Nodes to replay: producers of dropped values and, transitively, of
     // the recomputed values they read. Producers precede consumers, so one
@@ -157,6 +167,34 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   }
 
  private:
+  // The region as a cost model for the planner (before anything is dropped).
+  RegionGraph graph() const {
+    RegionGraph g;
+    g.region = scope_;
+    std::unordered_map<ValueKey, int32_t> value_index;
+    for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
+      const RecordedNode& r = nodes_[size_t(i)];
+      RegionGraph::NodeInfo info{r.op->name, r.flops, {}};
+      for (const ValueRef& ref : r.inputs) {
+        if (ref.kind == ValueRef::Kind::produced) {
+          info.reads.push_back(value_index.at(key_of(ref.index, ref.output)));
+        }
+      }
+      g.nodes.push_back(std::move(info));
+      for (uint32_t j = 0; j < r.output_bytes.size(); ++j) {
+        ValueKey key = key_of(i, j);
+        value_index[key] = int32_t(g.values.size());
+        g.values.push_back({i, j, r.output_bytes[j], read_by_backward_.count(key) > 0});
+      }
+    }
+    for (const SavedTensor& e : externals_) {
+      if (e.holds_value() && e.value().storage()->kind() != MemoryKind::parameter) {
+        g.input_bytes += int64_t(e.value().nbytes());
+      }
+    }
+    return g;
+  }
+
   Decision decision(const ValueRef& ref) const {
     return nodes_[size_t(ref.index)].decisions[ref.output];
   }
@@ -292,6 +330,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   std::vector<SavedTensor> externals_;              // inputs from outside the region
   std::unordered_map<ValueKey, SavedTensor> held_;  // kept values that replay reads
   std::unordered_map<std::string, int64_t> op_counts_;
+  std::unordered_map<ValueKey, int64_t> read_by_backward_;  // value -> bytes, at exit
   // While recording: which tensor is which value (weak: an address can be reused).
   std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, ValueKey>> produced_index_;
   std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, int32_t>> external_index_;

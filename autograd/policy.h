@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "autograd/region_graph.h"
 
 namespace reprise::autograd {
 
@@ -38,6 +39,7 @@ struct ValueInfo {
   int64_t bytes;       // size of the value
   double flops;        // cost of recomputing the producing node alone
   int64_t op_ordinal;  // earlier nodes of the same op in the region (0 for the first)
+  int64_t node_index;  // position of the producing node in the region
 };
 
 class Policy {
@@ -47,9 +49,19 @@ class Policy {
   const std::string& name() const { return name_; }
   std::optional<Decision> operator()(const ValueInfo& v) const { return fn_(v); }
 
+  // Called with each region's graph at the exit of a region that uses this
+  // policy (the budget planner records through it).
+  using RegionHook = std::function<void(const RegionGraph&)>;
+  Policy& on_region(RegionHook hook) {
+    region_hook_ = std::move(hook);
+    return *this;
+  }
+  const RegionHook& region_hook() const { return region_hook_; }
+
  private:
   std::string name_;
   Fn fn_;
+  RegionHook region_hook_;
 };
 
 // The combination rule shared by nested regions and policies::combine.
