@@ -1,0 +1,122 @@
+// silu (forward, forward + backward) and add, f32, against a plain
+// multithreaded memcpy of the same data: the memory-bandwidth reference
+// for this file and for bench_norm. Sizes: n = 2048 x 256 (the Llama
+// example's activations, in cache) and 8192 x 2048 (64 MiB, from DRAM).
+// bench/ops/nn_ops_torch.py runs this beside PyTorch and reports ratios.
+//
+// GB/s counts the bytes each op must move, once each:
+//   copy: read + write = 2 n 4;  silu: read x, write y = 2 n 4;
+//   silu forward + backward: 2 n 4 + read x, g, write dx = 5 n 4;
+//   add: read a, b, write out = 3 n 4.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "autograd/backward.h"
+#include "engine/threads.h"
+#include "ops/binary.h"
+#include "ops/unary.h"
+
+namespace {
+
+using namespace reprise;
+
+Tensor filled(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t s = seed;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = float(double(s >> 40) / double(1 << 24) * 8.0 - 4.0);
+  }
+  return Tensor::from_vector(v, {n});
+}
+
+void set_bandwidth(benchmark::State& state, double bytes_per_iteration) {
+  state.counters["GB/s"] = benchmark::Counter(
+      bytes_per_iteration * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void check_silu(const Tensor& x, const Tensor& y) {
+  const float* px = x.data<float>();
+  const float* py = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); i += 4099) {
+    const double want = double(px[i]) / (1.0 + std::exp(-double(px[i])));
+    if (std::abs(py[i] - want) > 1e-6 * (1 + std::abs(want))) {
+      std::fprintf(stderr, "silu bench: wrong y[%ld]: %g vs %g\n", long(i), double(py[i]), want);
+      std::abort();
+    }
+  }
+}
+
+void BM_copy(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor src = filled(n, 1), dst = Tensor::empty({n});
+  const float* s = src.data<float>();
+  float* d = dst.data<float>();
+  for (auto _ : state) {
+    threads::parallel_for(n, 1 << 15, [&](int64_t b, int64_t e) {
+      std::memcpy(d + b, s + b, size_t(e - b) * sizeof(float));
+    });
+    benchmark::DoNotOptimize(d);
+    benchmark::ClobberMemory();
+  }
+  if (std::memcmp(s, d, size_t(n) * sizeof(float)) != 0) std::abort();
+  set_bandwidth(state, 2.0 * double(n) * 4);
+}
+
+void BM_silu_fwd(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor x = filled(n, 2);
+  NoGradGuard no_grad;
+  check_silu(x, ops::silu(x));
+  for (auto _ : state) {
+    Tensor y = ops::silu(x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  set_bandwidth(state, 2.0 * double(n) * 4);
+}
+
+void BM_silu_fwd_bwd(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor x = filled(n, 3).requires_grad(true);
+  Tensor g = filled(n, 4);
+  {
+    NoGradGuard no_grad;
+    check_silu(x, ops::silu(x));
+  }
+  for (auto _ : state) {
+    Tensor y = ops::silu(x);
+    autograd::Tensors dx = autograd::grad({y}, {x}, {g});
+    benchmark::DoNotOptimize(dx[0].raw_data());
+  }
+  set_bandwidth(state, 5.0 * double(n) * 4);
+}
+
+void BM_add(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = filled(n, 5), b = filled(n, 6);
+  NoGradGuard no_grad;
+  Tensor check = ops::add(a, b);
+  for (int64_t i = 0; i < n; i += 4099) {
+    if (check.data<float>()[i] != a.data<float>()[i] + b.data<float>()[i]) std::abort();
+  }
+  for (auto _ : state) {
+    Tensor y = ops::add(a, b);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  set_bandwidth(state, 3.0 * double(n) * 4);
+}
+
+constexpr int64_t kSmall = 2048 * 256, kLarge = 8192 * 2048;
+
+BENCHMARK(BM_copy)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_silu_fwd)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_silu_fwd_bwd)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_add)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,165 @@
+"""Side-by-side: reprise's rmsnorm, silu and add against PyTorch CPU, f32.
+
+Shapes: rmsnorm on (N, C) = (2048, 256), the Llama example's tokens x hidden,
+and (8192, 2048), 64 MiB, out of cache; silu, add and a plain copy on the
+same element counts. 2 threads on both sides. PyTorch runs
+  rmsnorm:  F.rms_norm, and the HF LlamaRMSNorm formula
+            w * (x * rsqrt(mean(x^2, -1) + eps)), both with autograd for
+            forward + backward (grads of x and w);
+  silu:     F.silu (forward, and forward + backward with autograd);
+  add:      a + b;  copy: dst.copy_(src), the bandwidth reference.
+Bytes per call are counted the same way on both sides (see the headers of
+bench/ops/norm.cpp and bench/ops/elementwise.cpp), so GB/s are comparable.
+
+The machine is shared, so the script alternates ours and theirs for several
+rounds (each round runs both Google Benchmark programs once, then every torch
+case) and reports the median of each and ratio = torch time / our time
+(> 1: ours is faster).
+
+Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
+    .venv/bin/python bench/ops/nn_ops_torch.py --build build
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+EPS = 1e-6
+NORM_SHAPES = ((2048, 256), (8192, 2048))
+SIZES = tuple(n * c for n, c in NORM_SHAPES)
+
+
+def hf_rmsnorm(x, w):
+    var = x.pow(2).mean(-1, keepdim=True)
+    return w * (x * torch.rsqrt(var + EPS))
+
+
+def torch_cases():
+    """name -> (setup() returning a zero-argument call, bytes per call)."""
+    cases = {}
+    for n in SIZES:
+        def copy_setup(n=n):
+            src, dst = torch.randn(n), torch.empty(n)
+            return lambda: dst.copy_(src)
+
+        def silu_setup(n=n):
+            x = torch.randn(n) * 4
+            return lambda: F.silu(x)
+
+        def silu_bwd_setup(n=n):
+            x, g = (torch.randn(n) * 4).requires_grad_(True), torch.randn(n)
+
+            def run():
+                x.grad = None
+                F.silu(x).backward(g)
+            return run
+
+        def add_setup(n=n):
+            a, b = torch.randn(n), torch.randn(n)
+            return lambda: a + b
+
+        cases[f"copy/{n}"] = ({"torch": copy_setup}, 2 * n * 4)
+        cases[f"silu_fwd/{n}"] = ({"torch": silu_setup}, 2 * n * 4)
+        cases[f"silu_fwd_bwd/{n}"] = ({"torch": silu_bwd_setup}, 5 * n * 4)
+        cases[f"add/{n}"] = ({"torch": add_setup}, 3 * n * 4)
+    for N, C in NORM_SHAPES:
+        def fwd_setup(fn, N=N, C=C):
+            x, w = torch.randn(N, C) * 2, torch.rand(C) + 0.5
+            return lambda: fn(x, w)
+
+        def fwd_bwd_setup(fn, N=N, C=C):
+            x = (torch.randn(N, C) * 2).requires_grad_(True)
+            w = (torch.rand(C) + 0.5).requires_grad_(True)
+            g = torch.randn(N, C)
+
+            def run():
+                x.grad = w.grad = None
+                fn(x, w).backward(g)
+            return run
+
+        def f_rms(x, w, C=C):
+            return F.rms_norm(x, (C,), w, EPS)
+
+        cases[f"rmsnorm_fwd/{N}/{C}"] = (
+            {"F.rms_norm": partial(fwd_setup, f_rms), "hf": partial(fwd_setup, hf_rmsnorm)},
+            2 * N * C * 4)
+        cases[f"rmsnorm_fwd_bwd/{N}/{C}"] = (
+            {"F.rms_norm": partial(fwd_bwd_setup, f_rms),
+             "hf": partial(fwd_bwd_setup, hf_rmsnorm)},
+            5 * N * C * 4)
+    return cases
+
+
+def time_torch(setup, min_seconds):
+    """Best mean seconds per call over 3 timed loops of at least min_seconds."""
+    call = setup()
+    call()  # warm up
+    t0, n = time.perf_counter(), 0
+    while time.perf_counter() - t0 < min_seconds / 4:
+        call()
+        n += 1
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def time_ours(bench):
+    """name -> best real seconds per iteration, from one run of a bench program."""
+    out = subprocess.run(
+        [bench, "--benchmark_format=json", "--benchmark_repetitions=3",
+         "--benchmark_min_time=0.2"],
+        check=True, capture_output=True, text=True, env={**os.environ, "REPRISE_NUM_THREADS": "2"})
+    best = {}
+    for b in json.loads(out.stdout)["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        name = b["run_name"].removeprefix("BM_").removesuffix("/real_time")
+        scale = {"us": 1e-6, "ms": 1e-3, "ns": 1e-9}[b["time_unit"]]
+        best[name] = min(best.get(name, float("inf")), b["real_time"] * scale)
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-seconds", type=float, default=0.2)
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    benches = [os.path.join(args.build, "bench", b) for b in ("bench_elementwise", "bench_norm")]
+    cases = torch_cases()
+    ours = {name: [] for name in cases}
+    theirs = {(name, v): [] for name, (variants, _) in cases.items() for v in variants}
+    for _ in range(args.rounds):
+        for bench in benches:
+            for name, t in time_ours(bench).items():
+                ours[name].append(t)
+        for name, (variants, _) in cases.items():
+            for v, setup in variants.items():
+                with torch.no_grad() if "bwd" not in name else torch.enable_grad():
+                    theirs[(name, v)].append(time_torch(setup, args.min_seconds))
+    print(f"torch {torch.__version__}, threads 2, f32, {args.rounds} alternating rounds, "
+          f"medians; ratio = torch time / ours")
+    print(f"{'case':<26} {'ours us':>9} {'ours GB/s':>9}  torch variants (us, GB/s, ratio)")
+    for name, (variants, nbytes) in cases.items():
+        o = statistics.median(ours[name])
+        line = f"{name:<26} {o * 1e6:>9.1f} {nbytes / o / 1e9:>9.1f}"
+        for v in variants:
+            t = statistics.median(theirs[(name, v)])
+            line += f"  {v}: {t * 1e6:.1f} us, {nbytes / t / 1e9:.1f} GB/s, {t / o:.2f}x"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
