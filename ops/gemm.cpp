@@ -1,0 +1,223 @@
+// Tiled GEMM on Eigen's sequential kernel.
+//
+// Why not `c.noalias() = a * b` on Eigen::Maps: Eigen's product splits itself
+// across OpenMP threads and derives its cache blocking (the depth of a
+// K-panel) from the thread count, so its bits change with the thread count
+// (measured with Eigen 3.4 on f32: 93% of the elements of a 1024^3 product,
+// and 93% of a (256 x 2048) @ (2048 x 256) one, differ between 1 and 2
+// threads), and its threads spin-wait on each other's packed panels, which
+// stalls badly when another process takes a core (a 2-thread 256 x 2048 x 256
+// product fell to 5 GFLOP/s on a loaded 2-core machine).
+//
+// So the output C is cut into tiles chosen from the shapes alone, threads
+// claim tiles one at a time, and each tile is one call of
+// Eigen::internal::general_matrix_matrix_product::run, the sequential kernel
+// (panel packing and the vectorised micro-kernel) that Eigen's own product
+// calls, with cache blocking computed from the tile's sizes. A tile is thus
+// computed the same way whichever thread runs it and however many there are.
+// With EIGEN_USE_BLAS (REPRISE_BLAS=OPENBLAS) the same call is Eigen's
+// forwarding to sgemm/dgemm, and BLAS is kept single-threaded: the tiles
+// are the parallelism.
+#include "ops/gemm.h"
+
+// GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512
+// panel packing (avx512fintrin.h, reached from gemm_pack_rhs<double>).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#include <algorithm>
+#include <vector>
+
+#include "engine/strided_loop.h"
+#include "engine/threads.h"
+
+#ifdef REPRISE_OPENBLAS
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
+
+namespace reprise::ops::detail {
+namespace {
+
+// Tiles of C are at most kTile x kTile (Eigen's kernel is at full speed
+// there and the packed panels of one tile stay in L2 for the Llama shapes);
+// a product with fewer than kMinTasks tiles over its whole batch is cut
+// finer, to edges no shorter than kMinTile, so that small-batch products
+// still give every thread of a small machine work. Edges are multiples of
+// kAlign elements (64 bytes of f32), the micro-kernel's row step.
+constexpr int64_t kTile = 256;
+constexpr int64_t kMinTile = 64;
+constexpr int64_t kMinTasks = 8;
+constexpr int64_t kAlign = 16;
+// Products of fewer multiply-adds run on the calling thread: waking the
+// other threads would cost more than it saves. It changes no bits.
+constexpr double kParallelMacs = double(1 << 20);
+
+int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
+int64_t round_up(int64_t n, int64_t d) { return ceil_div(n, d) * d; }
+
+// The edge near `target` that cuts n into equal tiles: 688 -> 240 240 208.
+int64_t even_edge(int64_t n, int64_t target) {
+  return std::min(n, round_up(ceil_div(n, ceil_div(n, target)), kAlign));
+}
+
+// How one operand's matrices lie in memory: each is row-major (column
+// stride 1) or column-major (row stride 1) with leading dimension `outer`;
+// matrix i of the batch starts at offsets[i].
+struct Layout {
+  bool row_major = true;
+  int64_t outer = 1;
+  std::vector<int64_t> offsets;
+};
+
+// The storage order of a (rows, cols) matrix with strides (rs, cs), or false
+// when neither fits. A dim of extent 1 may have any stride. The leading
+// dimension must cover a row (column), as BLAS requires.
+bool matrix_order(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Layout& out) {
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= cols)) {
+    out.row_major = true;
+    out.outer = rows == 1 ? cols : rs;
+    return true;
+  }
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= rows)) {
+    out.row_major = false;
+    out.outer = cols == 1 ? rows : cs;
+    return true;
+  }
+  return false;
+}
+
+// t itself when its matrices (last two dims) have a storage order Eigen's
+// kernel reads, else a contiguous copy.
+Tensor gemm_readable(const Tensor& t) {
+  Layout unused;
+  bool ok = matrix_order(t.size(-2), t.size(-1), t.stride(-2), t.stride(-1), unused);
+  return ok ? t : t.contiguous();
+}
+
+// Element offsets of each matrix of t over the broadcast batch shape
+// (row-major order of the batch index; stride 0 along broadcast dims).
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+  const int64_t nb = int64_t(batch.size()), lead = nb - (t.dim() - 2);
+  Shape st(batch.size(), 0);
+  for (int64_t d = lead; d < nb; ++d) {
+    st[d] = t.size(d - lead) == 1 ? 0 : t.stride(d - lead);
+  }
+  std::vector<int64_t> offsets(size_t(numel(batch)));
+  Shape idx(batch.size(), 0);
+  for (int64_t& off : offsets) {
+    off = 0;
+    for (int64_t d = 0; d < nb; ++d) off += idx[d] * st[d];
+    for (int64_t d = nb - 1; d >= 0 && ++idx[d] == batch[d]; --d) idx[d] = 0;
+  }
+  return offsets;
+}
+
+// The problem after layout decisions: `batch` products of (M, K) @ (K, N)
+// into contiguous (batch, M, N).
+struct Problem {
+  int64_t batch, M, N, K;
+  int64_t a_rs, b_cs;  // steps to the tile origin: row i0 of a, column j0 of b
+  Layout a, b;
+};
+
+template <class T, int AOrder, int BOrder>
+void run_tiles(const Problem& p, const T* a, const T* b, T* c) {
+  using Gemm = Eigen::internal::general_matrix_matrix_product<Eigen::Index, T, AOrder, false, T,
+                                                              BOrder, false, Eigen::RowMajor, 1>;
+  using Blocking = Eigen::internal::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic,
+                                                        Eigen::Dynamic, Eigen::Dynamic>;
+  int64_t mb = even_edge(p.M, kTile), nb = even_edge(p.N, kTile);
+  while (p.batch * ceil_div(p.M, mb) * ceil_div(p.N, nb) < kMinTasks) {
+    if (mb >= nb && mb >= 2 * kMinTile) {
+      mb = even_edge(p.M, mb / 2);
+    } else if (nb >= 2 * kMinTile) {
+      nb = even_edge(p.N, nb / 2);
+    } else {
+      break;
+    }
+  }
+  const int64_t tm = ceil_div(p.M, mb), tn = ceil_div(p.N, nb), per_matrix = tm * tn;
+  const int64_t tasks = p.batch * per_matrix;
+
+  auto tile = [&](int64_t t) {
+    const int64_t bi = t / per_matrix, i0 = (t % per_matrix) / tn * mb, j0 = t % tn * nb;
+    const int64_t m = std::min(mb, p.M - i0), n = std::min(nb, p.N - j0);
+    T* pc = c + bi * p.M * p.N + i0 * p.N + j0;  // (m, n) tile, leading dim N
+    for (int64_t i = 0; i < m; ++i) std::fill_n(pc + i * p.N, n, T(0));
+    Blocking blocking(m, n, p.K, 1, true);
+    Gemm::run(m, n, p.K, a + p.a.offsets[size_t(bi)] + i0 * p.a_rs, p.a.outer,
+              b + p.b.offsets[size_t(bi)] + j0 * p.b_cs, p.b.outer, pc, 1, p.N, T(1), blocking);
+  };
+
+  const int nt = threads::num_threads();
+  if (nt == 1 || tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs) {
+    for (int64_t t = 0; t < tasks; ++t) tile(t);
+    return;
+  }
+  // Dynamic: a thread that loses its core to another process delays one
+  // tile, not a fixed share of them.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t t = 0; t < tasks; ++t) tile(t);
+}
+
+template <class T>
+void run(const Problem& p, const T* a, const T* b, T* c) {
+  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
+  if (p.a.row_major) {
+    p.b.row_major ? run_tiles<T, R, R>(p, a, b, c) : run_tiles<T, R, C>(p, a, b, c);
+  } else {
+    p.b.row_major ? run_tiles<T, C, R>(p, a, b, c) : run_tiles<T, C, C>(p, a, b, c);
+  }
+}
+
+#ifdef REPRISE_OPENBLAS
+// OpenBLAS's own threads would compete with the tile threads.
+const bool kBlasSingleThreaded = [] {
+  openblas_set_num_threads(1);
+  return true;
+}();
+#endif
+
+}  // namespace
+
+Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
+  const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
+  const Shape batch_a(a_in.shape().begin(), a_in.shape().end() - 2);
+  const Shape batch_b(b_in.shape().begin(), b_in.shape().end() - 2);
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = Tensor::empty(out_shape, a_in.dtype());
+  if (out.numel() == 0) return out;
+  if (K == 0) return out.zero_();
+
+  NoGradGuard no_grad;  // the views below are plumbing
+  const Tensor a = gemm_readable(a_in), b = gemm_readable(b_in);
+  Problem p{
+      .batch = numel(batch), .M = M, .N = N, .K = K, .a_rs = a.stride(-2), .b_cs = b.stride(-1)};
+  matrix_order(M, K, a.stride(-2), a.stride(-1), p.a);
+  matrix_order(K, N, b.stride(-2), b.stride(-1), p.b);
+
+  // With one b for the whole batch, a's batch and row dims fold into one
+  // tall matrix when they step uniformly through memory ((B, T, C) @ (C, N)
+  // is one (B*T, C) @ (C, N) product): bigger tiles, b packed fewer times.
+  Layout folded;
+  Shape lead(a.shape().begin(), a.shape().end() - 1),
+      lead_st(a.strides().begin(), a.strides().end() - 1);
+  StridedLayout<1> rows = coalesce<1>(lead, {lead_st});
+  if (p.batch > 1 && numel(batch_b) == 1 && rows.shape.size() == 1 &&
+      matrix_order(p.batch * M, K, rows.strides[0][0], a.stride(-1), folded)) {
+    p.M = p.batch * M;
+    p.batch = 1;
+    p.a_rs = rows.strides[0][0];
+    p.a = std::move(folded);
+  }
+  p.a.offsets = p.batch == 1 ? std::vector<int64_t>{0} : batch_offsets(a, batch);
+  p.b.offsets = p.batch == 1 ? std::vector<int64_t>{0} : batch_offsets(b, batch);
+
+  dispatch_float(a.dtype(), "matmul",
+                 [&]<class T>() { run<T>(p, a.data<T>(), b.data<T>(), out.data<T>()); });
+  return out;
+}
+
+}  // namespace reprise::ops::detail

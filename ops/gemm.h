@@ -1,0 +1,22 @@
+#pragma once
+// The CPU matrix product under ops::matmul and ops::linear, for any op that
+// needs one: a batch of strided matrices, computed by tiles of the output.
+//
+// M = rows of a and of the output, K = the inner dim, N = columns of b and of
+// the output; "..." = batch dims, broadcast as in numpy.
+//
+// Results do not depend on the thread count: the tiles are chosen from the
+// shapes alone and each is computed by Eigen's sequential GEMM kernel.
+
+#include "engine/tensor.h"
+
+namespace reprise::ops::detail {
+
+// a: (..., M, K), b: (..., K, N) -> contiguous (..., M, N) = a @ b, with the
+// batch dims of a and b broadcast. Not recorded. f32 or f64 on the cpu, same
+// dtype, both at least 2-D with matching K: the calling op checks these.
+// Transposed views (column-major matrices) are read in place; only a matrix
+// whose rows and columns both have a stride other than 1 is copied first.
+Tensor matmul_kernel(const Tensor& a, const Tensor& b);
+
+}  // namespace reprise::ops::detail
