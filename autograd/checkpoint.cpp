@@ -243,19 +243,16 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
       return out;
     }
     rng::Generator& gen = generator();
-    std::optional<rng::GeneratorState> resume;
-    if (options_.rng == RngReplay::stash) {
-      resume = gen.state();
-      gen.set_state(*stash_);
-    }
+    // Stream names by index, from now: streams are only ever appended, and
+    // the stash may predate a stream's first use.
+    const rng::GeneratorState now = gen.state();
+    if (options_.rng == RngReplay::stash) gen.set_state(*stash_);
     // Reserve again in recording order, as re-running the region's code would.
     for (size_t i = 0; i < nodes_.size(); ++i) {
       const auto& r = nodes_[i].rng;
-      if (!r) continue;
-      std::string stream = gen.state().streams.at(r->stream).name;
-      out[i] = gen.reserve(stream, r->count);
+      if (r) out[i] = gen.reserve(now.streams.at(r->stream).name, r->count);
     }
-    if (resume) gen.set_state(*resume);
+    if (options_.rng == RngReplay::stash) gen.set_state(now);
     return out;
   }
 
