@@ -12,6 +12,8 @@
 // Backward (FlashAttention-2), with Di = rowsum(dO * O), per tile:
 //   P = exp(scale * Q K^T - lse), dV += P^T dO, dP = dO V^T,
 //   dS = scale * P * (dP - Di), dK += dS^T Q, dQ += dS K.
+// Dropout (p > 0) multiplies P by factors Z regenerated from the op's
+// reservation in both passes (see Dropout below).
 // Backward runs one task per (b, kv head): it owns dK and dV of that head
 // and dQ of its G query heads, and visits key blocks, then query heads, then
 // query blocks in a fixed order, so every sum is independent of threads.
@@ -27,6 +29,9 @@
 #include "autograd/tape.h"
 #include "engine/threads.h"
 #include "ops/elementwise.h"
+#include "rng/distributions.h"
+#include "rng/generator.h"
+#include "rng/words.h"
 
 namespace reprise::ops {
 namespace {
@@ -254,18 +259,44 @@ Tensor transpose_padded(const Tensor& t, int64_t Sp) {
   return out;
 }
 
+// Attention-probability dropout. Weight (b, h, i, j) is kept when word
+// ((b Hq + h) T + i) S + j of the reservation is a Bernoulli(1 - p) success
+// (rng/distributions.h), and kept weights are scaled by 1 / (1 - p). Backward
+// regenerates the same words; nothing is stored.
+struct Dropout {
+  rng::Reservation words;
+  float keep_threshold;  // bernoulli_threshold(1 - p)
+  double keep_scale;     // 1 / (1 - p)
+};
+
+// z[j] = the dropout factor (0 or 1 / (1 - p)) of keys j0 .. j0 + nj - 1 of
+// flat query row `row` (= (b Hq + h) T + i); z[nj .. ncol) = 0.
+template <class T>
+void dropout_factors(const Dropout& dr, int64_t S, int64_t row, int64_t j0, int64_t nj,
+                     int64_t ncol, uint32_t* words, T* z) {
+  rng::generate_words(dr.words.seed, dr.words.subsequence,
+                      dr.words.offset + uint64_t(row) * uint64_t(S) + uint64_t(j0), words,
+                      size_t(nj));
+  const T keep = T(dr.keep_scale);
+  for (int64_t j = 0; j < nj; ++j) z[j] = rng::bernoulli(words[j], dr.keep_threshold) ? keep : T(0);
+  for (int64_t j = nj; j < ncol; ++j) z[j] = T(0);
+}
+
 // ---- forward ---------------------------------------------------------------
 
 template <class T>
 void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, const Rows<T>& vb,
-                    int64_t Dvp, T scale, bool causal, T* out, T* lse) {
+                    int64_t Dvp, T scale, bool causal, const Dropout* drop, T* out, T* lse) {
   constexpr int64_t W = kLanes<T>;
   const int64_t nqb = ceil_div(d.T, kBr);
   threads::parallel_for(d.B * d.Hq * nqb, 1, [&](int64_t w0, int64_t w1) {
     std::vector<T> s(kBr * kBc), o(kBr * Dvp), m(kBr), l(kBr);  // scores, output, max, sum
+    std::vector<T> z(drop ? kBc : 0);                           // dropout factors of a row
+    std::vector<uint32_t> words(drop ? kBc : 0);
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, g = h / d.group();
       const int64_t i0 = w % nqb * kBr, nr = std::min(kBr, d.T - i0);
+      const int64_t row0 = (b * d.Hq + h) * d.T + i0;
       const int64_t kend = causal ? std::min(d.S, i0 + nr) : d.S;  // later blocks fully masked
       const T* qrow = q.at(b, h, i0);
       const T* ktg = kt + (b * d.Hkv + g) * d.D * Sp;  // (D, Sp)
@@ -281,17 +312,20 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
           // Key 0 is in every row's first block, so m_new is finite from then on.
           const T m_new = std::max(m[r], row_max(row, ncol));
           const T alpha = std::exp(m[r] - m_new);
-          l[r] = l[r] * alpha + exp_shift_sum(row, ncol, m_new);
+          l[r] = l[r] * alpha + exp_shift_sum(row, ncol, m_new);  // l sums undropped weights
           m[r] = m_new;
           if (alpha != T(1)) {
             T* orow = o.data() + r * Dvp;
             for (int64_t c = 0; c < Dvp; ++c) orow[c] *= alpha;
           }
+          if (drop) {
+            dropout_factors(*drop, d.S, row0 + r, j0, nj, ncol, words.data(), z.data());
+            for (int64_t j = 0; j < ncol; ++j) row[j] *= z[j];
+          }
         }
         gemm_tile(nr, Dvp / W, nj, s.data(), kBc, int64_t(1), vb.at(b, g, j0), vb.sr, o.data(), Dvp,
                   true);
       }
-      const int64_t row0 = (b * d.Hq + h) * d.T + i0;
       for (int64_t r = 0; r < nr; ++r) {
         T* dst = out + (row0 + r) * d.Dv;
         for (int64_t c = 0; c < d.Dv; ++c) dst[c] = o[r * Dvp + c] / l[r];
@@ -303,7 +337,8 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
 
 // q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> {out (B, Hq, T, Dv),
 // lse (B, Hq, T)}.
-Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                     const Dropout* drop) {
   const Dims d = dims_of(q, v);
   Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q.dtype());
   Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, q.dtype());
@@ -312,7 +347,7 @@ Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double s
     Tensor kt = transpose_padded(k, Sp);
     Tensor vb = as_b_operand(v, Dvp);
     forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), causal,
-                      out.data<T>(), lse.data<T>());
+                      drop, out.data<T>(), lse.data<T>());
   });
   return {out, lse};
 }
@@ -326,6 +361,7 @@ struct BackwardArgs {
   Dims d;
   T scale;
   bool causal;
+  const Dropout* drop;
   int64_t Sp, Dp, Dvp;
   Rows<T> q, qb, kb, dout, dob;
   const T* kt;     // (B, Hkv, D, Sp)
@@ -337,6 +373,9 @@ struct BackwardArgs {
   T* dv;           // (B, Hkv, S, Dv)
 };
 
+// With dropout factors Z, O = (P * Z) V, so dV = (P * Z)^T dO and the
+// gradient reaching P is Z * (dO V^T); Di = rowsum(dO * O) still equals
+// rowsum(P * dP), so dS = P * (Z * (dO V^T) - Di).
 template <class T>
 void backward_kernel(const BackwardArgs<T>& a) {
   constexpr int64_t W = kLanes<T>;
@@ -344,6 +383,9 @@ void backward_kernel(const BackwardArgs<T>& a) {
   threads::parallel_for(d.B * d.Hkv, 1, [&](int64_t w0, int64_t w1) {
     // p: probabilities, ds: dP then dS (one tile each); key-block accumulators.
     std::vector<T> p(kBr * kBc), ds(kBr * kBc), dk_acc(kBc * a.Dp), dv_acc(kBc * a.Dvp);
+    // With dropout: z the factors and pz = P * Z of a tile.
+    std::vector<T> z(a.drop ? kBr * kBc : 0), pz(a.drop ? kBr * kBc : 0);
+    std::vector<uint32_t> words(a.drop ? kBc : 0);
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / d.Hkv, g = w % d.Hkv;
       const T* ktg = a.kt + w * d.D * a.Sp;
@@ -364,17 +406,28 @@ void backward_kernel(const BackwardArgs<T>& a) {
               const T shift = a.lse[row0 + r];
               for (int64_t j = 0; j < ncol; ++j)
                 row[j] = j < valid ? exp_tile(row[j] * a.scale - shift) : T(0);
+              if (a.drop) {
+                T* zr = z.data() + r * kBc;
+                dropout_factors(*a.drop, d.S, row0 + r, j0, nj, ncol, words.data(), zr);
+                for (int64_t j = 0; j < ncol; ++j) pz[r * kBc + j] = row[j] * zr[j];
+              }
             }
-            // dV += P^T dO: A = P^T read through strides (1, Bc).
-            gemm_tile(nj, a.Dvp / W, nr, p.data(), int64_t(1), kBc, a.dob.at(b, h, i0), a.dob.sr,
-                      dv_acc.data(), a.Dvp, true);
+            // dV += (P Z)^T dO: A read through strides (1, Bc).
+            gemm_tile(nj, a.Dvp / W, nr, a.drop ? pz.data() : p.data(), int64_t(1), kBc,
+                      a.dob.at(b, h, i0), a.dob.sr, dv_acc.data(), a.Dvp, true);
             gemm_tile(nr, nch, d.Dv, a.dout.at(b, h, i0), a.dout.sr, a.dout.sc, vtg + j0, a.Sp,
                       ds.data(), kBc, false);
             for (int64_t r = 0; r < nr; ++r) {
               const T* prow = p.data() + r * kBc;
               T* row = ds.data() + r * kBc;
               const T di = a.delta[row0 + r];
-              for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] - di) * a.scale;
+              if (a.drop) {
+                const T* zr = z.data() + r * kBc;
+                for (int64_t j = 0; j < ncol; ++j)
+                  row[j] = prow[j] * (row[j] * zr[j] - di) * a.scale;
+              } else {
+                for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] - di) * a.scale;
+              }
             }
             if (a.dk) {
               gemm_tile(nj, a.Dp / W, nr, ds.data(), int64_t(1), kBc, a.qb.at(b, h, i0), a.qb.sr,
@@ -418,12 +471,12 @@ Tensor row_dot(const Dims& d, const Rows<T>& dout, const Tensor& out) {
 // Gradients {dq, dk, dv}; dq and dk stay undefined when not needed.
 Tensors sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                       const Tensor& lse, const Tensor& dout, double scale, bool causal,
-                      bool need_dq, bool need_dk) {
+                      const Dropout* drop, bool need_dq, bool need_dk) {
   const Dims d = dims_of(q, v);
   Tensors grads(3);
   dispatch_float(q.dtype(), kOpName, [&]<class T>() {
     constexpr int64_t W = kLanes<T>;
-    BackwardArgs<T> a{.d = d, .scale = T(scale), .causal = causal};
+    BackwardArgs<T> a{.d = d, .scale = T(scale), .causal = causal, .drop = drop};
     a.Sp = round_up(d.S, W);
     a.Dp = round_up(d.D, W);
     a.Dvp = round_up(d.Dv, W);
@@ -464,6 +517,7 @@ double sdpa_flops(const Tensors& in, const Tensors&) {
 }
 
 const autograd::OpInfo kSdpa{.name = "sdpa", .flops = sdpa_flops};
+const autograd::OpInfo kSdpaDropout{.name = "sdpa_dropout", .is_random = true, .flops = sdpa_flops};
 
 std::string describe_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
   return "q " + q.describe() + ", k " + k.describe() + ", v " + v.describe();
@@ -490,31 +544,62 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
                 opt.scale.value_or(0.0));
   REPRISE_CHECK(opt.dropout_p >= 0.0 && opt.dropout_p < 1.0, kOpName,
                 ": dropout_p must lie in [0, 1), got ", opt.dropout_p);
-  REPRISE_CHECK(opt.dropout_p == 0.0, kOpName, ": dropout_p = ", opt.dropout_p,
-                " > 0 is not implemented yet");
+}
+
+// The dropout of a forward or replay: p and the words it was given, which
+// must cover every (b, h, i, j).
+Dropout dropout_of(double p, const rng::Reservation* r, const Tensor& q, const Tensor& k) {
+  const uint64_t need = sdpa_dropout_words(q.size(0), q.size(1), q.size(2), k.size(2));
+  REPRISE_CHECK(r != nullptr && r->count >= need, kOpName, ": dropout_p = ", p, " needs ", need,
+                " random words (B Hq T S) for q ", q.describe(), ", k ", k.describe(), ", got ",
+                r ? rng::to_string(*r) : std::string("no reservation"));
+  return {*r, rng::bernoulli_threshold(1.0 - p), 1.0 / (1.0 - p)};
 }
 
 }  // namespace
+
+uint64_t sdpa_dropout_words(int64_t B, int64_t Hq, int64_t T, int64_t S) {
+  return rng::bernoulli_words(uint64_t(B) * uint64_t(Hq) * uint64_t(T) * uint64_t(S));
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
   check_inputs(q, k, v, options);
   const double scale = options.scale.value_or(1.0 / std::sqrt(double(q.size(3))));
   const bool causal = options.causal;
+  const double p = options.dropout_p;
+  std::optional<rng::Reservation> words;
+  if (p > 0) {
+    if (options.dropout_rng) {
+      words = options.dropout_rng;
+    } else {
+      rng::Generator& gen = options.generator ? *options.generator : rng::default_generator();
+      words = gen.reserve(options.dropout_stream,
+                          sdpa_dropout_words(q.size(0), q.size(1), q.size(2), k.size(2)));
+    }
+  }
   return autograd::record_one({
-      .op = kSdpa,
+      .op = p > 0 ? kSdpaDropout : kSdpa,
       .inputs = {q, k, v},
-      .forward = [scale, causal](
-                     const Tensors& in,
-                     auto*) { return sdpa_forward(in[0], in[1], in[2], scale, causal); },
+      // Replay passes the recorded reservation (or, on purpose, another one) as r.
+      .forward =
+          [scale, causal, p](const Tensors& in, const rng::Reservation* r) {
+            if (p == 0) return sdpa_forward(in[0], in[1], in[2], scale, causal, nullptr);
+            const Dropout drop = dropout_of(p, r, in[0], in[1]);
+            return sdpa_forward(in[0], in[1], in[2], scale, causal, &drop);
+          },
       .backward =
-          [scale, causal](Node& node, const Tensors& g) {
-            return sdpa_backward(node.saved_input(0), node.saved_input(1), node.saved_input(2),
-                                 node.saved_output(0), node.saved_output(1), g[0], scale, causal,
+          [scale, causal, p](Node& node, const Tensors& g) {
+            const Tensor q = node.saved_input(0), k = node.saved_input(1);
+            std::optional<Dropout> drop;
+            if (p > 0) drop = dropout_of(p, node.rng ? &*node.rng : nullptr, q, k);
+            return sdpa_backward(q, k, node.saved_input(2), node.saved_output(0),
+                                 node.saved_output(1), g[0], scale, causal, drop ? &*drop : nullptr,
                                  node.needs_input_grad(0), node.needs_input_grad(1));
           },
       .save = {.inputs = {0, 1, 2}, .outputs = {0, 1}},
       .num_public_outputs = 1,
+      .rng = words,
   });
 }
 

@@ -10,10 +10,16 @@
 // backward recomputes the probabilities tile by tile from q, k and it.
 // Results do not depend on the thread count.
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "engine/tensor.h"
 #include "rng/reservation.h"
+
+namespace reprise::rng {
+class Generator;
+}
 
 namespace reprise::ops {
 
@@ -24,12 +30,22 @@ struct AttentionOptions {
   bool causal = false;
   // Multiplies q.k before the softmax; 1/sqrt(D) when unset.
   std::optional<double> scale;
-  // Probability of zeroing an attention weight (survivors scaled by
-  // 1/(1-p)). Not implemented yet: values > 0 raise.
+  // Probability of zeroing an attention weight (after the softmax; kept
+  // weights are scaled by 1/(1-p)). Weight (b, h, i, j) is kept when word
+  // ((b Hq + h) T + i) S + j of the op's reservation is a Bernoulli(1 - p)
+  // success (rng::bernoulli); backward regenerates the same words. The op is
+  // recorded as "sdpa_dropout" (random, replayable) instead of "sdpa".
   double dropout_p = 0.0;
-  // The random words for the dropout decisions, required when dropout_p > 0.
+  // The words to use when dropout_p > 0: exactly these when set (count at
+  // least sdpa_dropout_words(B, Hq, T, S)), else a new reservation from
+  // `dropout_stream` of `generator` (rng::default_generator() when null).
   std::optional<rng::Reservation> dropout_rng;
+  rng::Generator* generator = nullptr;
+  std::string dropout_stream = "dropout";
 };
+
+// Random words one dropout call reads: B Hq T S.
+uint64_t sdpa_dropout_words(int64_t B, int64_t Hq, int64_t T, int64_t S);
 
 // softmax(scale * q k^T + mask) v, per batch and head.
 // q: (B, Hq, T, D), k: (B, Hkv, S, D), v: (B, Hkv, S, Dv) -> (B, Hq, T, Dv).

@@ -11,6 +11,9 @@
 #include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/views.h"
+#include "rng/distributions.h"
+#include "rng/generator.h"
+#include "rng/philox.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
 
@@ -34,6 +37,18 @@ OpCase sdpa_case(const std::string& name, Sizes z, AttentionOptions opt) {
           }};
 }
 
+// A fixed reservation that covers every (b, h, i, j) of z.
+rng::Reservation fixed_words(Sizes z, uint64_t seed) {
+  return {.seed = seed,
+          .subsequence = 3,
+          .offset = 8,
+          .count = ops::sdpa_dropout_words(z.B, z.Hq, z.T, z.S)};
+}
+
+AttentionOptions dropout_options(double p, Sizes z, bool causal) {
+  return {.causal = causal, .dropout_p = p, .dropout_rng = fixed_words(z, 2026)};
+}
+
 const Sizes kSmall{2, 4, 2, 7, 7, 5, 5};  // B, Hq, Hkv, T, S, D, Dv
 const RegisterOpCases attention_cases({
     sdpa_case("gqa_7x7_d5", kSmall, {}),
@@ -47,6 +62,11 @@ const RegisterOpCases attention_cases({
     sdpa_case("blocks_70x70", {1, 2, 1, 70, 70, 3, 3}, {}),
     sdpa_case("blocks_70x70_causal", {1, 2, 1, 70, 70, 3, 3}, {.causal = true}),
     sdpa_case("blocks_67x130_causal", {1, 1, 1, 67, 130, 2, 2}, {.causal = true}),
+    // Dropout with a fixed reservation: a deterministic function of q, k, v.
+    sdpa_case("dropout_gqa_7x7", kSmall, dropout_options(0.3, kSmall, false)),
+    sdpa_case("dropout_gqa_7x7_causal", kSmall, dropout_options(0.3, kSmall, true)),
+    sdpa_case("dropout_blocks_70x70_causal", {1, 2, 1, 70, 70, 3, 3},
+              dropout_options(0.5, {1, 2, 1, 70, 70, 3, 3}, true)),
     // Strided inputs: q and v read through transposed views (B, T, H, D).
     {"sdpa/strided_views",
      [] {
@@ -58,8 +78,10 @@ const RegisterOpCases attention_cases({
      }},
 });
 
-// softmax(scale q k^T + mask) v by explicit loops in f64.
-Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+// softmax(scale q k^T + mask) v by explicit loops in f64; with dropout,
+// weight (b, h, i, j) is kept by word ((b Hq + h) T + i) S + j of `words`.
+Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                       double dropout_p = 0, rng::Reservation words = {}) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t Hkv = k.size(1), S = k.size(2), Dv = v.size(3);
   std::vector<double> qv = q.to_vector<double>(), kv = k.to_vector<double>(),
@@ -79,6 +101,12 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
           mx = std::max(mx, p[size_t(j)]);
         }
         for (double& x : p) sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j < S && dropout_p > 0; ++j) {
+          const uint64_t word = words.offset + uint64_t(((b * Hq + h) * T + i) * S + j);
+          const bool keep = rng::bernoulli(rng::stream_word(words.seed, words.subsequence, word),
+                                           rng::bernoulli_threshold(1 - dropout_p));
+          p[size_t(j)] *= keep ? 1 / (1 - dropout_p) : 0.0;
+        }
         for (int64_t c = 0; c < Dv; ++c) {
           double o = 0;
           for (int64_t j = 0; j < S; ++j)
@@ -98,6 +126,43 @@ TEST(AttentionForward, MatchesNaiveReferenceInF64) {
     Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = causal});
     EXPECT_TRUE(all_close(out, naive_attention(q, k, v, causal), 1e-13, 1e-12)) << causal;
   }
+}
+
+TEST(AttentionDropout, ForwardMatchesNaiveReferenceWithTheDocumentedWords) {
+  const Sizes z{2, 4, 2, 130, 75, 6, 7};
+  for (bool causal : {false, true}) {
+    Tensor q = uniform({2, 4, 130, 6}, -2, 2, 64), k = uniform({2, 2, 75, 6}, -2, 2, 65),
+           v = uniform({2, 2, 75, 7}, -2, 2, 66);
+    const AttentionOptions opt = dropout_options(0.25, z, causal);
+    Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
+    EXPECT_TRUE(
+        all_close(out, naive_attention(q, k, v, causal, 0.25, *opt.dropout_rng), 1e-13, 1e-12))
+        << causal;
+  }
+}
+
+TEST(AttentionDropout, ReservationDeterminesTheOutputAndIsRecordedForReplay) {
+  const Sizes z{1, 2, 1, 40, 40, 8, 8};
+  Tensor q = param({1, 2, 40, 8}, 67), k = param({1, 1, 40, 8}, 68), v = param({1, 1, 40, 8}, 69);
+  rng::Generator gen(77);
+  const AttentionOptions opt{.dropout_p = 0.4, .generator = &gen};
+  Tensor a = ops::scaled_dot_product_attention(q, k, v, opt);
+  Tensor b = ops::scaled_dot_product_attention(q, k, v, opt);
+  EXPECT_GT(max_abs_diff(a, b), 1e-3);  // new words, new mask
+  const autograd::Node& node = *a.grad_fn();
+  EXPECT_STREQ(node.name(), "sdpa_dropout");
+  EXPECT_TRUE(node.op().is_random);
+  ASSERT_TRUE(node.rng.has_value());
+  EXPECT_EQ(node.rng->count, ops::sdpa_dropout_words(z.B, z.Hq, z.T, z.S));
+  EXPECT_EQ(node.rng->subsequence, rng::Generator::subsequence_of("dropout"));
+  // Replaying the recorded forward with its reservation gives the same bits,
+  // and so does a call given that reservation explicitly.
+  NoGradGuard no_grad;
+  Tensor replay = node.forward({q, k, v}, &*node.rng)[0];
+  EXPECT_EQ(a.to_vector<double>(), replay.to_vector<double>());
+  Tensor again =
+      ops::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.4, .dropout_rng = *node.rng});
+  EXPECT_EQ(a.to_vector<double>(), again.to_vector<double>());
 }
 
 // f32 against torch (tests/fixtures/golden_attention.py). The kernel's exp
@@ -125,13 +190,15 @@ TEST(AttentionGolden, ForwardAndBackwardMatchTorchInF32) {
   }
 }
 
-std::vector<float> forward_backward_bits(int threads, bool causal) {
+std::vector<float> forward_backward_bits(int threads, bool causal, double dropout_p) {
   threads::set_num_threads(threads);
   Tensor q = uniform({2, 4, 150, 16}, -2, 2, 71, DType::f32).requires_grad(true);
   Tensor k = uniform({2, 2, 150, 16}, -2, 2, 72, DType::f32).requires_grad(true);
   Tensor v = uniform({2, 2, 150, 16}, -2, 2, 73, DType::f32).requires_grad(true);
   Tensor dout = uniform({2, 4, 150, 16}, -1, 1, 74, DType::f32);
-  Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = causal});
+  AttentionOptions opt{.causal = causal};
+  if (dropout_p > 0) opt = dropout_options(dropout_p, {2, 4, 2, 150, 150, 16, 16}, causal);
+  Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
   autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
   std::vector<float> bits = out.to_vector<float>();
   for (const Tensor& t : grads) {
@@ -144,10 +211,13 @@ std::vector<float> forward_backward_bits(int threads, bool causal) {
 TEST(AttentionDeterminism, OneAndTwoThreadsGiveTheSameBits) {
   const int saved = threads::num_threads();
   for (bool causal : {false, true}) {
-    std::vector<float> one = forward_backward_bits(1, causal);
-    std::vector<float> two = forward_backward_bits(2, causal);
-    ASSERT_EQ(one.size(), two.size());
-    EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0) << causal;
+    for (double p : {0.0, 0.2}) {
+      std::vector<float> one = forward_backward_bits(1, causal, p);
+      std::vector<float> two = forward_backward_bits(2, causal, p);
+      ASSERT_EQ(one.size(), two.size());
+      EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+          << causal << " " << p;
+    }
   }
   threads::set_num_threads(saved);
 }
@@ -200,6 +270,9 @@ TEST(AttentionBadInput, NamesTheOpAndTheShapes) {
   expect_error(call(Tensor::zeros({2, 4, 7, 5}, DType::i64), k, v), {"i64[2, 4, 7, 5] cpu"});
   expect_error(call(q, Tensor::zeros({2, 2, 0, 5}), Tensor::zeros({2, 2, 0, 5})), {"S = 0"});
   expect_error(call(q, k, v, {.dropout_p = 1.5}), {"dropout_p"});
+  // A reservation short of B Hq T S = 392 words.
+  expect_error(call(q, k, v, {.dropout_p = 0.1, .dropout_rng = rng::Reservation{.count = 391}}),
+               {"392 random words", "count=391"});
 }
 
 }  // namespace
