@@ -11,7 +11,7 @@
 #include "autograd/tape.h"
 #include "engine/threads.h"
 #include "ops/elementwise.h"
-#include "ops/row_reduce.h"
+#include "ops/row_math.h"
 
 namespace reprise::ops {
 namespace {
@@ -77,7 +77,7 @@ Tensors forward(const Tensor& logits_in, const Tensor& targets_in, int64_t ignor
         }
         const T* xr = x + n * C;
         T m = detail::row_max(xr, C);
-        T sum = detail::row_sum_of<T>(C, [&](int64_t c) { return std::exp(xr[c] - m); });
+        T sum = detail::row_sum_of<T>(C, [&](int64_t c) { return detail::row_exp(xr[c] - m); });
         T v = m + std::log(sum);
         l[n] = v;
         row_loss[size_t(n)] = double(v - xr[t[n]]);
@@ -116,7 +116,7 @@ Tensor backward(const Tensor& logits_in, const Tensor& targets_in, const Tensor&
         }
         const T* xr = x + n * C;
         const T lr = l[n];
-        for (int64_t c = 0; c < C; ++c) dr[c] = std::exp(xr[c] - lr) * s;
+        for (int64_t c = 0; c < C; ++c) dr[c] = detail::row_exp(xr[c] - lr) * s;
         dr[t[n]] -= s;
       }
     });

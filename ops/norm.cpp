@@ -13,7 +13,7 @@
 #include "autograd/tape.h"
 #include "engine/threads.h"
 #include "ops/elementwise.h"
-#include "ops/row_reduce.h"
+#include "ops/row_math.h"
 
 namespace reprise::ops {
 namespace {

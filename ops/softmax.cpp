@@ -9,7 +9,7 @@
 #include "autograd/tape.h"
 #include "engine/threads.h"
 #include "ops/elementwise.h"
-#include "ops/row_reduce.h"
+#include "ops/row_math.h"
 
 namespace reprise::ops {
 namespace {
@@ -34,11 +34,12 @@ void forward_rows(Kind kind, const T* x, T* y, int64_t M, int64_t R) {
       T* yr = y + m * R;
       T mx = detail::row_max(xr, R);
       if (kind == Kind::softmax) {
-        T sum = detail::row_sum_of<T>(R, [&](int64_t r) { return yr[r] = std::exp(xr[r] - mx); });
+        T sum = detail::row_sum_of<T>(
+            R, [&](int64_t r) { return yr[r] = detail::row_exp(xr[r] - mx); });
         T inv = T(1) / sum;
         for (int64_t r = 0; r < R; ++r) yr[r] *= inv;
       } else {
-        T sum = detail::row_sum_of<T>(R, [&](int64_t r) { return std::exp(xr[r] - mx); });
+        T sum = detail::row_sum_of<T>(R, [&](int64_t r) { return detail::row_exp(xr[r] - mx); });
         T shift = mx + std::log(sum);
         for (int64_t r = 0; r < R; ++r) yr[r] = xr[r] - shift;
       }
@@ -59,7 +60,7 @@ void backward_rows(Kind kind, const T* y, const T* g, T* dx, int64_t M, int64_t 
         for (int64_t r = 0; r < R; ++r) dr[r] = yr[r] * (gr[r] - dot);
       } else {
         T sum = detail::row_sum_of<T>(R, [&](int64_t r) { return gr[r]; });
-        for (int64_t r = 0; r < R; ++r) dr[r] = gr[r] - std::exp(yr[r]) * sum;
+        for (int64_t r = 0; r < R; ++r) dr[r] = gr[r] - detail::row_exp(yr[r]) * sum;
       }
     }
   });

@@ -2,6 +2,7 @@
 // embedding: gradcheck cases (f64), forward values, thread-count
 // independence and bad input. The comparison against PyTorch is in
 // nn_ops_golden_test.cpp.
+#include <bit>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "ops/norm.h"
 #include "ops/reduce.h"
 #include "ops/rotary.h"
+#include "ops/row_math.h"
 #include "ops/softmax.h"
 #include "ops/views.h"
 #include "tests/support/gradcheck.h"
@@ -239,6 +241,29 @@ TEST(Embedding, GathersRows) {
   Tensor y = ops::embedding(w, i64({2, 0, 2, 1}, {2, 2}));
   EXPECT_EQ(y.shape(), (Shape{2, 2, 2}));
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11}));
+}
+
+TEST(RowMath, ExpF32WithinOneUlpOfExp) {
+  // Every 4099th bit pattern whose float lies in [-104, 88.72]: normal and
+  // subnormal results, about 460K points.
+  double worst = 0;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 4099) {
+    const float x = std::bit_cast<float>(uint32_t(u));
+    if (!(x >= -104.0f && x <= 88.72f)) continue;
+    const double want = std::exp(double(x));
+    const float near = float(want);
+    const double ulp = want < double(std::numeric_limits<float>::min())
+                           ? double(std::numeric_limits<float>::denorm_min())
+                           : double(std::nextafter(near, INFINITY) - near);
+    worst = std::max(worst, std::abs(double(ops::detail::exp_f32(x)) - want) / ulp);
+  }
+  EXPECT_LT(worst, 1.02);
+  EXPECT_EQ(ops::detail::exp_f32(0.0f), 1.0f);
+  EXPECT_EQ(ops::detail::exp_f32(-INFINITY), 0.0f);
+  EXPECT_EQ(ops::detail::exp_f32(-200.0f), 0.0f);
+  EXPECT_EQ(ops::detail::exp_f32(89.0f), INFINITY);
+  EXPECT_EQ(ops::detail::exp_f32(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(ops::detail::exp_f32(NAN)));
 }
 
 // ---- results do not depend on the thread count ---------------------------------
