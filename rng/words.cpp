@@ -37,111 +37,115 @@ void blocks_scalar(Key key, uint64_t subsequence, uint64_t block, uint32_t* out,
   }
 }
 
+// The vector paths keep one Philox block per 64-bit lane, each counter word
+// in the low half of its own vector (c0 .. c3). _mm*_mul_epu32 reads only the
+// low halves and returns the full 64-bit products, so a round is two
+// multiplies, two shifts and two three-way xors: the high halves carry junk
+// that no multiply reads and the final pack drops. Sets independent vectors
+// per step hide the multiply latency (a round's chain is mul -> shift -> xor).
+
 #if defined(__AVX512F__)
-// 16 blocks per step, block j of the step in lane j: 32-bit lanes hold one
-// counter word each (c0..c3). _mm512_mul_epu32 multiplies the even lanes to
-// 64 bits, so the odd lanes are shifted down and multiplied separately, and
-// the high and low halves are blended back into 32-bit lanes.
+// Blocks [block, block + 8 * Sets * steps) where steps = nblocks / (8 * Sets);
+// returns how many it did.
+template <int Sets>
+size_t steps_avx512(const RoundKeys& keys, uint64_t subsequence, uint64_t block, uint32_t* out,
+                    size_t nblocks) {
+  const __m512i lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i m0 = _mm512_set1_epi64(kPhiloxM0), m1 = _mm512_set1_epi64(kPhiloxM1);
+  const __m512i sub_lo = _mm512_set1_epi64(int64_t(uint32_t(subsequence)));
+  const __m512i sub_hi = _mm512_set1_epi64(int64_t(subsequence >> 32));
+  // Blocks 0..3 and 4..7 of a vector: (words 0,1) of lane j, then (2,3).
+  const __m512i first_half = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+  const __m512i second_half = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+  constexpr size_t kStep = 8 * Sets;
+  size_t b = 0;
+  for (; b + kStep <= nblocks; b += kStep) {
+    __m512i c0[Sets], c1[Sets], c2[Sets], c3[Sets];
+    for (int s = 0; s < Sets; ++s) {
+      // The 64-bit block index: its carry into counter word 1 is free.
+      c0[s] = _mm512_add_epi64(_mm512_set1_epi64(int64_t(block + b + 8 * s)), lane);
+      c1[s] = _mm512_srli_epi64(c0[s], 32);
+      c2[s] = sub_lo;
+      c3[s] = sub_hi;
+    }
+    for (int r = 0; r < 10; ++r) {
+      const __m512i k0 = _mm512_set1_epi64(keys.k0[r]), k1 = _mm512_set1_epi64(keys.k1[r]);
+      for (int s = 0; s < Sets; ++s) {
+        const __m512i p0 = _mm512_mul_epu32(c0[s], m0);
+        const __m512i p1 = _mm512_mul_epu32(c2[s], m1);
+        // 0x96 is the truth table of a ^ b ^ c.
+        c0[s] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1[s], k0, 0x96);
+        c2[s] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3[s], k1, 0x96);
+        c1[s] = p1;
+        c3[s] = p0;
+      }
+    }
+    for (int s = 0; s < Sets; ++s) {
+      const __m512i q01 = _mm512_mask_blend_epi32(0xAAAA, c0[s], _mm512_slli_epi64(c1[s], 32));
+      const __m512i q23 = _mm512_mask_blend_epi32(0xAAAA, c2[s], _mm512_slli_epi64(c3[s], 32));
+      uint32_t* o = out + 4 * (b + 8 * s);
+      _mm512_storeu_si512(o, _mm512_permutex2var_epi64(q01, first_half, q23));
+      _mm512_storeu_si512(o + 16, _mm512_permutex2var_epi64(q01, second_half, q23));
+    }
+  }
+  return b;
+}
+
 void blocks_avx512(Key key, uint64_t subsequence, uint64_t block, uint32_t* out, size_t nblocks) {
   const RoundKeys keys(key);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i m0 = _mm512_set1_epi32(int(kPhiloxM0));
-  const __m512i m1 = _mm512_set1_epi32(int(kPhiloxM1));
-  const __m512i sub_lo = _mm512_set1_epi32(int(uint32_t(subsequence)));
-  const __m512i sub_hi = _mm512_set1_epi32(int(uint32_t(subsequence >> 32)));
-  constexpr __mmask16 kOdd = 0xAAAA;
-  size_t b = 0;
-  for (; b + 16 <= nblocks; b += 16) {
-    const uint64_t first = block + b;
-    const __m512i lo = _mm512_set1_epi32(int(uint32_t(first)));
-    const __m512i hi = _mm512_set1_epi32(int(uint32_t(first >> 32)));
-    __m512i c0 = _mm512_add_epi32(lo, lane);
-    // A lane whose low counter word wrapped carries into the high word.
-    __m512i c1 =
-        _mm512_mask_add_epi32(hi, _mm512_cmplt_epu32_mask(c0, lo), hi, _mm512_set1_epi32(1));
-    __m512i c2 = sub_lo, c3 = sub_hi;
-    for (int r = 0; r < 10; ++r) {
-      const __m512i p0e = _mm512_mul_epu32(c0, m0);
-      const __m512i p0o = _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0);
-      const __m512i p1e = _mm512_mul_epu32(c2, m1);
-      const __m512i p1o = _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1);
-      const __m512i hi0 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(p0e, 32), p0o);
-      const __m512i lo0 = _mm512_mask_blend_epi32(kOdd, p0e, _mm512_slli_epi64(p0o, 32));
-      const __m512i hi1 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(p1e, 32), p1o);
-      const __m512i lo1 = _mm512_mask_blend_epi32(kOdd, p1e, _mm512_slli_epi64(p1o, 32));
-      // 0x96 is the truth table of a ^ b ^ c.
-      c0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32(int(keys.k0[r])), 0x96);
-      c2 = _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32(int(keys.k1[r])), 0x96);
-      c1 = lo1;
-      c3 = lo0;
-    }
-    // Transpose lanes (block j, word k) into memory order 4 j + k. After the
-    // two unpack levels each 128-bit lane L of u_i holds block 4 L + i; the
-    // two 128-bit shuffles put blocks 4 i .. 4 i + 3 into output vector i.
-    const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
-    const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
-    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
-    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
-    const __m512i a = _mm512_shuffle_i32x4(u0, u1, 0x44), bb = _mm512_shuffle_i32x4(u0, u1, 0xEE);
-    const __m512i c = _mm512_shuffle_i32x4(u2, u3, 0x44), d = _mm512_shuffle_i32x4(u2, u3, 0xEE);
-    uint32_t* o = out + 4 * b;
-    _mm512_storeu_si512(o, _mm512_shuffle_i32x4(a, c, 0x88));
-    _mm512_storeu_si512(o + 16, _mm512_shuffle_i32x4(a, c, 0xDD));
-    _mm512_storeu_si512(o + 32, _mm512_shuffle_i32x4(bb, d, 0x88));
-    _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(bb, d, 0xDD));
-  }
+  size_t b = steps_avx512<4>(keys, subsequence, block, out, nblocks);
+  b += steps_avx512<1>(keys, subsequence, block + b, out + 4 * b, nblocks - b);
   blocks_scalar(key, subsequence, block + b, out + 4 * b, nblocks - b);
 }
 #endif
 
 #if defined(__AVX2__)
-// 8 blocks per step, the AVX2 form of blocks_avx512.
+// The AVX2 form of steps_avx512: 4 blocks per vector, xors in two steps.
+template <int Sets>
+size_t steps_avx2(const RoundKeys& keys, uint64_t subsequence, uint64_t block, uint32_t* out,
+                  size_t nblocks) {
+  const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  const __m256i m0 = _mm256_set1_epi64x(kPhiloxM0), m1 = _mm256_set1_epi64x(kPhiloxM1);
+  const __m256i sub_lo = _mm256_set1_epi64x(int64_t(uint32_t(subsequence)));
+  const __m256i sub_hi = _mm256_set1_epi64x(int64_t(subsequence >> 32));
+  constexpr size_t kStep = 4 * Sets;
+  size_t b = 0;
+  for (; b + kStep <= nblocks; b += kStep) {
+    __m256i c0[Sets], c1[Sets], c2[Sets], c3[Sets];
+    for (int s = 0; s < Sets; ++s) {
+      c0[s] = _mm256_add_epi64(_mm256_set1_epi64x(int64_t(block + b + 4 * s)), lane);
+      c1[s] = _mm256_srli_epi64(c0[s], 32);
+      c2[s] = sub_lo;
+      c3[s] = sub_hi;
+    }
+    for (int r = 0; r < 10; ++r) {
+      const __m256i k0 = _mm256_set1_epi64x(keys.k0[r]), k1 = _mm256_set1_epi64x(keys.k1[r]);
+      for (int s = 0; s < Sets; ++s) {
+        const __m256i p0 = _mm256_mul_epu32(c0[s], m0);
+        const __m256i p1 = _mm256_mul_epu32(c2[s], m1);
+        c0[s] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c1[s]), k0);
+        c2[s] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), c3[s]), k1);
+        c1[s] = p1;
+        c3[s] = p0;
+      }
+    }
+    for (int s = 0; s < Sets; ++s) {
+      const __m256i q01 = _mm256_blend_epi32(c0[s], _mm256_slli_epi64(c1[s], 32), 0xAA);
+      const __m256i q23 = _mm256_blend_epi32(c2[s], _mm256_slli_epi64(c3[s], 32), 0xAA);
+      // Per 128-bit half: blocks (0 | 2) and (1 | 3); the permutes pair them.
+      const __m256i even = _mm256_unpacklo_epi64(q01, q23), odd = _mm256_unpackhi_epi64(q01, q23);
+      auto* o = reinterpret_cast<__m256i*>(out + 4 * (b + 4 * s));
+      _mm256_storeu_si256(o, _mm256_permute2x128_si256(even, odd, 0x20));
+      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(even, odd, 0x31));
+    }
+  }
+  return b;
+}
+
 void blocks_avx2(Key key, uint64_t subsequence, uint64_t block, uint32_t* out, size_t nblocks) {
   const RoundKeys keys(key);
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i sign = _mm256_set1_epi32(int(0x80000000u));
-  const __m256i m0 = _mm256_set1_epi32(int(kPhiloxM0));
-  const __m256i m1 = _mm256_set1_epi32(int(kPhiloxM1));
-  const __m256i sub_lo = _mm256_set1_epi32(int(uint32_t(subsequence)));
-  const __m256i sub_hi = _mm256_set1_epi32(int(uint32_t(subsequence >> 32)));
-  size_t b = 0;
-  for (; b + 8 <= nblocks; b += 8) {
-    const uint64_t first = block + b;
-    const __m256i lo = _mm256_set1_epi32(int(uint32_t(first)));
-    const __m256i hi = _mm256_set1_epi32(int(uint32_t(first >> 32)));
-    __m256i c0 = _mm256_add_epi32(lo, lane);
-    // Unsigned c0 < lo (a wrapped low word), as a signed compare with the
-    // sign bits flipped; the all-ones mask subtracted adds the carry.
-    const __m256i wrapped =
-        _mm256_cmpgt_epi32(_mm256_xor_si256(lo, sign), _mm256_xor_si256(c0, sign));
-    __m256i c1 = _mm256_sub_epi32(hi, wrapped);
-    __m256i c2 = sub_lo, c3 = sub_hi;
-    for (int r = 0; r < 10; ++r) {
-      const __m256i p0e = _mm256_mul_epu32(c0, m0);
-      const __m256i p0o = _mm256_mul_epu32(_mm256_srli_epi64(c0, 32), m0);
-      const __m256i p1e = _mm256_mul_epu32(c2, m1);
-      const __m256i p1o = _mm256_mul_epu32(_mm256_srli_epi64(c2, 32), m1);
-      const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(p0e, 32), p0o, 0xAA);
-      const __m256i lo0 = _mm256_blend_epi32(p0e, _mm256_slli_epi64(p0o, 32), 0xAA);
-      const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(p1e, 32), p1o, 0xAA);
-      const __m256i lo1 = _mm256_blend_epi32(p1e, _mm256_slli_epi64(p1o, 32), 0xAA);
-      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(int(keys.k0[r])));
-      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(int(keys.k1[r])));
-      c1 = lo1;
-      c3 = lo0;
-    }
-    // Transpose: after the unpacks each 128-bit half H of u_i holds block
-    // 4 H + i; the cross-half permutes pair them up in memory order.
-    const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
-    const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
-    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-    auto* o = reinterpret_cast<__m256i*>(out + 4 * b);
-    _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u1, 0x20));
-    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
-    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
-    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
-  }
+  size_t b = steps_avx2<4>(keys, subsequence, block, out, nblocks);
+  b += steps_avx2<1>(keys, subsequence, block + b, out + 4 * b, nblocks - b);
   blocks_scalar(key, subsequence, block + b, out + 4 * b, nblocks - b);
 }
 #endif
