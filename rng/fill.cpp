@@ -9,7 +9,7 @@
 namespace reprise::rng {
 namespace {
 
-// Elements per chunk: a multiple of 2 (normal pairs) and of 16 blocks, so
+// Elements per chunk: a multiple of 2 (normal pairs) and of 32 blocks, so
 // chunks of a block-aligned reservation start on AVX-512 steps; its words
 // (at most 2 per element, 8 KiB) stay in L1 between generation and use.
 constexpr int64_t kChunk = 1024;

@@ -1,6 +1,6 @@
 #pragma once
 // Bulk generation of stream words on the CPU: the words stream_word() gives,
-// computed many Philox blocks at a time (16 per AVX-512 step, 8 per AVX2 step,
+// computed many Philox blocks at a time (32 per AVX-512 step, 16 per AVX2 step,
 // one otherwise). Which vector paths exist is decided when the library is
 // compiled (__AVX512F__, __AVX2__); every path yields the same words.
 
