@@ -14,9 +14,10 @@
 //   dS = scale * P * (dP - Di), dK += dS^T Q, dQ += dS K.
 // Dropout (p > 0) multiplies P by factors Z regenerated from the op's
 // reservation in both passes (see Dropout below).
-// Backward runs one task per (b, kv head): it owns dK and dV of that head
-// and dQ of its G query heads, and visits key blocks, then query heads, then
-// query blocks in a fixed order, so every sum is independent of threads.
+// Backward accumulates dK and dV of each key block over query heads, then
+// query blocks, and dQ of each query block over key blocks, always in that
+// order and each sum owned by one task, so no result depends on threads
+// (see backward_kernel for the two schedules).
 #include "ops/attention.h"
 
 #include <algorithm>
@@ -47,6 +48,13 @@ template <class T>
 constexpr int64_t kLanes = 64 / int64_t(sizeof(T));
 
 int64_t ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
+
+// Tasks per parallel chunk so that a chunk does at least ~2^18 flops: tiny
+// problems (gradcheck shapes, T = 1) stay on one thread instead of paying a
+// parallel region per call.
+int64_t grain_for(double task_flops) {
+  return std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(task_flops, 1.0)));
+}
 int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
 
 // a * b + c, fused where the hardware has an FMA.
@@ -289,7 +297,8 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
                     int64_t Dvp, T scale, bool causal, const Dropout* drop, T* out, T* lse) {
   constexpr int64_t W = kLanes<T>;
   const int64_t nqb = ceil_div(d.T, kBr);
-  threads::parallel_for(d.B * d.Hq * nqb, 1, [&](int64_t w0, int64_t w1) {
+  const double task_flops = 2.0 * double(std::min(kBr, d.T) * d.S * (d.D + d.Dv));
+  threads::parallel_for(d.B * d.Hq * nqb, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
     std::vector<T> s(kBr * kBc), o(kBr * Dvp), m(kBr), l(kBr);  // scores, output, max, sum
     std::vector<T> z(drop ? kBc : 0);                           // dropout factors of a row
     std::vector<uint32_t> words(drop ? kBc : 0);
@@ -373,78 +382,140 @@ struct BackwardArgs {
   T* dv;           // (B, Hkv, S, Dv)
 };
 
+// Scratch tiles of one backward thread: p the probabilities, ds dP then dS;
+// with dropout, z the factors and pz = P * Z.
+template <class T>
+struct BackwardScratch {
+  std::vector<T> p, ds, z, pz;
+  std::vector<uint32_t> words;
+  explicit BackwardScratch(bool dropout)
+      : p(kBr * kBc),
+        ds(kBr * kBc),
+        z(dropout ? kBr * kBc : 0),
+        pz(dropout ? kBr * kBc : 0),
+        words(dropout ? kBc : 0) {}
+};
+
+// One tile: query block i0 of head h against key block j0 of its kv head.
+// Computes dS, then adds (P Z)^T dO to dv_acc, dS^T Q to dk_acc (the key
+// block's Bc rows, Dvp and Dp wide) and dS K to dq (the query block's rows),
+// each skipped when null.
+//
 // With dropout factors Z, O = (P * Z) V, so dV = (P * Z)^T dO and the
 // gradient reaching P is Z * (dO V^T); Di = rowsum(dO * O) still equals
 // rowsum(P * dP), so dS = P * (Z * (dO V^T) - Di).
 template <class T>
-void backward_kernel(const BackwardArgs<T>& a) {
+void backward_tile(const BackwardArgs<T>& a, BackwardScratch<T>& s, int64_t b, int64_t h,
+                   int64_t i0, int64_t j0, T* dk_acc, T* dv_acc, T* dq) {
   constexpr int64_t W = kLanes<T>;
   const Dims& d = a.d;
-  threads::parallel_for(d.B * d.Hkv, 1, [&](int64_t w0, int64_t w1) {
-    // p: probabilities, ds: dP then dS (one tile each); key-block accumulators.
-    std::vector<T> p(kBr * kBc), ds(kBr * kBc), dk_acc(kBc * a.Dp), dv_acc(kBc * a.Dvp);
-    // With dropout: z the factors and pz = P * Z of a tile.
-    std::vector<T> z(a.drop ? kBr * kBc : 0), pz(a.drop ? kBr * kBc : 0);
-    std::vector<uint32_t> words(a.drop ? kBc : 0);
-    for (int64_t w = w0; w < w1; ++w) {
-      const int64_t b = w / d.Hkv, g = w % d.Hkv;
-      const T* ktg = a.kt + w * d.D * a.Sp;
-      const T* vtg = a.vt + w * d.Dv * a.Sp;
-      for (int64_t j0 = 0; j0 < d.S; j0 += kBc) {
-        const int64_t nj = std::min(kBc, d.S - j0), nch = ceil_div(nj, W), ncol = nch * W;
-        std::fill(dk_acc.begin(), dk_acc.end(), T(0));
-        std::fill(dv_acc.begin(), dv_acc.end(), T(0));
-        for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-          // Causal: queries before j0 see nothing of this block (kBr == kBc).
-          for (int64_t i0 = a.causal ? j0 : 0; i0 < d.T; i0 += kBr) {
-            const int64_t nr = std::min(kBr, d.T - i0), row0 = (b * d.Hq + h) * d.T + i0;
-            gemm_tile(nr, nch, d.D, a.q.at(b, h, i0), a.q.sr, a.q.sc, ktg + j0, a.Sp, p.data(), kBc,
-                      false);
-            for (int64_t r = 0; r < nr; ++r) {
-              T* row = p.data() + r * kBc;
-              const int64_t valid = visible_keys(a.causal, i0 + r, j0, nj);
-              const T shift = a.lse[row0 + r];
-              for (int64_t j = 0; j < ncol; ++j)
-                row[j] = j < valid ? exp_tile(row[j] * a.scale - shift) : T(0);
-              if (a.drop) {
-                T* zr = z.data() + r * kBc;
-                dropout_factors(*a.drop, d.S, row0 + r, j0, nj, ncol, words.data(), zr);
-                for (int64_t j = 0; j < ncol; ++j) pz[r * kBc + j] = row[j] * zr[j];
-              }
-            }
-            // dV += (P Z)^T dO: A read through strides (1, Bc).
-            gemm_tile(nj, a.Dvp / W, nr, a.drop ? pz.data() : p.data(), int64_t(1), kBc,
-                      a.dob.at(b, h, i0), a.dob.sr, dv_acc.data(), a.Dvp, true);
-            gemm_tile(nr, nch, d.Dv, a.dout.at(b, h, i0), a.dout.sr, a.dout.sc, vtg + j0, a.Sp,
-                      ds.data(), kBc, false);
-            for (int64_t r = 0; r < nr; ++r) {
-              const T* prow = p.data() + r * kBc;
-              T* row = ds.data() + r * kBc;
-              const T di = a.delta[row0 + r];
-              if (a.drop) {
-                const T* zr = z.data() + r * kBc;
-                for (int64_t j = 0; j < ncol; ++j)
-                  row[j] = prow[j] * (row[j] * zr[j] - di) * a.scale;
-              } else {
-                for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] - di) * a.scale;
-              }
-            }
-            if (a.dk) {
-              gemm_tile(nj, a.Dp / W, nr, ds.data(), int64_t(1), kBc, a.qb.at(b, h, i0), a.qb.sr,
-                        dk_acc.data(), a.Dp, true);
-            }
-            if (a.dq) {
-              gemm_tile(nr, a.Dp / W, nj, ds.data(), kBc, int64_t(1), a.kb.at(b, g, j0), a.kb.sr,
-                        a.dq + row0 * a.Dp, a.Dp, true);
-            }
-          }
-        }
-        const int64_t key0 = w * d.S + j0;
-        for (int64_t j = 0; j < nj; ++j) {
-          if (a.dk) std::copy_n(dk_acc.data() + j * a.Dp, d.D, a.dk + (key0 + j) * d.D);
-          std::copy_n(dv_acc.data() + j * a.Dvp, d.Dv, a.dv + (key0 + j) * d.Dv);
-        }
+  const int64_t g = h / d.group(), nr = std::min(kBr, d.T - i0), row0 = (b * d.Hq + h) * d.T + i0;
+  const int64_t nj = std::min(kBc, d.S - j0), nch = ceil_div(nj, W), ncol = nch * W;
+  const T* ktg = a.kt + (b * d.Hkv + g) * d.D * a.Sp;   // (D, Sp)
+  const T* vtg = a.vt + (b * d.Hkv + g) * d.Dv * a.Sp;  // (Dv, Sp)
+  T* p = s.p.data();
+  T* ds = s.ds.data();
+  gemm_tile(nr, nch, d.D, a.q.at(b, h, i0), a.q.sr, a.q.sc, ktg + j0, a.Sp, p, kBc, false);
+  for (int64_t r = 0; r < nr; ++r) {
+    T* row = p + r * kBc;
+    const int64_t valid = visible_keys(a.causal, i0 + r, j0, nj);
+    const T shift = a.lse[row0 + r];
+    for (int64_t j = 0; j < ncol; ++j)
+      row[j] = j < valid ? exp_tile(row[j] * a.scale - shift) : T(0);
+    if (a.drop) {
+      T* zr = s.z.data() + r * kBc;
+      dropout_factors(*a.drop, d.S, row0 + r, j0, nj, ncol, s.words.data(), zr);
+      if (dv_acc) {
+        for (int64_t j = 0; j < ncol; ++j) s.pz[r * kBc + j] = row[j] * zr[j];
       }
+    }
+  }
+  if (dv_acc) {  // A = (P Z)^T, read through strides (1, Bc)
+    gemm_tile(nj, a.Dvp / W, nr, a.drop ? s.pz.data() : p, int64_t(1), kBc, a.dob.at(b, h, i0),
+              a.dob.sr, dv_acc, a.Dvp, true);
+  }
+  gemm_tile(nr, nch, d.Dv, a.dout.at(b, h, i0), a.dout.sr, a.dout.sc, vtg + j0, a.Sp, ds, kBc,
+            false);
+  for (int64_t r = 0; r < nr; ++r) {
+    const T* prow = p + r * kBc;
+    T* row = ds + r * kBc;
+    const T di = a.delta[row0 + r];
+    if (a.drop) {
+      const T* zr = s.z.data() + r * kBc;
+      for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] * zr[j] - di) * a.scale;
+    } else {
+      for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] - di) * a.scale;
+    }
+  }
+  if (dk_acc) {
+    gemm_tile(nj, a.Dp / W, nr, ds, int64_t(1), kBc, a.qb.at(b, h, i0), a.qb.sr, dk_acc, a.Dp,
+              true);
+  }
+  if (dq)
+    gemm_tile(nr, a.Dp / W, nj, ds, kBc, int64_t(1), a.kb.at(b, g, j0), a.kb.sr, dq, a.Dp, true);
+}
+
+// dK and dV of key block j0 of (b, kv head g), summed over its query heads
+// and query blocks in order; with_dq also adds each tile's dS K to dQ.
+template <class T>
+void key_block(const BackwardArgs<T>& a, BackwardScratch<T>& s, std::vector<T>& dk_acc,
+               std::vector<T>& dv_acc, int64_t b, int64_t g, int64_t j0, bool with_dq) {
+  const Dims& d = a.d;
+  std::fill(dk_acc.begin(), dk_acc.end(), T(0));
+  std::fill(dv_acc.begin(), dv_acc.end(), T(0));
+  for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+    // Causal: queries before j0 see nothing of this block (kBr == kBc).
+    for (int64_t i0 = a.causal ? j0 : 0; i0 < d.T; i0 += kBr) {
+      T* dq = with_dq && a.dq ? a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp : nullptr;
+      backward_tile(a, s, b, h, i0, j0, a.dk ? dk_acc.data() : nullptr, dv_acc.data(), dq);
+    }
+  }
+  const int64_t key0 = (b * d.Hkv + g) * d.S + j0, nj = std::min(kBc, d.S - j0);
+  for (int64_t j = 0; j < nj; ++j) {
+    if (a.dk) std::copy_n(dk_acc.data() + j * a.Dp, d.D, a.dk + (key0 + j) * d.D);
+    std::copy_n(dv_acc.data() + j * a.Dvp, d.Dv, a.dv + (key0 + j) * d.Dv);
+  }
+}
+
+// Two schedules with the same sums. With at least as many (b, kv head)
+// pairs as threads, one task per pair does everything: it owns dK and dV
+// of its kv head and dQ of its query heads. With fewer, dK and dV run one
+// task per key block, and dQ one task per query block that recomputes its
+// tiles (about 40% more work, all threads busy); it adds the same tiles' dS K
+// in the same key order as the first schedule, so the bits do not change.
+template <class T>
+void backward_kernel(const BackwardArgs<T>& a) {
+  const Dims& d = a.d;
+  const int64_t nkb = ceil_div(d.S, kBc), nqb = ceil_div(d.T, kBr);
+  const bool per_head = d.B * d.Hkv >= threads::num_threads();
+  const int64_t tasks = per_head ? d.B * d.Hkv : d.B * d.Hkv * nkb;
+  // About 4 tile products of 2 (D + Dv) flops per (query, key) pair.
+  const double pair_flops = 4.0 * double(d.D + d.Dv);
+  const double task_flops =
+      pair_flops * double(d.group() * d.T) * double(per_head ? d.S : std::min(kBc, d.S));
+  threads::parallel_for(tasks, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
+    BackwardScratch<T> s(a.drop != nullptr);
+    std::vector<T> dk_acc(kBc * a.Dp), dv_acc(kBc * a.Dvp);
+    for (int64_t w = w0; w < w1; ++w) {
+      if (per_head) {
+        for (int64_t j0 = 0; j0 < d.S; j0 += kBc)
+          key_block(a, s, dk_acc, dv_acc, w / d.Hkv, w % d.Hkv, j0, true);
+      } else {
+        key_block(a, s, dk_acc, dv_acc, w / nkb / d.Hkv, w / nkb % d.Hkv, w % nkb * kBc, false);
+      }
+    }
+  });
+  if (per_head || !a.dq) return;
+  const double dq_task_flops = pair_flops * double(std::min(kBr, d.T) * d.S);
+  threads::parallel_for(d.B * d.Hq * nqb, grain_for(dq_task_flops), [&](int64_t w0, int64_t w1) {
+    BackwardScratch<T> s(a.drop != nullptr);
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, i0 = w % nqb * kBr;
+      // The tiles key_block visits: causal ones only where j0 <= i0.
+      const int64_t kend = a.causal ? std::min(d.S, i0 + 1) : d.S;
+      T* dq = a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp;
+      for (int64_t j0 = 0; j0 < kend; j0 += kBc)
+        backward_tile<T>(a, s, b, h, i0, j0, nullptr, nullptr, dq);
     }
   });
 }
@@ -455,16 +526,17 @@ Tensor row_dot(const Dims& d, const Rows<T>& dout, const Tensor& out) {
   Tensor delta = Tensor::empty({d.B, d.Hq, d.T}, out.dtype());
   const Rows<T> o = rows_of<T>(out);
   T* dst = delta.data<T>();
-  threads::parallel_for(d.B * d.Hq * d.T, 256, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / (d.Hq * d.T), h = r / d.T % d.Hq, i = r % d.T;
-      const T* x = dout.at(b, h, i);
-      const T* y = o.at(b, h, i);
-      T s = 0;
-      for (int64_t c = 0; c < d.Dv; ++c) s += x[c * dout.sc] * y[c * o.sc];
-      dst[r] = s;
-    }
-  });
+  threads::parallel_for(d.B * d.Hq * d.T, grain_for(2.0 * double(d.Dv)),
+                        [&](int64_t r0, int64_t r1) {
+                          for (int64_t r = r0; r < r1; ++r) {
+                            const int64_t b = r / (d.Hq * d.T), h = r / d.T % d.Hq, i = r % d.T;
+                            const T* x = dout.at(b, h, i);
+                            const T* y = o.at(b, h, i);
+                            T s = 0;
+                            for (int64_t c = 0; c < d.Dv; ++c) s += x[c * dout.sc] * y[c * o.sc];
+                            dst[r] = s;
+                          }
+                        });
   return delta;
 }
 

@@ -190,14 +190,14 @@ TEST(AttentionGolden, ForwardAndBackwardMatchTorchInF32) {
   }
 }
 
-std::vector<float> forward_backward_bits(int threads, bool causal, double dropout_p) {
+std::vector<float> forward_backward_bits(int threads, Sizes z, bool causal, double dropout_p) {
   threads::set_num_threads(threads);
-  Tensor q = uniform({2, 4, 150, 16}, -2, 2, 71, DType::f32).requires_grad(true);
-  Tensor k = uniform({2, 2, 150, 16}, -2, 2, 72, DType::f32).requires_grad(true);
-  Tensor v = uniform({2, 2, 150, 16}, -2, 2, 73, DType::f32).requires_grad(true);
-  Tensor dout = uniform({2, 4, 150, 16}, -1, 1, 74, DType::f32);
+  Tensor q = uniform({z.B, z.Hq, z.T, z.D}, -2, 2, 71, DType::f32).requires_grad(true);
+  Tensor k = uniform({z.B, z.Hkv, z.S, z.D}, -2, 2, 72, DType::f32).requires_grad(true);
+  Tensor v = uniform({z.B, z.Hkv, z.S, z.Dv}, -2, 2, 73, DType::f32).requires_grad(true);
+  Tensor dout = uniform({z.B, z.Hq, z.T, z.Dv}, -1, 1, 74, DType::f32);
   AttentionOptions opt{.causal = causal};
-  if (dropout_p > 0) opt = dropout_options(dropout_p, {2, 4, 2, 150, 150, 16, 16}, causal);
+  if (dropout_p > 0) opt = dropout_options(dropout_p, z, causal);
   Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
   autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
   std::vector<float> bits = out.to_vector<float>();
@@ -208,15 +208,20 @@ std::vector<float> forward_backward_bits(int threads, bool causal, double dropou
   return bits;
 }
 
+// B Hkv = 4 pairs run one backward task per pair at 1 and 2 threads; with
+// B Hkv = 1 two threads switch backward to the key-block / query-block
+// schedule, which must give the same bits as the one-task schedule.
 TEST(AttentionDeterminism, OneAndTwoThreadsGiveTheSameBits) {
   const int saved = threads::num_threads();
-  for (bool causal : {false, true}) {
-    for (double p : {0.0, 0.2}) {
-      std::vector<float> one = forward_backward_bits(1, causal, p);
-      std::vector<float> two = forward_backward_bits(2, causal, p);
-      ASSERT_EQ(one.size(), two.size());
-      EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
-          << causal << " " << p;
+  for (Sizes z : {Sizes{2, 4, 2, 150, 150, 16, 16}, Sizes{1, 3, 1, 150, 130, 16, 8}}) {
+    for (bool causal : {false, true}) {
+      for (double p : {0.0, 0.2}) {
+        std::vector<float> one = forward_backward_bits(1, z, causal, p);
+        std::vector<float> two = forward_backward_bits(2, z, causal, p);
+        ASSERT_EQ(one.size(), two.size());
+        EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+            << "B Hkv " << z.B * z.Hkv << " causal " << causal << " p " << p;
+      }
     }
   }
   threads::set_num_threads(saved);
