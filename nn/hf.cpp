@@ -1,0 +1,302 @@
+#include "nn/hf.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "engine/grad_mode.h"
+#include "io/safetensors.h"
+
+namespace reprise::nn {
+namespace {
+
+// ---- config.json ------------------------------------------------------------
+
+const json::Value* member(const json::Value& obj, std::string_view key) {
+  const json::Value* v = obj.find(key);
+  return v != nullptr && !v->is_null() ? v : nullptr;
+}
+
+int64_t int_field(const json::Value& obj, const char* key, const std::string& where, bool required,
+                  int64_t fallback) {
+  const json::Value* v = member(obj, key);
+  if (v == nullptr) {
+    REPRISE_CHECK(!required, where, ": missing required field \"", key, "\"");
+    return fallback;
+  }
+  REPRISE_CHECK(v->is_int(), where, ": field \"", key, "\" must be an integer, got ",
+                json::kind_name(v->kind()));
+  return v->as_int();
+}
+
+double real_field(const json::Value& obj, const char* key, const std::string& where,
+                  double fallback) {
+  const json::Value* v = member(obj, key);
+  if (v == nullptr) return fallback;
+  REPRISE_CHECK(v->is_number(), where, ": field \"", key, "\" must be a number, got ",
+                json::kind_name(v->kind()));
+  return v->as_double();
+}
+
+bool bool_field(const json::Value& obj, const char* key, const std::string& where, bool fallback) {
+  const json::Value* v = member(obj, key);
+  if (v == nullptr) return fallback;
+  REPRISE_CHECK(v->is_bool(), where, ": field \"", key, "\" must be true or false, got ",
+                json::kind_name(v->kind()));
+  return v->as_bool();
+}
+
+// A field that must hold `expected` when present (a feature reprise lacks).
+void require_string(const json::Value& obj, const char* key, const char* expected,
+                    const std::string& where) {
+  const json::Value* v = member(obj, key);
+  if (v == nullptr) return;
+  REPRISE_CHECK(v->is_string() && v->as_string() == expected, where, ": field \"", key, "\" is ",
+                json::dump(*v), "; reprise's Llama supports only \"", expected, "\"");
+}
+
+void require_false(const json::Value& obj, const char* key, const std::string& where) {
+  REPRISE_CHECK(!bool_field(obj, key, where, false), where, ": field \"", key,
+                "\" is true; reprise's Llama has no biases");
+}
+
+// rope_theta: top level (transformers 4), or rope_parameters.rope_theta
+// (transformers 5). Only the default rope type, without scaling, is supported.
+double rope_theta_of(const json::Value& c, const std::string& where) {
+  double theta = real_field(c, "rope_theta", where, 10000.0);
+  if (const json::Value* s = member(c, "rope_scaling")) {
+    REPRISE_CHECK(s->is_object(), where, ": field \"rope_scaling\" must be an object or null");
+    require_string(*s, "rope_type", "default", where + " rope_scaling");
+    require_string(*s, "type", "default", where + " rope_scaling");
+  }
+  if (const json::Value* p = member(c, "rope_parameters")) {
+    REPRISE_CHECK(p->is_object(), where, ": field \"rope_parameters\" must be an object or null");
+    require_string(*p, "rope_type", "default", where + " rope_parameters");
+    theta = real_field(*p, "rope_theta", where + " rope_parameters", theta);
+  }
+  return theta;
+}
+
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      break;
+  }
+  REPRISE_FAIL("save_llama: weights can be written as f32, bf16 or f16, not ", dtype_name(dtype));
+}
+
+// ---- files --------------------------------------------------------------------
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REPRISE_CHECK(in.good(), path, ": cannot open (", std::strerror(errno), ")");
+  std::ostringstream s;
+  s << in.rdbuf();
+  REPRISE_CHECK(!in.bad(), path, ": read failed");
+  return s.str();
+}
+
+// Writes `text` to a temporary file beside `path`, fsyncs it and renames
+// it over `path`, so path is either absent/old or complete.
+void write_text_atomic(const std::string& path, const std::string& text) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  REPRISE_CHECK(fd >= 0, path, ": cannot create ", tmp, " (", std::strerror(errno), ")");
+  size_t done = 0;
+  bool ok = true;
+  while (ok && done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += size_t(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    REPRISE_FAIL(path, ": write failed (", std::strerror(err), ")");
+  }
+}
+
+void make_dir(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0) return;
+  struct stat st {};
+  REPRISE_CHECK(errno == EEXIST && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), dir,
+                ": cannot create the model folder (", std::strerror(errno), ")");
+}
+
+std::string join(const std::string& dir, const char* file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+}  // namespace
+
+LlamaConfig llama_config_from_json(const json::Value& c, const std::string& where) {
+  REPRISE_CHECK(c.is_object(), where, ": expected a JSON object, got ", json::kind_name(c.kind()));
+  require_string(c, "model_type", "llama", where);
+  require_string(c, "hidden_act", "silu", where);
+  require_false(c, "attention_bias", where);
+  require_false(c, "mlp_bias", where);
+  REPRISE_CHECK(int_field(c, "pretraining_tp", where, false, 1) == 1, where,
+                ": pretraining_tp other than 1 is not supported");
+  LlamaConfig l;
+  l.vocab_size = int_field(c, "vocab_size", where, true, 0);
+  l.hidden_size = int_field(c, "hidden_size", where, true, 0);
+  l.intermediate_size = int_field(c, "intermediate_size", where, true, 0);
+  l.num_hidden_layers = int_field(c, "num_hidden_layers", where, true, 0);
+  l.num_attention_heads = int_field(c, "num_attention_heads", where, true, 0);
+  l.num_key_value_heads = int_field(c, "num_key_value_heads", where, false, l.num_attention_heads);
+  l.max_position_embeddings =
+      int_field(c, "max_position_embeddings", where, false, l.max_position_embeddings);
+  l.rms_norm_eps = real_field(c, "rms_norm_eps", where, l.rms_norm_eps);
+  l.rope_theta = rope_theta_of(c, where);
+  l.initializer_range = real_field(c, "initializer_range", where, l.initializer_range);
+  l.tie_word_embeddings = bool_field(c, "tie_word_embeddings", where, l.tie_word_embeddings);
+  l.attention_dropout = real_field(c, "attention_dropout", where, 0.0);
+  l.dropout = real_field(c, "reprise_dropout", where, 0.0);
+  // transformers writes head_dim explicitly; keep 0 when it is the default
+  // so that configs compare equal whichever way they were made.
+  const int64_t head_dim = int_field(c, "head_dim", where, false, 0);
+  if (head_dim != 0 && l.num_attention_heads > 0 &&
+      head_dim * l.num_attention_heads != l.hidden_size) {
+    l.head_dim = head_dim;
+  }
+  try {
+    l.validate();
+  } catch (const Error& e) {
+    REPRISE_FAIL(where, ": ", e.what());
+  }
+  return l;
+}
+
+json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
+  json::Value c = json::Object{};
+  c.set("architectures", json::Array{"LlamaForCausalLM"});
+  c.set("model_type", "llama");
+  c.set("hidden_act", "silu");
+  c.set("attention_bias", false);
+  c.set("mlp_bias", false);
+  c.set("vocab_size", l.vocab_size);
+  c.set("hidden_size", l.hidden_size);
+  c.set("intermediate_size", l.intermediate_size);
+  c.set("num_hidden_layers", l.num_hidden_layers);
+  c.set("num_attention_heads", l.num_attention_heads);
+  c.set("num_key_value_heads", l.num_key_value_heads);
+  c.set("head_dim", l.resolved_head_dim());
+  c.set("max_position_embeddings", l.max_position_embeddings);
+  c.set("rms_norm_eps", l.rms_norm_eps);
+  // Both spellings: transformers 4 reads rope_theta, transformers 5 rope_parameters.
+  c.set("rope_theta", l.rope_theta);
+  json::Value rope = json::Object{};
+  rope.set("rope_theta", l.rope_theta);
+  rope.set("rope_type", "default");
+  c.set("rope_parameters", rope);
+  c.set("initializer_range", l.initializer_range);
+  c.set("tie_word_embeddings", l.tie_word_embeddings);
+  c.set("attention_dropout", l.attention_dropout);
+  if (l.dropout != 0) c.set("reprise_dropout", l.dropout);
+  c.set("torch_dtype", torch_dtype_name(dtype));
+  return c;
+}
+
+LlamaConfig read_llama_config(const std::string& dir) {
+  const std::string path = join(dir, "config.json");
+  json::Value v;
+  try {
+    v = json::parse(read_text(path));
+  } catch (const Error& e) {
+    REPRISE_FAIL("read_llama_config: ", path, ": ", e.what());
+  }
+  return llama_config_from_json(v, path);
+}
+
+void load_llama_weights(LlamaForCausalLM& model, const std::string& path) {
+  const io::SafetensorsFile file = io::read_safetensors(path);
+  const std::vector<NamedParameter> params = model.parameters();
+  std::set<std::string> expected;
+  // Check names, shapes and dtypes of everything before reading any data.
+  for (const NamedParameter& p : params) {
+    expected.insert(p.name);
+    REPRISE_CHECK(file.contains(p.name), path, ": missing tensor '", p.name, "' (",
+                  p.value.describe(), ")");
+    const io::TensorInfo& info = file.info(p.name);
+    REPRISE_CHECK(info.shape == p.value.shape(), path, ": tensor '", p.name, "' has shape ",
+                  to_string(info.shape), ", expected ", to_string(p.value.shape()),
+                  " (does config.json match the weights?)");
+    REPRISE_CHECK(
+        info.dtype &&
+            (*info.dtype == DType::f32 || *info.dtype == DType::bf16 || *info.dtype == DType::f16),
+        path, ": tensor '", p.name, "' has dtype ", info.dtype_name, "; expected F32, BF16 or F16");
+  }
+  for (const std::string& name : file.names()) {
+    if (expected.count(name) != 0) continue;
+    // A tied checkpoint may still carry the head (transformers drops it,
+    // other writers may not); it must then equal the embedding.
+    const bool tied_head = name == "lm_head.weight" && model.config().tie_word_embeddings;
+    REPRISE_CHECK(tied_head, path, ": unexpected tensor '", name, "'",
+                  name == "lm_head.weight"
+                      ? " (config.json says tie_word_embeddings = true; a tied model has no "
+                        "separate head)"
+                      : "");
+    const io::TensorInfo& info = file.info(name);
+    REPRISE_CHECK(info.shape == model.model.embed_tokens.weight().shape(), path,
+                  ": tensor 'lm_head.weight' has shape ", to_string(info.shape),
+                  ", expected the embedding's ",
+                  to_string(model.model.embed_tokens.weight().shape()));
+  }
+  std::vector<Tensor> loaded;
+  for (const NamedParameter& p : params) loaded.push_back(file.get(p.name).to(DType::f32));
+  if (model.config().tie_word_embeddings && file.contains("lm_head.weight")) {
+    const std::vector<float> head = file.get("lm_head.weight").to(DType::f32).to_vector<float>();
+    size_t e = 0;
+    while (params[e].name != "model.embed_tokens.weight") ++e;
+    REPRISE_CHECK(head == loaded[e].to_vector<float>(), path,
+                  ": 'lm_head.weight' differs from 'model.embed_tokens.weight' although "
+                  "tie_word_embeddings is true");
+  }
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor w = params[i].value;
+    w.copy_(loaded[i]);
+  }
+}
+
+std::unique_ptr<LlamaForCausalLM> load_llama(const std::string& dir) {
+  // Initialising from a private generator leaves the default one untouched.
+  rng::Generator scratch;
+  auto model = std::make_unique<LlamaForCausalLM>(read_llama_config(dir), scratch);
+  load_llama_weights(*model, join(dir, "model.safetensors"));
+  return model;
+}
+
+void save_llama(const LlamaForCausalLM& model, const std::string& dir, DType dtype) {
+  const json::Value config = llama_config_to_json(model.config(), dtype);  // checks dtype
+  make_dir(dir);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const NamedParameter& p : model.parameters()) {
+    tensors.emplace_back(p.name,
+                         dtype == DType::f32 ? p.value.detach() : p.value.detach().to(dtype));
+  }
+  io::write_safetensors(join(dir, "model.safetensors"), tensors, {{"format", "pt"}});
+  write_text_atomic(join(dir, "config.json"), json::dump(config, 2) + "\n");
+}
+
+}  // namespace reprise::nn

@@ -1,0 +1,54 @@
+#pragma once
+// Hugging Face model folders for Llama: config.json (transformers'
+// LlamaConfig) and model.safetensors (one file, Hugging Face parameter
+// names), as LlamaForCausalLM.save_pretrained(safe_serialization=True)
+// writes them, so a model moves between PyTorch and reprise both ways.
+//
+// Loading validates everything before any weight is touched: the config
+// (unsupported features such as rope_scaling, attention or MLP biases, or an
+// activation other than silu are errors, not silently ignored), then the
+// tensor list (each expected name present with the expected shape and a
+// floating dtype; no unexpected names), then the data. F32, BF16 and F16
+// weights are converted to f32. Errors name the folder, the file and the
+// field or tensor.
+
+#include <memory>
+#include <string>
+
+#include "engine/dtype.h"
+#include "io/json.h"
+#include "nn/llama.h"
+
+namespace reprise::nn {
+
+// The config from a parsed config.json. Fields reprise does not model and
+// that do not change the computation (architectures, bos_token_id,
+// torch_dtype, use_cache, ...) are ignored. num_key_value_heads defaults to
+// num_attention_heads and head_dim to hidden_size / num_attention_heads, as
+// in transformers. `where` names the source in error messages.
+LlamaConfig llama_config_from_json(const json::Value& config,
+                                   const std::string& where = "config.json");
+// config.json contents for `config`: every LlamaConfig field, with
+// model_type "llama", architectures ["LlamaForCausalLM"], hidden_act "silu"
+// and torch_dtype naming `dtype`, so transformers loads it. The residual
+// dropout, which HF has no field for, is written as "reprise_dropout" when
+// it is not 0 (and read back by llama_config_from_json).
+json::Value llama_config_to_json(const LlamaConfig& config, DType dtype = DType::f32);
+
+// Reads <dir>/config.json.
+LlamaConfig read_llama_config(const std::string& dir);
+
+// Builds a model from <dir>/config.json and loads <dir>/model.safetensors
+// into it.
+std::unique_ptr<LlamaForCausalLM> load_llama(const std::string& dir);
+
+// Loads the weights of the safetensors file at `path` into `model` (same
+// config). Nothing is written to the model unless every tensor checks out.
+void load_llama_weights(LlamaForCausalLM& model, const std::string& path);
+
+// Writes <dir>/config.json and <dir>/model.safetensors (weights cast to
+// `dtype`: f32, bf16 or f16), creating dir when absent. Both files are
+// written atomically (temporary file and rename).
+void save_llama(const LlamaForCausalLM& model, const std::string& dir, DType dtype = DType::f32);
+
+}  // namespace reprise::nn

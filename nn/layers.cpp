@@ -1,0 +1,73 @@
+#include "nn/layers.h"
+
+#include "autograd/scope.h"
+#include "ops/embedding.h"
+#include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/random.h"
+
+namespace reprise::nn {
+namespace {
+
+void check_positive(const char* layer, const std::string& name, const char* what, int64_t v) {
+  REPRISE_CHECK(v > 0, layer, " '", name, "': ", what, " must be positive, got ", v);
+}
+
+}  // namespace
+
+// ---- Linear -----------------------------------------------------------------
+
+Linear::Linear(std::string name, int64_t in_features, int64_t out_features)
+    : Module(std::move(name)) {
+  check_positive("Linear", this->name(), "in_features", in_features);
+  check_positive("Linear", this->name(), "out_features", out_features);
+  weight_ = register_parameter("weight", {out_features, in_features});
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  autograd::Scope scope(name());
+  return ops::linear(x, weight_);
+}
+
+void Linear::reset_parameters(double std, rng::Generator& gen, std::string_view stream) {
+  ops::normal_(weight_, 0.0, std, gen, stream);
+}
+
+// ---- Embedding --------------------------------------------------------------
+
+Embedding::Embedding(std::string name, int64_t num_embeddings, int64_t embedding_dim)
+    : Module(std::move(name)) {
+  check_positive("Embedding", this->name(), "num_embeddings", num_embeddings);
+  check_positive("Embedding", this->name(), "embedding_dim", embedding_dim);
+  weight_ = register_parameter("weight", {num_embeddings, embedding_dim}, /*decay=*/false);
+}
+
+Tensor Embedding::forward(const Tensor& ids) const {
+  autograd::Scope scope(name());
+  return ops::embedding(weight_, ids);
+}
+
+void Embedding::reset_parameters(double std, rng::Generator& gen, std::string_view stream) {
+  ops::normal_(weight_, 0.0, std, gen, stream);
+}
+
+// ---- RMSNorm ----------------------------------------------------------------
+
+RMSNorm::RMSNorm(std::string name, int64_t dim, double eps) : Module(std::move(name)), eps_(eps) {
+  check_positive("RMSNorm", this->name(), "dim", dim);
+  REPRISE_CHECK(eps > 0, "RMSNorm '", this->name(), "': eps must be positive, got ", eps);
+  weight_ = register_parameter("weight", {dim}, /*decay=*/false);
+  reset_parameters();
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  autograd::Scope scope(name());
+  return ops::rmsnorm(x, weight_, eps_);
+}
+
+void RMSNorm::reset_parameters() {
+  NoGradGuard no_grad;
+  weight_.fill_(1.0);
+}
+
+}  // namespace reprise::nn

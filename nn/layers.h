@@ -1,0 +1,69 @@
+#pragma once
+// The basic layers of a Llama: Linear (no bias), Embedding and RMSNorm. Each
+// owns one parameter named "weight", with PyTorch's layout, and runs its
+// forward under Scope(name()).
+//
+// B = batch, T = sequence, C = in features / channels, N = out features,
+// V = vocabulary.
+
+#include <cstdint>
+#include <string>
+
+#include "nn/module.h"
+#include "rng/generator.h"
+
+namespace reprise::nn {
+
+// y = x @ weight^T, weight (N, C) as torch.nn.Linear(C, N, bias=False).
+class Linear : public Module {
+ public:
+  Linear(std::string name, int64_t in_features, int64_t out_features);
+
+  // x: (..., C) -> (..., N)
+  Tensor forward(const Tensor& x) const;
+  // normal(0, std^2) from `stream` of `gen`, as HF's _init_weights.
+  void reset_parameters(double std, rng::Generator& gen, std::string_view stream = "init");
+
+  const Tensor& weight() const { return weight_; }
+  int64_t in_features() const { return weight_.size(1); }
+  int64_t out_features() const { return weight_.size(0); }
+
+ private:
+  Tensor weight_;  // (N, C)
+};
+
+// out[..., :] = weight[ids[...], :], weight (V, C). Not weight-decayed by
+// default.
+class Embedding : public Module {
+ public:
+  Embedding(std::string name, int64_t num_embeddings, int64_t embedding_dim);
+
+  // ids: (...) i64 in [0, V) -> (..., C)
+  Tensor forward(const Tensor& ids) const;
+  void reset_parameters(double std, rng::Generator& gen, std::string_view stream = "init");
+
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  Tensor weight_;  // (V, C)
+};
+
+// y = weight * x * rsqrt(mean(x^2, -1) + eps), as HF LlamaRMSNorm; weight
+// (C) starts at ones and is not weight-decayed by default.
+class RMSNorm : public Module {
+ public:
+  RMSNorm(std::string name, int64_t dim, double eps);
+
+  // x: (..., C) -> (..., C)
+  Tensor forward(const Tensor& x) const;
+  void reset_parameters();  // ones
+
+  const Tensor& weight() const { return weight_; }
+  double eps() const { return eps_; }
+
+ private:
+  Tensor weight_;  // (C)
+  double eps_;
+};
+
+}  // namespace reprise::nn

@@ -1,0 +1,407 @@
+#include "nn/llama.h"
+
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "autograd/scope.h"
+#include "engine/grad_mode.h"
+#include "ops/attention.h"
+#include "ops/binary.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/random.h"
+#include "ops/rotary.h"
+#include "ops/unary.h"
+#include "ops/views.h"
+
+namespace reprise::nn {
+
+// ---- LlamaConfig ------------------------------------------------------------
+
+int64_t LlamaConfig::resolved_head_dim() const {
+  if (head_dim != 0) return head_dim;
+  return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;
+}
+
+void LlamaConfig::validate() const {
+  auto positive = [](const char* field, int64_t v) {
+    REPRISE_CHECK(v > 0, "LlamaConfig: ", field, " must be positive, got ", v);
+  };
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("intermediate_size", intermediate_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("num_key_value_heads", num_key_value_heads);
+  positive("max_position_embeddings", max_position_embeddings);
+  REPRISE_CHECK(head_dim >= 0, "LlamaConfig: head_dim must be positive (or 0 for hidden_size / ",
+                "num_attention_heads), got ", head_dim);
+  REPRISE_CHECK(head_dim != 0 || hidden_size % num_attention_heads == 0,
+                "LlamaConfig: hidden_size ", hidden_size,
+                " is not a multiple of num_attention_heads ", num_attention_heads,
+                " (set head_dim)");
+  REPRISE_CHECK(resolved_head_dim() % 2 == 0, "LlamaConfig: head_dim ", resolved_head_dim(),
+                " must be even for rotary embeddings");
+  REPRISE_CHECK(num_attention_heads % num_key_value_heads == 0, "LlamaConfig: num_attention_heads ",
+                num_attention_heads, " is not a multiple of num_key_value_heads ",
+                num_key_value_heads);
+  REPRISE_CHECK(rms_norm_eps > 0 && std::isfinite(rms_norm_eps),
+                "LlamaConfig: rms_norm_eps must be positive, got ", rms_norm_eps);
+  REPRISE_CHECK(rope_theta > 0 && std::isfinite(rope_theta),
+                "LlamaConfig: rope_theta must be positive, got ", rope_theta);
+  REPRISE_CHECK(initializer_range >= 0 && std::isfinite(initializer_range),
+                "LlamaConfig: initializer_range must be >= 0, got ", initializer_range);
+  REPRISE_CHECK(attention_dropout >= 0 && attention_dropout < 1,
+                "LlamaConfig: attention_dropout must be in [0, 1), got ", attention_dropout);
+  REPRISE_CHECK(dropout >= 0 && dropout < 1, "LlamaConfig: dropout must be in [0, 1), got ",
+                dropout);
+}
+
+std::string LlamaConfig::describe() const {
+  std::ostringstream s;
+  s << "hidden " << hidden_size << ", " << num_hidden_layers << " layers, " << num_attention_heads
+    << " heads (" << num_key_value_heads << " kv) of " << resolved_head_dim() << ", ffn "
+    << intermediate_size << ", vocab " << vocab_size;
+  if (tie_word_embeddings) s << ", tied embeddings";
+  return s.str();
+}
+
+// ---- ActivationCheckpointing ------------------------------------------------
+
+namespace {
+
+constexpr const char* kCheckpointForms =
+    "none, full, every-n-layers, every-n-layers:N, op-sac, budget:BYTES (K/M/G suffix allowed)";
+
+int64_t parse_count(std::string_view text, std::string_view spec, bool allow_suffix) {
+  REPRISE_CHECK(!text.empty(), "checkpoint policy '", spec, "': missing number; expected one of ",
+                kCheckpointForms);
+  int64_t scale = 1;
+  if (allow_suffix) {
+    switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+      case 'K':
+        scale = int64_t(1) << 10;
+        break;
+      case 'M':
+        scale = int64_t(1) << 20;
+        break;
+      case 'G':
+        scale = int64_t(1) << 30;
+        break;
+      default:
+        break;
+    }
+    if (scale != 1) text.remove_suffix(1);
+  }
+  REPRISE_CHECK(!text.empty(), "checkpoint policy '", spec, "': missing number before the suffix");
+  int64_t v = 0;
+  for (char c : text) {
+    REPRISE_CHECK(c >= '0' && c <= '9', "checkpoint policy '", spec, "': bad number '", text,
+                  "'; expected one of ", kCheckpointForms);
+    REPRISE_CHECK(v <= (std::numeric_limits<int64_t>::max() - 9) / 10 / scale,
+                  "checkpoint policy '", spec, "': number too large");
+    v = v * 10 + (c - '0');
+  }
+  return v * scale;
+}
+
+}  // namespace
+
+ActivationCheckpointing ActivationCheckpointing::parse(std::string_view spec) {
+  ActivationCheckpointing c;
+  auto starts = [&](std::string_view p) { return spec.substr(0, p.size()) == p; };
+  if (spec == "none") {
+    c.kind = Kind::none;
+  } else if (spec == "full") {
+    c.kind = Kind::full;
+  } else if (spec == "op-sac") {
+    c.kind = Kind::op_sac;
+  } else if (spec == "every-n-layers") {
+    c.kind = Kind::every_n_layers;
+  } else if (starts("every-n-layers:")) {
+    c.kind = Kind::every_n_layers;
+    int64_t n = parse_count(spec.substr(15), spec, false);
+    REPRISE_CHECK(n >= 1 && n <= std::numeric_limits<int>::max(), "checkpoint policy '", spec,
+                  "': n must be at least 1");
+    c.every_n = int(n);
+  } else if (starts("budget:")) {
+    c.kind = Kind::budget;
+    c.budget_bytes = parse_count(spec.substr(7), spec, true);
+  } else {
+    REPRISE_FAIL("unknown checkpoint policy '", spec, "'; expected one of ", kCheckpointForms);
+  }
+  return c;
+}
+
+std::string ActivationCheckpointing::to_string() const {
+  switch (kind) {
+    case Kind::none:
+      return "none";
+    case Kind::full:
+      return "full";
+    case Kind::every_n_layers:
+      return "every-n-layers:" + std::to_string(every_n);
+    case Kind::op_sac:
+      return "op-sac";
+    case Kind::budget:
+      return "budget:" + std::to_string(budget_bytes);
+    case Kind::policy:
+      return "policy:" + (policy ? policy->name() : std::string("?"));
+  }
+  return "?";
+}
+
+std::vector<std::string> op_sac_ops() { return {"linear", "sdpa", "sdpa_dropout"}; }
+
+// ---- LlamaAttention ---------------------------------------------------------
+
+LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c)
+    : Module(std::move(name)),
+      q_proj("q_proj", c.hidden_size, c.num_attention_heads * c.resolved_head_dim()),
+      k_proj("k_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim()),
+      v_proj("v_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim()),
+      o_proj("o_proj", c.num_attention_heads * c.resolved_head_dim(), c.hidden_size),
+      heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads),
+      head_dim_(c.resolved_head_dim()),
+      rope_theta_(c.rope_theta),
+      dropout_p_(c.attention_dropout) {
+  register_module(q_proj);
+  register_module(k_proj);
+  register_module(v_proj);
+  register_module(o_proj);
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen) const {
+  autograd::Scope scope(name());
+  REPRISE_CHECK(x.dim() == 3, "LlamaAttention '", name(), "': expected x of shape (B, T, C), got ",
+                x.describe());
+  const int64_t B = x.size(0), T = x.size(1);
+  // (B, T, H D) -> (B, H, T, D): views; sdpa and rotary read any strides.
+  auto split_heads = [&](const Tensor& y, int64_t h) {
+    return ops::transpose(ops::reshape(y, {B, T, h, head_dim_}), 1, 2);
+  };
+  Tensor q = ops::rotary(split_heads(q_proj.forward(x), heads_), 0, rope_theta_);
+  Tensor k = ops::rotary(split_heads(k_proj.forward(x), kv_heads_), 0, rope_theta_);
+  Tensor v = split_heads(v_proj.forward(x), kv_heads_);
+  ops::AttentionOptions options{.causal = true};
+  if (training() && dropout_p_ > 0) {
+    options.dropout_p = dropout_p_;
+    options.generator = &gen;
+  }
+  Tensor a = ops::scaled_dot_product_attention(q, k, v, options);         // (B, Hq, T, D)
+  a = ops::reshape(ops::transpose(a, 1, 2), {B, T, heads_ * head_dim_});  // (B, T, Hq D)
+  return o_proj.forward(a);
+}
+
+// ---- LlamaMLP ---------------------------------------------------------------
+
+LlamaMLP::LlamaMLP(std::string name, const LlamaConfig& c)
+    : Module(std::move(name)),
+      gate_proj("gate_proj", c.hidden_size, c.intermediate_size),
+      up_proj("up_proj", c.hidden_size, c.intermediate_size),
+      down_proj("down_proj", c.intermediate_size, c.hidden_size) {
+  register_module(gate_proj);
+  register_module(up_proj);
+  register_module(down_proj);
+}
+
+Tensor LlamaMLP::forward(const Tensor& x) const {
+  autograd::Scope scope(name());
+  return down_proj.forward(ops::mul(ops::silu(gate_proj.forward(x)), up_proj.forward(x)));
+}
+
+// ---- LlamaDecoderLayer ------------------------------------------------------
+
+LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c)
+    : Module(std::move(name)),
+      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps),
+      self_attn("self_attn", c),
+      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps),
+      mlp("mlp", c),
+      dropout_p_(c.dropout) {
+  // Hugging Face's registration order, so parameters() lists its state dict order.
+  register_module(self_attn);
+  register_module(mlp);
+  register_module(input_layernorm);
+  register_module(post_attention_layernorm);
+}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen) const {
+  const bool drop = training() && dropout_p_ > 0;
+  Tensor a = self_attn.forward(input_layernorm.forward(x), gen);
+  if (drop) a = ops::dropout(a, dropout_p_, gen, true, "dropout");
+  Tensor h = ops::add(x, a);
+  Tensor m = mlp.forward(post_attention_layernorm.forward(h));
+  if (drop) m = ops::dropout(m, dropout_p_, gen, true, "dropout");
+  return ops::add(h, m);
+}
+
+// ---- LlamaModel -------------------------------------------------------------
+
+LlamaModel::LlamaModel(std::string name, const LlamaConfig& c)
+    : Module(std::move(name)),
+      embed_tokens("embed_tokens", c.vocab_size, c.hidden_size),
+      layers("layers"),
+      norm("norm", c.hidden_size, c.rms_norm_eps) {
+  register_module(embed_tokens);
+  register_module(layers);
+  register_module(norm);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    layers.append(std::make_unique<LlamaDecoderLayer>(std::to_string(i), c));
+  }
+}
+
+// ---- LlamaForCausalLM -------------------------------------------------------
+
+namespace {
+
+const LlamaConfig& validated(const LlamaConfig& c) {
+  c.validate();
+  return c;
+}
+
+// HF's _init_weights: normal(0, std) for Linear and Embedding weights, ones
+// for RMSNorm, visiting modules in registration order.
+void init_tree(Module& m, double std, rng::Generator& gen, std::string_view stream) {
+  if (auto* l = dynamic_cast<Linear*>(&m)) l->reset_parameters(std, gen, stream);
+  if (auto* e = dynamic_cast<Embedding*>(&m)) e->reset_parameters(std, gen, stream);
+  if (auto* n = dynamic_cast<RMSNorm*>(&m)) n->reset_parameters();
+  for (Module* c : m.children()) init_tree(*c, std, gen, stream);
+}
+
+}  // namespace
+
+LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator& init)
+    : Module(""),
+      model("model", validated(config)),
+      config_(config),
+      dropout_gen_(&rng::default_generator()) {
+  register_module(model);
+  if (!config.tie_word_embeddings) {
+    lm_head_ = std::make_unique<Linear>("lm_head", config.hidden_size, config.vocab_size);
+    register_module(*lm_head_);
+  }
+  reset_parameters(init);
+}
+
+void LlamaForCausalLM::reset_parameters(rng::Generator& gen, std::string_view stream) {
+  init_tree(*this, config_.initializer_range, gen, stream);
+}
+
+void LlamaForCausalLM::set_checkpointing(ActivationCheckpointing c) {
+  using Kind = ActivationCheckpointing::Kind;
+  REPRISE_CHECK(c.kind != Kind::every_n_layers || c.every_n >= 1,
+                "LlamaForCausalLM::set_checkpointing: every_n must be at least 1, got ", c.every_n);
+  REPRISE_CHECK(c.kind != Kind::policy || c.policy.has_value(),
+                "LlamaForCausalLM::set_checkpointing: kind policy needs a policy");
+  planner_.reset();
+  planner_recorded_ = false;
+  layer_policy_.reset();
+  switch (c.kind) {
+    case Kind::none:
+      break;
+    case Kind::full:
+    case Kind::every_n_layers:
+      layer_policy_ = autograd::policies::full();
+      break;
+    case Kind::op_sac:
+      layer_policy_ = autograd::policies::op_sac(op_sac_ops());
+      break;
+    case Kind::budget:
+      planner_.emplace(c.budget_bytes);
+      layer_policy_ = planner_->policy();
+      break;
+    case Kind::policy:
+      layer_policy_ = *c.policy;
+      break;
+  }
+  checkpointing_ = std::move(c);
+}
+
+const autograd::BudgetPlanner* LlamaForCausalLM::budget_planner() const {
+  return planner_ ? &*planner_ : nullptr;
+}
+
+Tensor LlamaForCausalLM::run_layer(size_t i, const Tensor& h) {
+  const LlamaDecoderLayer& layer = model.layers[i];
+  const std::string scope = model.name() + "." + model.layers.name() + "." + layer.name();
+  auto body = [&] { return layer.forward(h, *dropout_gen_); };
+  const bool checkpointed = layer_policy_ && GradMode::enabled() &&
+                            (checkpointing_.kind != ActivationCheckpointing::Kind::every_n_layers ||
+                             i % size_t(checkpointing_.every_n) == 0);
+  if (!checkpointed) {
+    autograd::Scope named(scope);
+    return body();
+  }
+  autograd::CheckpointOptions options = checkpointing_.options;
+  if (options.generator == nullptr) options.generator = dropout_gen_;
+  return autograd::checkpoint(scope, *layer_policy_, std::function<Tensor()>(body), options);
+}
+
+Tensor LlamaForCausalLM::forward(const Tensor& input_ids) {
+  REPRISE_CHECK(input_ids.dim() == 2 && input_ids.dtype() == DType::i64,
+                "LlamaForCausalLM: expected input_ids of shape (B, T) and dtype i64, got ",
+                input_ids.describe());
+  REPRISE_CHECK(input_ids.size(1) >= 1 && input_ids.size(1) <= config_.max_position_embeddings,
+                "LlamaForCausalLM: sequence length ", input_ids.size(1),
+                " must be in [1, max_position_embeddings = ", config_.max_position_embeddings, "]");
+  // Budget mode: the previous forward with grad recorded every layer's
+  // graph; plan once from it.
+  if (planner_ && planner_recorded_ && !planner_->planned()) planner_->plan();
+
+  Tensor h;
+  {
+    autograd::Scope scope(model.name());
+    h = model.embed_tokens.forward(input_ids);  // (B, T, C)
+  }
+  for (size_t i = 0; i < model.layers.size(); ++i) h = run_layer(i, h);
+  {
+    autograd::Scope scope(model.name());
+    h = model.norm.forward(h);
+  }
+  if (planner_ && GradMode::enabled()) planner_recorded_ = true;
+
+  if (lm_head_) return lm_head_->forward(h);  // (B, T, V)
+  autograd::Scope scope("lm_head");
+  return ops::linear(h, model.embed_tokens.weight());
+}
+
+Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) {
+  REPRISE_CHECK(logits.dim() == 3 && labels.dim() == 2 && labels.dtype() == DType::i64 &&
+                    labels.size(0) == logits.size(0) && labels.size(1) == logits.size(1),
+                "LlamaForCausalLM::loss: expected logits (B, T, V) and labels (B, T) i64, got ",
+                logits.describe(), " and ", labels.describe());
+  REPRISE_CHECK(labels.device().is_cpu(), "LlamaForCausalLM::loss: labels ", labels.describe(),
+                " must be on the cpu");
+  const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+  // Shift the labels rather than the logits (as HF's ForCausalLMLoss does):
+  // target[b, t] = labels[b, t + 1], and -100 at t = T - 1, so the full
+  // contiguous logits feed the loss without a copy. The mean is over the
+  // same pairs as logits[:, :-1] against labels[:, 1:].
+  const Tensor l = labels.contiguous();
+  Tensor target = Tensor::empty({B * T}, DType::i64);
+  const int64_t* in = l.data<int64_t>();
+  int64_t* out = target.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t + 1 < T; ++t) out[b * T + t] = in[b * T + t + 1];
+    out[b * T + T - 1] = -100;
+  }
+  return ops::cross_entropy(ops::reshape(logits, {B * T, V}), target, -100);
+}
+
+double LlamaForCausalLM::training_flops_per_token(int64_t T) const {
+  double weights = 0;
+  for (const NamedParameter& p : parameters()) {
+    if (p.value.dim() == 2 && p.name != "model.embed_tokens.weight")
+      weights += double(p.value.numel());
+  }
+  if (!lm_head_) weights += double(model.embed_tokens.weight().numel());  // the tied head
+  const double attention = double(config_.num_hidden_layers) * double(config_.num_attention_heads) *
+                           double(config_.resolved_head_dim()) * double(T) * 2.0;  // causal fwd
+  return 6.0 * weights + 3.0 * attention;
+}
+
+}  // namespace reprise::nn

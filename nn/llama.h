@@ -1,0 +1,221 @@
+#pragma once
+// Llama for causal language modelling, with Hugging Face's module tree and
+// parameter names (transformers' LlamaForCausalLM), so a model folder
+// written by PyTorch loads as is (nn/hf.h):
+//
+//   model.embed_tokens.weight                      (V, C)
+//   model.layers.{i}.input_layernorm.weight        (C)
+//   model.layers.{i}.self_attn.q_proj.weight       (Hq D, C)
+//   model.layers.{i}.self_attn.k_proj.weight       (Hkv D, C)
+//   model.layers.{i}.self_attn.v_proj.weight       (Hkv D, C)
+//   model.layers.{i}.self_attn.o_proj.weight       (C, Hq D)
+//   model.layers.{i}.post_attention_layernorm.weight (C)
+//   model.layers.{i}.mlp.gate_proj.weight          (F, C)
+//   model.layers.{i}.mlp.up_proj.weight            (F, C)
+//   model.layers.{i}.mlp.down_proj.weight          (C, F)
+//   model.norm.weight                              (C)
+//   lm_head.weight                                 (V, C), absent when tied
+//
+// B = batch, T = sequence, C = hidden_size, F = intermediate_size,
+// V = vocab_size, Hq = num_attention_heads, Hkv = num_key_value_heads,
+// D = head_dim.
+//
+// A decoder layer is
+//   h   = x + dropout(o_proj(sdpa(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))))
+//   out = h + dropout(down_proj(silu(gate_proj(n2)) * up_proj(n2)))
+// with n1 = input_layernorm(x), n2 = post_attention_layernorm(h), causal
+// grouped-query attention with attention_dropout on its weights, and RoPE at
+// positions 0..T-1. With both dropouts 0 (Hugging Face's default) it is HF's
+// LlamaDecoderLayer. Dropout masks come from the stream "dropout" of the
+// model's dropout generator, so a checkpointed layer replays them exactly.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autograd/checkpoint.h"
+#include "autograd/planner.h"
+#include "autograd/policy.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "rng/generator.h"
+
+namespace reprise::nn {
+
+// Hugging Face LlamaConfig's fields (same names, same defaults) plus the
+// residual dropout that HF's Llama does not have.
+struct LlamaConfig {
+  int64_t vocab_size = 32000;
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 11008;
+  int64_t num_hidden_layers = 32;
+  int64_t num_attention_heads = 32;
+  int64_t num_key_value_heads = 32;
+  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads (HF's default)
+  int64_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = false;
+  double attention_dropout = 0.0;  // on the attention weights (HF's attention_dropout)
+  double dropout = 0.0;            // on each residual branch before the add (reprise's)
+
+  // head_dim, or hidden_size / num_attention_heads when head_dim is 0.
+  int64_t resolved_head_dim() const;
+  // Raises an Error naming the first field that is out of range or
+  // inconsistent (heads not dividing, odd head_dim, probabilities outside
+  // [0, 1), ...).
+  void validate() const;
+  // "hidden 64, 2 layers, 4 heads (2 kv) of 16, ffn 176, vocab 256"
+  std::string describe() const;
+  friend bool operator==(const LlamaConfig&, const LlamaConfig&) = default;
+};
+
+// How decoder layers are checkpointed (autograd/checkpoint.h): layer i runs
+// inside autograd::checkpoint("model.layers.<i>", policy, ...) when the
+// kind selects it.
+struct ActivationCheckpointing {
+  enum class Kind {
+    none,            // plain recording: everything saved
+    full,            // every layer, policies::full(): keep only its input
+    every_n_layers,  // layers 0, n, 2n, ... with policies::full(); the rest plain
+    op_sac,          // every layer, policies::op_sac(op_sac_ops()) (torchtitan's op-level SAC)
+    budget,          // every layer, a BudgetPlanner for budget_bytes (see LlamaForCausalLM)
+    policy,          // every layer, `policy`
+  };
+  Kind kind = Kind::none;
+  int every_n = 2;
+  int64_t budget_bytes = 0;
+  std::optional<autograd::Policy> policy;
+  // RNG replay mode, verifier, noise. options.generator (used by the stash
+  // and fresh modes) defaults to the model's dropout generator.
+  autograd::CheckpointOptions options;
+
+  // "none", "full", "every-n-layers" (n = 2) or "every-n-layers:N",
+  // "op-sac", "budget:BYTES" (BYTES an integer with an optional K, M or G
+  // suffix, powers of 1024). Raises an Error listing the forms.
+  static ActivationCheckpointing parse(std::string_view spec);
+  // The parse() form of this value ("policy:<name>" for Kind::policy).
+  std::string to_string() const;
+};
+
+// The ops whose outputs op-level SAC saves: the attention kernels, and every
+// second "linear" (policies::op_sac), as torchtitan's save list
+// (mm, sdpa) does.
+std::vector<std::string> op_sac_ops();
+
+// q/k/v/o projections and causal grouped-query attention with RoPE.
+class LlamaAttention : public Module {
+ public:
+  LlamaAttention(std::string name, const LlamaConfig& config);
+  // x: (B, T, C) -> (B, T, C). Attention dropout is drawn from `gen` when
+  // training and attention_dropout > 0.
+  Tensor forward(const Tensor& x, rng::Generator& gen) const;
+
+  Linear q_proj, k_proj, v_proj, o_proj;
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+  double rope_theta_, dropout_p_;
+};
+
+// SwiGLU feed-forward: down_proj(silu(gate_proj(x)) * up_proj(x)).
+class LlamaMLP : public Module {
+ public:
+  LlamaMLP(std::string name, const LlamaConfig& config);
+  // x: (B, T, C) -> (B, T, C)
+  Tensor forward(const Tensor& x) const;
+
+  Linear gate_proj, up_proj, down_proj;
+};
+
+class LlamaDecoderLayer : public Module {
+ public:
+  LlamaDecoderLayer(std::string name, const LlamaConfig& config);
+  // x: (B, T, C) -> (B, T, C). Does not open Scope(name()) itself: the
+  // caller runs it under Scope("model.layers.<i>") or inside a checkpoint
+  // region of that name, which is one scope either way.
+  Tensor forward(const Tensor& x, rng::Generator& gen) const;
+
+  RMSNorm input_layernorm;
+  LlamaAttention self_attn;
+  RMSNorm post_attention_layernorm;
+  LlamaMLP mlp;
+
+ private:
+  double dropout_p_;
+};
+
+// The decoder stack without the head ("model" in HF's names).
+class LlamaModel : public Module {
+ public:
+  LlamaModel(std::string name, const LlamaConfig& config);
+
+  Embedding embed_tokens;
+  ModuleList<LlamaDecoderLayer> layers;
+  RMSNorm norm;
+};
+
+class LlamaForCausalLM : public Module {
+ public:
+  // Builds the model and initialises it as HF does (reset_parameters) from
+  // the stream "init" of `init`. Raises when config.validate() does.
+  explicit LlamaForCausalLM(const LlamaConfig& config,
+                            rng::Generator& init = rng::default_generator());
+
+  const LlamaConfig& config() const { return config_; }
+
+  // input_ids: (B, T) i64 in [0, V), T <= max_position_embeddings
+  // -> logits (B, T, V) f32.
+  Tensor forward(const Tensor& input_ids);
+
+  // Hugging Face's causal-LM loss: the mean cross-entropy of logits[:, t]
+  // against labels[:, t + 1] over every pair whose label is not -100 (the
+  // labels are shifted here, as HF does; the last position has no target).
+  // logits: (B, T, V), labels: (B, T) i64 -> () scalar.
+  static Tensor loss(const Tensor& logits, const Tensor& labels);
+
+  // normal(0, initializer_range^2) for every Linear and Embedding weight,
+  // ones for the norms, in parameters() order, from `stream` of `gen`.
+  void reset_parameters(rng::Generator& gen, std::string_view stream = "init");
+
+  // Selects layer checkpointing for later forwards. Budget mode: the first
+  // forward with grad after this call saves everything and records each
+  // layer's graph; the next forward plans from that recording, and every
+  // forward after that applies the plan.
+  void set_checkpointing(ActivationCheckpointing checkpointing);
+  const ActivationCheckpointing& checkpointing() const { return checkpointing_; }
+  // The budget planner (Kind::budget only; nullptr otherwise), for its summary.
+  const autograd::BudgetPlanner* budget_planner() const;
+
+  // The generator dropout draws from (rng::default_generator() until set).
+  // It must outlive the model's use of it.
+  void set_dropout_generator(rng::Generator& gen) { dropout_gen_ = &gen; }
+  rng::Generator& dropout_generator() const { return *dropout_gen_; }
+
+  // Matmul flops of one training step (forward + backward, 3x the forward)
+  // per token at sequence length T: 6 per weight element of every
+  // projection and the head, plus the attention products (causal, so half
+  // of 4 T D per head, times 3). The embedding lookup counts nothing.
+  double training_flops_per_token(int64_t T) const;
+
+  LlamaModel model;
+  // The untied output head; lm_head() is nullptr when tied.
+  Linear* lm_head() { return lm_head_.get(); }
+  const Linear* lm_head() const { return lm_head_.get(); }
+
+ private:
+  Tensor run_layer(size_t i, const Tensor& h);
+
+  LlamaConfig config_;
+  std::unique_ptr<Linear> lm_head_;
+  rng::Generator* dropout_gen_;
+  ActivationCheckpointing checkpointing_;
+  std::optional<autograd::Policy> layer_policy_;  // the policy checkpointed layers use
+  std::optional<autograd::BudgetPlanner> planner_;
+  bool planner_recorded_ = false;
+};
+
+}  // namespace reprise::nn
