@@ -1,10 +1,18 @@
 #include "rng/fill.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/error.h"
 #include "rng/distributions.h"
 #include "rng/words.h"
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC PR 105593, see words.cpp
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 
 namespace reprise::rng {
 namespace {
@@ -27,41 +35,82 @@ void check_probability(const char* op, double p) {
   REPRISE_CHECK(p >= 0.0 && p <= 1.0, "rng::", op, ": expected a probability in [0, 1], got ", p);
 }
 
-// Calls body(words, begin, end) for chunks [begin, end) of [0, n), where
-// words[0] is the first word of element `begin`: element i reads
-// WordsPerElement words, and elements go in groups of Group (Box-Muller pairs)
-// that a chunk never splits, so a ragged last group still gets its words.
-template <int WordsPerElement, int Group, class Body>
-void for_each_chunk(int64_t n, const Reservation& r, const Body& body) {
+// Output larger than this goes out with non-temporal stores: it would be
+// evicted before its consumer reads it anyway, and streaming stores skip
+// reading the destination lines first (a third of a dropout's traffic).
+constexpr size_t kStreamBytes = size_t{16} << 20;
+
+// Copies a chunk from the L1 staging buffer to dst with non-temporal
+// stores where dst is vector-aligned.
+void stream_store(void* dst, const void* src, size_t bytes) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__AVX512F__)
+  using Vec = __m512i;
+#else
+  using Vec = __m256i;
+#endif
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  const size_t head =
+      std::min(bytes, (sizeof(Vec) - reinterpret_cast<uintptr_t>(d) % sizeof(Vec)) % sizeof(Vec));
+  std::memcpy(d, s, head);
+  size_t i = head;
+  for (; i + sizeof(Vec) <= bytes; i += sizeof(Vec)) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512(reinterpret_cast<Vec*>(d + i), _mm512_loadu_si512(s + i));
+#else
+    _mm256_stream_si256(reinterpret_cast<Vec*>(d + i),
+                        _mm256_loadu_si256(reinterpret_cast<const Vec*>(s + i)));
+#endif
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+  _mm_sfence();  // order the streaming stores before later plain ones
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+// Calls body(words, dst, begin, end) for chunks [begin, end) of [0, n):
+// words[0] is the first word of element `begin`, and the body writes
+// elements begin .. end - 1 to dst[0 .. end - begin), which is out + begin or,
+// for outputs past kStreamBytes, an L1 buffer streamed to out afterwards.
+// Element i reads WordsPerElement words, and elements go in groups of Group
+// (Box-Muller pairs) that a chunk never splits, so a ragged last group still
+// gets its words.
+template <int WordsPerElement, int Group, class T, class Body>
+void for_each_chunk(T* out, int64_t n, const Reservation& r, const Body& body) {
   static_assert(kChunk % Group == 0);
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
+  const bool stream = size_t(n) * sizeof(T) > kStreamBytes;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t c = 0; c < nchunks; ++c) {
     alignas(64) uint32_t words[WordsPerElement * kChunk];
+    alignas(64) T staged[kChunk];
     const int64_t begin = c * kChunk;
     const int64_t end = std::min(n, begin + kChunk);
     const int64_t grouped = (end - begin + Group - 1) / Group * Group;
     generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
                    size_t(grouped * WordsPerElement));
-    body(words, begin, end);
+    body(words, stream ? staged : out + begin, begin, end);
+    if (stream) stream_store(out + begin, staged, size_t(end - begin) * sizeof(T));
   }
 }
 
 template <class T>
 void uniform_impl(T* out, int64_t n, const Reservation& r) {
   check_args("fill_uniform", n, uniform_words<T>(uint64_t(n)), r);
-  for_each_chunk<sizeof(T) / 4, 1>(n, r, [out](const uint32_t* w, int64_t begin, int64_t end) {
-    T* o = out + begin;
-    const int64_t len = end - begin;
+  for_each_chunk<sizeof(T) / 4, 1>(out, n, r,
+                                   [](const uint32_t* w, T* o, int64_t begin, int64_t end) {
+                                     const int64_t len = end - begin;
 #pragma omp simd
-    for (int64_t i = 0; i < len; ++i) {
-      if constexpr (sizeof(T) == 4) {
-        o[i] = uniform_float(w[i]);
-      } else {
-        o[i] = uniform_double(w[2 * i], w[2 * i + 1]);
-      }
-    }
-  });
+                                     for (int64_t i = 0; i < len; ++i) {
+                                       if constexpr (sizeof(T) == 4) {
+                                         o[i] = uniform_float(w[i]);
+                                       } else {
+                                         o[i] = uniform_double(w[2 * i], w[2 * i + 1]);
+                                       }
+                                     }
+                                   });
 }
 
 // Pairs of one chunk: elements 2j, 2j+1 from words 2j, 2j+1 (float) or
@@ -92,9 +141,9 @@ template <class T>
 template <class T>
 void normal_impl(T* out, int64_t n, const Reservation& r) {
   check_args("fill_normal", n, normal_words<T>(uint64_t(n)), r);
-  for_each_chunk<sizeof(T) / 4, 2>(n, r, [out](const uint32_t* w, int64_t begin, int64_t end) {
-    normal_chunk(w, out + begin, end - begin);
-  });
+  for_each_chunk<sizeof(T) / 4, 2>(
+      out, n, r,
+      [](const uint32_t* w, T* o, int64_t begin, int64_t end) { normal_chunk(w, o, end - begin); });
 }
 
 template <class T>
@@ -102,8 +151,7 @@ void bernoulli_impl(T* out, int64_t n, double p, const Reservation& r) {
   check_probability("fill_bernoulli", p);
   check_args("fill_bernoulli", n, bernoulli_words(uint64_t(n)), r);
   const float threshold = bernoulli_threshold(p);
-  for_each_chunk<1, 1>(n, r, [out, threshold](const uint32_t* w, int64_t begin, int64_t end) {
-    T* o = out + begin;
+  for_each_chunk<1, 1>(out, n, r, [threshold](const uint32_t* w, T* o, int64_t begin, int64_t end) {
     const int64_t len = end - begin;
 #pragma omp simd
     for (int64_t i = 0; i < len; ++i) o[i] = bernoulli(w[i], threshold) ? T(1) : T(0);
@@ -117,13 +165,14 @@ void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
   const float keep = bernoulli_threshold(1.0 - p);
   // p == 1 keeps nothing, so the infinite scale is never used.
   const T scale = p < 1.0 ? T(1.0 / (1.0 - p)) : T(0);
-  for_each_chunk<1, 1>(n, r, [x, y, keep, scale](const uint32_t* w, int64_t begin, int64_t end) {
-    const T* xi = x + begin;
-    T* yi = y + begin;
-    const int64_t len = end - begin;
+  for_each_chunk<1, 1>(y, n, r,
+                       [x, keep, scale](const uint32_t* w, T* yi, int64_t begin, int64_t end) {
+                         const T* xi = x + begin;
+                         const int64_t len = end - begin;
 #pragma omp simd
-    for (int64_t i = 0; i < len; ++i) yi[i] = bernoulli(w[i], keep) ? xi[i] * scale : T(0);
-  });
+                         for (int64_t i = 0; i < len; ++i)
+                           yi[i] = bernoulli(w[i], keep) ? xi[i] * scale : T(0);
+                       });
 }
 
 }  // namespace

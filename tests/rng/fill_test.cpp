@@ -137,6 +137,27 @@ TEST(Fill, DropoutEdgeProbabilities) {
   EXPECT_EQ(a, b);
 }
 
+// Outputs past 16 MiB leave through non-temporal stores from a staging
+// buffer; an output that starts off a vector boundary has a plain head.
+TEST(Fill, LargeOutputsGiveTheSameValues) {
+  const int64_t n = (int64_t{16} << 20) / 4 + 1001;
+  const Reservation r = make_reservation(21, 5, 0, normal_words<float>(n));
+  std::vector<float> buffer(n + 1), x(n, 3.0f);
+  float* out = buffer.data() + 1;  // 4 bytes off the allocation's alignment
+  fill_uniform(out, n, r);
+  for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(out[i], uniform_float(word(r, i)))) << i;
+  dropout(x.data(), out, n, 0.4, r);
+  const float keep = bernoulli_threshold(0.6), scale = float(1.0 / 0.6);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], bernoulli(word(r, i), keep) ? 3.0f * scale : 0.0f) << i;
+  fill_normal(out, n, r);
+  for (int64_t i = 0; i < n; ++i) {
+    float z0, z1;
+    box_muller(word(r, 2 * (i / 2)), word(r, 2 * (i / 2) + 1), z0, z1);
+    ASSERT_TRUE(same_bits(out[i], i % 2 == 0 ? z0 : z1)) << i;
+  }
+}
+
 TEST(Fill, BernoulliThresholdIsTheLargestFloatNotAboveP) {
   for (double p : {0.0, 1.0, 0.1, 0.3, 0.5, 1.0 / 3.0, 0.9999999999}) {
     const float t = bernoulli_threshold(p);
