@@ -48,6 +48,7 @@ template <class T>
 constexpr int64_t kLanes = 64 / int64_t(sizeof(T));
 
 int64_t ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
+int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
 
 // Tasks per parallel chunk so that a chunk does at least ~2^18 flops: tiny
 // problems (gradcheck shapes, T = 1) stay on one thread instead of paying a
@@ -55,12 +56,10 @@ int64_t ceil_div(int64_t n, int64_t m) { return (n + m - 1) / m; }
 int64_t grain_for(double task_flops) {
   return std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(task_flops, 1.0)));
 }
-int64_t round_up(int64_t n, int64_t m) { return ceil_div(n, m) * m; }
 
 // a * b + c, fused where the hardware has an FMA.
-template <class T>
-inline T madd(T a, T b, T c) {
-#if defined(FP_FAST_FMA) && defined(FP_FAST_FMAF)
+inline float madd(float a, float b, float c) {
+#ifdef FP_FAST_FMAF
   return std::fma(a, b, c);
 #else
   return a * b + c;

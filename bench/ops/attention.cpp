@@ -4,7 +4,9 @@
 //
 // GFLOP/s follows FlashAttention's count: forward 4 B Hq T S D (halved when
 // causal), backward 2.5 times the forward. peak_MiB is MemoryStats' peak
-// over one forward + backward, inputs excluded.
+// over forward + backward, inputs excluded; rss_MiB the rise of the process's
+// peak resident set over the same (Linux; measured the same way as torch's in
+// attention_torch.py).
 #include "ops/attention.h"
 
 #include <benchmark/benchmark.h>
@@ -12,6 +14,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "autograd/backward.h"
 #include "engine/memory_stats.h"
@@ -65,6 +69,22 @@ void check_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   }
 }
 
+// A field of /proc/self/status in MiB ("VmRSS", "VmHWM"); -1 where absent.
+double proc_status_mib(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;
+  }
+  return -1;
+}
+
+// Resets the peak resident set to the current one (Linux >= 4.0).
+bool reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  return bool(clear.flush());
+}
+
 void BM_attention_fwd_bwd(benchmark::State& state) {
   const int64_t T = state.range(0);
   Tensor q = filled({kB, kHq, T, kD}, 1).requires_grad(true);
@@ -78,6 +98,8 @@ void BM_attention_fwd_bwd(benchmark::State& state) {
   }
   memory_stats::reset_peaks();
   const int64_t live = memory_stats::snapshot().total.live;
+  const bool rss = reset_peak_rss();
+  const double rss_base = proc_status_mib("VmRSS");
   for (auto _ : state) {
     Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
     autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
@@ -88,6 +110,7 @@ void BM_attention_fwd_bwd(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
   state.counters["peak_MiB"] =
       double(memory_stats::snapshot().total.peak - live) / (1024.0 * 1024.0);
+  if (rss) state.counters["rss_MiB"] = proc_status_mib("VmHWM") - rss_base;
 }
 
 BENCHMARK(BM_attention_fwd_bwd)

@@ -10,9 +10,11 @@ The machine is shared, so the script alternates ours and theirs for several
 rounds and reports the median of each and the ratio of medians. Ours is
 timed by running bench_attention (Google Benchmark) once per round.
 
-Peak memory: ours is MemoryStats' peak over one forward + backward (the
-bench's peak_MiB); torch's is the rise of the process's peak RSS over one
-forward + backward, each variant in a fresh process.
+Peak memory over forward + backward, inputs excluded: "rss" is the rise of
+the process's peak resident set (VmHWM after resetting it through
+/proc/self/clear_refs; torch variants each in a fresh process), measured the
+same way for ours (the bench's rss_MiB); "stats" is ours by MemoryStats
+(exact live-tensor bytes, the bench's peak_MiB).
 
 Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
     .venv/bin/python bench/ops/attention_torch.py --bench build/bench/bench_attention
@@ -21,7 +23,6 @@ Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -78,16 +79,32 @@ def time_ours(bench, T):
          "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=false"],
         check=True, capture_output=True, text=True, env={**os.environ, "REPRISE_NUM_THREADS": "2"})
     runs = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("run_type") == "iteration"]
-    return min(b["real_time"] for b in runs) / 1e3, runs[0]["peak_MiB"]
+    return min(b["real_time"] for b in runs) / 1e3, runs[0]["peak_MiB"], runs[0]["rss_MiB"]
+
+
+def status_mib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_rss_mib(variant, T):
+    """Rise of the peak resident set over one forward + backward."""
+    torch.set_num_threads(2)
+    q, k, v, dout = inputs(T)
+    base = status_mib("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    VARIANTS[variant](q, k, v).backward(dout)
+    return status_mib("VmHWM") - base
 
 
 def torch_peak_mib(variant, T):
-    """Rise of peak RSS over one forward + backward, in a fresh process."""
-    code = (f"import resource, torch, sys; sys.path.insert(0, {os.path.dirname(__file__)!r});"
-            f"import attention_torch as a; torch.set_num_threads(2);"
-            f"q, k, v, dout = a.inputs({T}); base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
-            f"a.VARIANTS[{variant!r}](q, k, v).backward(dout);"
-            f"print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)")
+    """peak_rss_mib in a fresh process, so earlier runs leave no cached memory."""
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r});"
+            f"import attention_torch as a; print(a.peak_rss_mib({variant!r}, {T}))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip())
 
@@ -102,12 +119,12 @@ def main():
     print(f"torch {torch.__version__}, threads 2, B={B} Hq={HQ} Hkv={HKV} D={D} causal f32, "
           f"{args.rounds} alternating rounds, times are per forward + backward")
     print(f"{'T':>5} {'ours ms':>8} {'explicit ms':>11} {'sdpa ms':>8} {'explicit/ours':>13} "
-          f"{'sdpa/ours':>9} {'ours MiB':>8} {'explicit MiB':>12} {'sdpa MiB':>8}")
+          f"{'sdpa/ours':>9}   peak MiB: {'ours stats':>10} {'ours rss':>8} {'explicit rss':>12} "
+          f"{'sdpa rss':>8}")
     for T in LENGTHS:
         t = {"ours": [], "explicit": [], "sdpa": []}
-        peak = 0.0
         for _ in range(args.rounds):
-            ours, peak = time_ours(args.bench, T)
+            ours, stats, rss = time_ours(args.bench, T)
             t["ours"].append(ours)
             for name, fn in VARIANTS.items():
                 t[name].append(time_torch(fn, T, args.reps))
@@ -115,7 +132,8 @@ def main():
         mem = {name: torch_peak_mib(name, T) for name in VARIANTS}
         print(f"{T:>5} {med['ours']:>8.1f} {med['explicit']:>11.1f} {med['sdpa']:>8.1f} "
               f"{med['explicit'] / med['ours']:>13.2f} {med['sdpa'] / med['ours']:>9.2f} "
-              f"{peak:>8.1f} {mem['explicit']:>12.1f} {mem['sdpa']:>8.1f}", flush=True)
+              f"            {stats:>10.1f} {rss:>8.1f} {mem['explicit']:>12.1f} {mem['sdpa']:>8.1f}",
+              flush=True)
 
 
 if __name__ == "__main__":

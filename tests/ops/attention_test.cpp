@@ -249,6 +249,17 @@ TEST(AttentionMemory, NeverAllocatesATimesSMatrix) {
   EXPECT_LT(peak, T * T * 4 / 8) << memory_stats::snapshot().to_string();
 }
 
+TEST(AttentionForward, NoQueriesGiveEmptyOutputAndZeroKvGradients) {
+  Tensor q = param({2, 4, 0, 5}, 87), k = param({2, 2, 3, 5}, 88), v = param({2, 2, 3, 4}, 89);
+  Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = true});
+  EXPECT_EQ(out.shape(), (Shape{2, 4, 0, 4}));
+  autograd::Tensors grads =
+      autograd::grad({out}, {q, k, v}, {Tensor::zeros({2, 4, 0, 4}, DType::f64)});
+  EXPECT_EQ(grads[0].shape(), q.shape());
+  EXPECT_EQ(grads[1].to_vector<double>(), std::vector<double>(60, 0.0));
+  EXPECT_EQ(grads[2].to_vector<double>(), std::vector<double>(48, 0.0));
+}
+
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
   try {
     f();
