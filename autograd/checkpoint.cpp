@@ -1,6 +1,7 @@
 #include "autograd/checkpoint.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/recompute_noise.h"
 #include "autograd/scope.h"
@@ -96,31 +97,18 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
       }
     }
     nodes_.push_back(std::move(r));
+    drop_saved(index, *node);
   }
 
   // Region exit: drop what the policies recompute, keep what replay needs.
+  // Region exit: plan the replay of what was dropped; keep only what it reads.
   void finish() {
-    std::vector<std::pair<SavedTensor*, ValueKey>> to_drop;
-    read_by_backward_.clear();
-    for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
-      std::shared_ptr<Node> node = nodes_[size_t(i)].node.lock();
-      if (!node) continue;  // nothing can backpropagate through it
-      for (size_t k = 0; k < node->saved_slots.size(); ++k) {
-        const SavedSlot& slot = node->saved_slots[k];
-        ValueRef ref = slot.source == SavedSlot::Source::output
-                           ? ValueRef{ValueRef::Kind::produced, i, slot.index}
-                           : nodes_[size_t(i)].inputs[slot.index];
-        if (ref.kind != ValueRef::Kind::produced) continue;
-        ValueKey key = key_of(ref.index, ref.output);
-        read_by_backward_[key] = int64_t(node->saved[k].value().nbytes());
-        if (is_save(decision(ref))) continue;
-        if (slot_counts_[key]++ == 0) {
-          ++recompute_stats().values_dropped;
-          recompute_stats().bytes_dropped += int64_t(node->saved[k].value().nbytes());
-        }
-        to_drop.emplace_back(&node->saved[k], key);
-      }
+    // Count the dropped slots of nodes still alive (a dead node's slots can
+    // never be read).
+    for (const auto& [node, key] : dropped_) {
+      if (!node.expired()) ++slot_counts_[key];
     }
+    dropped_.clear();
 
     if (policy_.region_hook()) policy_.region_hook()(graph());
 
@@ -158,15 +146,35 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     produced_index_.clear();
     external_index_.clear();
 
-    std::shared_ptr<Region> self = shared_from_this();
-    for (auto& [saved, key] : to_drop) {
-      saved->drop([self, key = key] { return self->take(key); });
-    }
     // Nothing left to replay: release what was recorded for it.
-    if (to_drop.empty()) nodes_.clear();
+    if (slot_counts_.empty()) nodes_.clear();
   }
 
  private:
+  // Drops the node's saved tensors whose values the policies recompute,
+  // right away, so that the region's own forward runs in less memory.
+  void drop_saved(int32_t index, Node& node) {
+    std::weak_ptr<Node> weak = nodes_[size_t(index)].node;
+    for (size_t k = 0; k < node.saved_slots.size(); ++k) {
+      const SavedSlot& slot = node.saved_slots[k];
+      ValueRef ref = slot.source == SavedSlot::Source::output
+                         ? ValueRef{ValueRef::Kind::produced, index, slot.index}
+                         : nodes_[size_t(index)].inputs[slot.index];
+      if (ref.kind != ValueRef::Kind::produced) continue;
+      ValueKey key = key_of(ref.index, ref.output);
+      int64_t bytes = int64_t(node.saved[k].value().nbytes());
+      read_by_backward_[key] = bytes;
+      if (is_save(decision(ref))) continue;
+      if (dropped_values_.insert(key).second) {
+        ++recompute_stats().values_dropped;
+        recompute_stats().bytes_dropped += bytes;
+      }
+      dropped_.emplace_back(weak, key);
+      // The closure owns the region: it lives while a dropped tensor may be read.
+      node.saved[k].drop([self = shared_from_this(), key] { return self->take(key); });
+    }
+  }
+
   // The region as a cost model for the planner (before anything is dropped).
   RegionGraph graph() const {
     RegionGraph g;
@@ -327,7 +335,9 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   std::vector<SavedTensor> externals_;              // inputs from outside the region
   std::unordered_map<ValueKey, SavedTensor> held_;  // kept values that replay reads
   std::unordered_map<std::string, int64_t> op_counts_;
-  std::unordered_map<ValueKey, int64_t> read_by_backward_;  // value -> bytes, at exit
+  std::unordered_map<ValueKey, int64_t> read_by_backward_;         // value -> bytes
+  std::vector<std::pair<std::weak_ptr<Node>, ValueKey>> dropped_;  // slots dropped while recording
+  std::unordered_set<ValueKey> dropped_values_;
   // While recording: which tensor is which value (weak: an address can be reused).
   std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, ValueKey>> produced_index_;
   std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, int32_t>> external_index_;

@@ -126,9 +126,11 @@ TEST_F(TransformerStack, BudgetPlanStaysWithinItsBudgetAndIsExact) {
   EXPECT_EQ(planned.grads, none.grads);
   BudgetPlanner::Summary s = planner.summary();
   EXPECT_LE(s.planned_bytes, s.budget);
-  // After the forward, regions hold at most the plan's bytes; the running
-  // block's transient adds at most one block's activations.
-  EXPECT_LE(planned.peak_saved, s.budget + none.peak_saved / kBlocks + B * T * C * 4);
+  // Regions drop what they recompute as they record, so the peak is the
+  // plan plus the working set of the op that is running (a few activations).
+  EXPECT_LE(planned.peak_saved, s.budget + 4 * B * T * C * 4);
+  std::printf("budget %lld, planned %lld, measured peak %lld bytes\n", (long long)s.budget,
+              (long long)s.planned_bytes, (long long)planned.peak_saved);
   EXPECT_LT(s.replay_flops, s.full_replay_flops);
 }
 
