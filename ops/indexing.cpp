@@ -263,29 +263,46 @@ bool ranks_before(const Entry<T>& a, const Entry<T>& b) {
 }
 
 // The k first entries of each row under ranks_before, x contiguous as
-// (outer, R, inner) rows along the middle dim.
+// (outer, R, inner) rows along the middle dim. The order is total, so both
+// selections below pick the same k entries.
 template <bool Largest, class T>
 void topk_rows(const T* x, T* values, int64_t* indices, int64_t outer, int64_t R, int64_t inner,
                int64_t k, bool sorted) {
+  auto before = [](const Entry<T>& a, const Entry<T>& b) { return ranks_before<Largest>(a, b); };
   threads::parallel_for(outer * inner, std::max<int64_t>(1, 4096 / R), [&](int64_t m0, int64_t m1) {
-    std::vector<Entry<T>> row(static_cast<size_t>(R));
+    std::vector<Entry<T>> best;
     for (int64_t m = m0; m < m1; ++m) {
       const int64_t o = m / inner, i = m % inner;
       const T* in = x + o * R * inner + i;
-      for (int64_t r = 0; r < R; ++r) row[size_t(r)] = {in[r * inner], r};
-      auto kth = row.begin() + k;
-      std::nth_element(row.begin(), kth, row.end(), ranks_before<Largest, T>);
-      if (sorted) {
-        std::sort(row.begin(), kth, ranks_before<Largest, T>);
+      best.clear();
+      if (k * 16 <= R) {
+        // Small k (a router's top-2, a sampler's top-50): one pass keeping
+        // the best k in a heap whose front is the worst of them.
+        for (int64_t r = 0; r < k; ++r) best.push_back({in[r * inner], r});
+        std::make_heap(best.begin(), best.end(), before);
+        for (int64_t r = k; r < R; ++r) {
+          const Entry<T> e{in[r * inner], r};
+          if (!before(e, best.front())) continue;
+          std::pop_heap(best.begin(), best.end(), before);
+          best.back() = e;
+          std::push_heap(best.begin(), best.end(), before);
+        }
       } else {
-        std::sort(row.begin(), kth,
+        for (int64_t r = 0; r < R; ++r) best.push_back({in[r * inner], r});
+        std::nth_element(best.begin(), best.begin() + k, best.end(), before);
+        best.resize(size_t(k));
+      }
+      if (sorted) {
+        std::sort(best.begin(), best.end(), before);
+      } else {
+        std::sort(best.begin(), best.end(),
                   [](const Entry<T>& a, const Entry<T>& b) { return a.index < b.index; });
       }
       T* v = values + o * k * inner + i;
       int64_t* ix = indices + o * k * inner + i;
       for (int64_t t = 0; t < k; ++t) {
-        v[t * inner] = row[size_t(t)].value;
-        ix[t * inner] = row[size_t(t)].index;
+        v[t * inner] = best[size_t(t)].value;
+        ix[t * inner] = best[size_t(t)].index;
       }
     }
   });

@@ -226,24 +226,40 @@ TEST(Indexing, TopkOrderTiesAndNaN) {
   EXPECT_EQ(ops::topk(m, 0, 1).values.shape(), (Shape{3, 0}));
 }
 
-// Many ties (5 distinct values), against a stable sort per row, and the same
-// bits at 1 and 2 threads.
-TEST(Indexing, TopkMatchesStableSortWithManyTies) {
-  const int64_t rows = 37, n = 50, k = 10;
-  Tensor x = indices({rows, n}, 5, 6).to(DType::f32);
-  auto [v1, v2] = at_one_and_two_threads([&] { return ops::topk(x, k, 1).indices; });
-  EXPECT_EQ(v1.to_vector<int64_t>(), v2.to_vector<int64_t>());
-  std::vector<float> xv = x.to_vector<float>();
-  std::vector<int64_t> got = v1.to_vector<int64_t>();
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return xv[size_t(r * n + a)] > xv[size_t(r * n + b)];
-    });
-    EXPECT_EQ(std::vector<int64_t>(got.begin() + r * k, got.begin() + (r + 1) * k),
-              std::vector<int64_t>(order.begin(), order.begin() + k))
-        << "row " << r;
+// Many ties (5 distinct values) and some NaNs, against a stable sort per
+// row, at row lengths that take either selection path (k * 16 <= n or not),
+// largest and smallest, sorted and not; the same bits at 1 and 2 threads.
+TEST(Indexing, TopkMatchesStableSortWithManyTiesAndNaNs) {
+  const int64_t rows = 37;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{50, 10}, {600, 7}}) {
+    std::vector<float> xv = indices({rows, n}, 5, 6).to(DType::f32).to_vector<float>();
+    for (size_t i = 0; i < xv.size(); i += 97) xv[i] = std::numeric_limits<float>::quiet_NaN();
+    Tensor x = Tensor::from_vector(xv, {rows, n});
+    for (bool largest : {true, false}) {
+      auto [i1, i2] = at_one_and_two_threads([&] { return ops::topk(x, k, 1, largest).indices; });
+      EXPECT_EQ(i1.to_vector<int64_t>(), i2.to_vector<int64_t>());
+      std::vector<int64_t> got = i1.to_vector<int64_t>();
+      std::vector<int64_t> unsorted =
+          ops::topk(x, k, 1, largest, /*sorted=*/false).indices.to_vector<int64_t>();
+      for (int64_t r = 0; r < rows; ++r) {
+        // NaN above every number; stable_sort keeps equal values in index order.
+        auto rank = [&](int64_t i) {
+          float v = xv[size_t(r * n + i)];
+          return std::isnan(v) ? (largest ? -1e9f : 1e9f) : (largest ? -v : v);
+        };
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int64_t a, int64_t b) { return rank(a) < rank(b); });
+        std::vector<int64_t> want(order.begin(), order.begin() + k);
+        EXPECT_EQ(std::vector<int64_t>(got.begin() + r * k, got.begin() + (r + 1) * k), want)
+            << "n " << n << " largest " << largest << " row " << r;
+        std::sort(want.begin(), want.end());
+        EXPECT_EQ(std::vector<int64_t>(unsorted.begin() + r * k, unsorted.begin() + (r + 1) * k),
+                  want)
+            << "unsorted, n " << n << " largest " << largest << " row " << r;
+      }
+    }
   }
 }
 
