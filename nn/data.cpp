@@ -232,7 +232,9 @@ TextDataset TextDataset::from_file(const std::string& path, double val_fraction)
   std::ostringstream bytes;
   bytes << in.rdbuf();
   REPRISE_CHECK(!in.bad(), "TextDataset: error reading data file '", path, "'");
-  return TextDataset(path, bytes.str(), val_fraction);
+  TextDataset d(path, bytes.str(), val_fraction);
+  d.path_ = path;
+  return d;
 }
 
 TextDataset TextDataset::builtin(uint64_t seed, int64_t min_bytes, double val_fraction) {

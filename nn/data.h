@@ -90,6 +90,8 @@ class TextDataset {
                              double val_fraction = 0.1);
 
   const std::string& name() const { return name_; }
+  // The file it was read from; empty for other texts.
+  const std::string& path() const { return path_; }
   const std::string& text() const { return text_; }
   int64_t train_size() const { return train_size_; }
   int64_t val_size() const { return int64_t(text_.size()) - train_size_; }
@@ -114,6 +116,7 @@ class TextDataset {
   Batch windows(const std::vector<int64_t>& starts, int64_t seq) const;
 
   std::string name_;
+  std::string path_;
   std::string text_;
   int64_t train_size_ = 0;
   uint64_t fingerprint_ = 0;

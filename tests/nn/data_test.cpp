@@ -283,6 +283,8 @@ TEST(TextDataset, ReadsAFileAsBytes) {
   const TextDataset d = TextDataset::from_file(path, 0.0);
   EXPECT_EQ(d.text(), bytes);
   EXPECT_EQ(d.name(), path);
+  EXPECT_EQ(d.path(), path);
+  EXPECT_EQ(TextDataset::builtin(kCorpusSeed, 100).path(), "");
   std::remove(path.c_str());
 }
 

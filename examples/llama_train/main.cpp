@@ -1,0 +1,531 @@
+// llama_train: trains a small byte-level Llama with reprise, on a built-in
+// generated corpus (nn/data.h) or any text file, and prints its progress.
+// The run itself (model, optimizer, generator, step, checkpoints) is
+// nn::Trainer (nn/train_state.h); this file is the command line around it:
+// flags, logging, metrics, evaluation, saving and HF import/export.
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autograd/checkpoint.h"
+#include "engine/error.h"
+#include "engine/threads.h"
+#include "io/json.h"
+#include "nn/data.h"
+#include "nn/hf.h"
+#include "nn/train_state.h"
+
+namespace {
+
+using namespace reprise;
+
+constexpr const char* kUsage = R"(usage: llama_train [flags]
+
+Trains a byte-level Llama (vocabulary: the 256 byte values). With no flags it
+trains the default small model on the built-in corpus and prints a progress
+line every --log-every steps and a held-out loss every --eval-every steps.
+
+data
+  --data FILE               train on the bytes of FILE (default: the built-in corpus)
+run (a resumed run must keep these)
+  --steps N                 schedule length in optimizer steps (600)
+  --batch N                 sequences per step (16)
+  --seq N                   tokens per sequence (128)
+  --lr X                    peak learning rate (3e-3)
+  --min-lr X                final learning rate of the cosine decay (3e-4)
+  --warmup N                linear warmup steps (40)
+  --weight-decay X          AdamW decoupled weight decay on projections and head (0.1)
+  --grad-clip X             clip the global gradient L2 norm to X; 0: off (1.0)
+  --seed N                  seed of the run's generator: init, data order, dropout (1)
+  --dropout P               residual dropout (0)
+  --attn-dropout P          attention-weight dropout (0)
+  --hidden N --layers N --heads N --kv-heads N --intermediate N
+                            model size (128, 4, 4, 2, 352)
+compute (may change on resume)
+  --checkpoint-policy P     none | full | every-n-layers:N | op-sac | budget:BYTES (none)
+  --rng-replay M            recorded | stash | fresh (recorded)
+  --verify M                none | metadata | bitwise recompute verifier (none)
+  --recompute-noise-ulps K  perturb recomputed values by up to K ulps (0)
+session
+  --threads N               CPU threads (REPRISE_NUM_THREADS or all cores)
+  --log-every N             progress line every N steps (10)
+  --eval-every N            held-out loss every N steps; 0: only at the end (100)
+  --eval-batches N          held-out batches per evaluation (4)
+  --metrics FILE.jsonl      append one JSON object per logged step
+  --save DIR                write a training checkpoint to DIR at the end
+  --save-every N            ... and every N steps
+  --resume DIR              continue the run saved in DIR, bit for bit
+  --stop-after N            stop after N steps of this session, as if interrupted
+  --init-from HF_DIR        start from a Hugging Face Llama folder's weights and config
+  --export HF_DIR           write the trained model as a Hugging Face folder
+  --dump-grads FILE         write the first batch's input_ids, labels, loss, logits and
+                            every parameter gradient (HF names), before the update
+  --help                    this text
+)";
+
+// A bad command line: exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int64_t parse_int(const std::string& flag, const std::string& v) {
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE)
+    throw UsageError(flag + ": expected an integer, got '" + v + "'");
+  return int64_t(n);
+}
+
+int64_t parse_positive(const std::string& flag, const std::string& v) {
+  const int64_t n = parse_int(flag, v);
+  if (n < 1) throw UsageError(flag + ": expected a positive integer, got '" + v + "'");
+  return n;
+}
+
+int64_t parse_count(const std::string& flag, const std::string& v) {
+  const int64_t n = parse_int(flag, v);
+  if (n < 0) throw UsageError(flag + ": expected an integer >= 0, got '" + v + "'");
+  return n;
+}
+
+double parse_real(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x))
+    throw UsageError(flag + ": expected a number, got '" + v + "'");
+  return x;
+}
+
+struct Options {
+  nn::TrainConfig config;
+  std::string data, metrics, save, resume, init_from, export_dir, dump_grads;
+  int64_t save_every = 0, log_every = 10, eval_every = 100, eval_batches = 4, stop_after = 0;
+  int threads = 0;
+  bool help = false;
+};
+
+enum class FlagKind { run, compute, session };
+
+struct Flag {
+  FlagKind kind;
+  bool takes_value;
+  std::function<void(Options&, const std::string&)> apply;
+};
+
+const std::map<std::string, Flag>& flags() {
+  using K = FlagKind;
+  auto int_into = [](const char* flag, int64_t nn::TrainConfig::*field) {
+    return
+        [flag, field](Options& o, const std::string& v) { o.config.*field = parse_int(flag, v); };
+  };
+  static const std::map<std::string, Flag> table{
+      {"--help", {K::session, false, [](Options& o, const std::string&) { o.help = true; }}},
+      {"--data", {K::session, true, [](Options& o, const std::string& v) { o.data = v; }}},
+      {"--steps", {K::run, true, int_into("--steps", &nn::TrainConfig::steps)}},
+      {"--batch", {K::run, true, int_into("--batch", &nn::TrainConfig::batch)}},
+      {"--seq", {K::run, true, int_into("--seq", &nn::TrainConfig::seq)}},
+      {"--warmup", {K::run, true, int_into("--warmup", &nn::TrainConfig::warmup)}},
+      {"--lr",
+       {K::run, true,
+        [](Options& o, const std::string& v) { o.config.lr = parse_real("--lr", v); }}},
+      {"--min-lr",
+       {K::run, true,
+        [](Options& o, const std::string& v) { o.config.min_lr = parse_real("--min-lr", v); }}},
+      {"--weight-decay",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.weight_decay = parse_real("--weight-decay", v);
+        }}},
+      {"--grad-clip",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.grad_clip = parse_real("--grad-clip", v);
+        }}},
+      {"--seed",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.seed = uint64_t(parse_count("--seed", v));
+        }}},
+      {"--dropout",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.model.dropout = parse_real("--dropout", v);
+        }}},
+      {"--attn-dropout",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.model.attention_dropout = parse_real("--attn-dropout", v);
+        }}},
+      {"--hidden",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.model.hidden_size = parse_positive("--hidden", v);
+        }}},
+      {"--layers",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.model.num_hidden_layers = parse_positive("--layers", v);
+        }}},
+      {"--heads",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.model.num_attention_heads = parse_positive("--heads", v);
+        }}},
+      {"--kv-heads",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.model.num_key_value_heads = parse_positive("--kv-heads", v);
+        }}},
+      {"--intermediate",
+       {K::run, true,
+        [](Options& o, const std::string& v) {
+          o.config.model.intermediate_size = parse_positive("--intermediate", v);
+        }}},
+      {"--checkpoint-policy",
+       {K::compute, true,
+        [](Options& o, const std::string& v) { o.config.checkpoint_policy = v; }}},
+      {"--rng-replay",
+       {K::compute, true,
+        [](Options& o, const std::string& v) { o.config.rng_replay = nn::parse_rng_replay(v); }}},
+      {"--verify",
+       {K::compute, true,
+        [](Options& o, const std::string& v) { o.config.verify = nn::parse_verify(v); }}},
+      {"--recompute-noise-ulps",
+       {K::compute, true,
+        [](Options& o, const std::string& v) {
+          const int64_t k = parse_count("--recompute-noise-ulps", v);
+          if (k > std::numeric_limits<int>::max())
+            throw UsageError("--recompute-noise-ulps: too large: " + v);
+          o.config.recompute_noise_ulps = int(k);
+        }}},
+      {"--threads",
+       {K::session, true,
+        [](Options& o, const std::string& v) {
+          const int64_t n = parse_positive("--threads", v);
+          if (n > 4096) throw UsageError("--threads: at most 4096, got " + v);
+          o.threads = int(n);
+        }}},
+      {"--log-every",
+       {K::session, true,
+        [](Options& o, const std::string& v) { o.log_every = parse_positive("--log-every", v); }}},
+      {"--eval-every",
+       {K::session, true,
+        [](Options& o, const std::string& v) { o.eval_every = parse_count("--eval-every", v); }}},
+      {"--eval-batches",
+       {K::session, true,
+        [](Options& o, const std::string& v) {
+          o.eval_batches = parse_positive("--eval-batches", v);
+        }}},
+      {"--metrics", {K::session, true, [](Options& o, const std::string& v) { o.metrics = v; }}},
+      {"--save", {K::session, true, [](Options& o, const std::string& v) { o.save = v; }}},
+      {"--save-every",
+       {K::session, true,
+        [](Options& o, const std::string& v) {
+          o.save_every = parse_positive("--save-every", v);
+        }}},
+      {"--resume", {K::session, true, [](Options& o, const std::string& v) { o.resume = v; }}},
+      {"--stop-after",
+       {K::session, true,
+        [](Options& o, const std::string& v) {
+          o.stop_after = parse_positive("--stop-after", v);
+        }}},
+      {"--init-from",
+       {K::session, true, [](Options& o, const std::string& v) { o.init_from = v; }}},
+      {"--export", {K::session, true, [](Options& o, const std::string& v) { o.export_dir = v; }}},
+      {"--dump-grads",
+       {K::session, true, [](Options& o, const std::string& v) { o.dump_grads = v; }}},
+  };
+  return table;
+}
+
+// The command line as (flag, value) pairs, in order; "--flag=value" and
+// "--flag value" both work.
+std::vector<std::pair<std::string, std::string>> split_args(int argc, char** argv) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool inline_value = false;
+    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    auto it = flags().find(arg);
+    if (it == flags().end()) throw UsageError("unknown flag '" + arg + "'");
+    if (it->second.takes_value && !inline_value) {
+      if (i + 1 >= argc) throw UsageError(arg + ": missing value");
+      value = argv[++i];
+    } else if (!it->second.takes_value && inline_value) {
+      throw UsageError(arg + " takes no value");
+    }
+    out.emplace_back(arg, value);
+  }
+  return out;
+}
+
+// Applies the flags to `o`, prefixing each error with its flag.
+void apply_flags(const std::vector<std::pair<std::string, std::string>>& args, Options& o) {
+  for (const auto& [flag, value] : args) {
+    try {
+      flags().at(flag).apply(o, value);
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      throw UsageError(what.rfind("--", 0) == 0 ? what : flag + ": " + what);
+    } catch (const Error& e) {
+      throw UsageError(flag + ": " + e.what());
+    }
+  }
+}
+
+// ---- the machine's peak ------------------------------------------------------
+
+struct Peak {
+  double flops = 0;  // f32 FLOP/s; 0 when unknown
+  std::string how;
+};
+
+// cores x 2 FMA pipes x f32 lanes x 2 flops per FMA x clock. The clock is
+// /proc/cpuinfo's "cpu MHz" of the first CPU; the lanes are 16 with
+// AVX-512, 8 with AVX2. (Zen 4 issues 512-bit FMAs as two 256-bit halves, so
+// there the true peak is half of this for AVX-512 code; the figure is the
+// conventional one.)
+Peak machine_peak(int cores) {
+  std::ifstream in("/proc/cpuinfo");
+  double mhz = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cpu MHz", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) mhz = std::atof(line.c_str() + colon + 1);
+      break;
+    }
+  }
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int lanes = avx512 ? 16 : __builtin_cpu_supports("avx2") ? 8 : 4;
+  Peak p;
+  if (mhz <= 0) {
+    p.how = "unknown (no clock in /proc/cpuinfo): MFU not shown";
+    return p;
+  }
+  p.flops = double(cores) * 2 * lanes * 2 * mhz * 1e6;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "%.0f GFLOP/s f32 = %d cores x 2 FMA x %d lanes (%s) x 2 x %.2f GHz", p.flops / 1e9,
+                cores, lanes,
+                avx512       ? "AVX-512"
+                : lanes == 8 ? "AVX2"
+                             : "SSE",
+                mhz / 1e3);
+  p.how = buf;
+  return p;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// ---- the run -----------------------------------------------------------------
+
+int run(const Options& flags_only, const std::vector<std::pair<std::string, std::string>>& args) {
+  Options o = flags_only;
+  if (!o.resume.empty() && !o.init_from.empty())
+    throw UsageError("--resume and --init-from exclude each other");
+  if (o.save_every > 0 && o.save.empty()) throw UsageError("--save-every needs --save DIR");
+  if (o.threads > 0) threads::set_num_threads(o.threads);
+
+  std::optional<nn::TrainStateInfo> resumed;
+  if (!o.resume.empty()) {
+    // The saved run's config, with this command line's flags on top: run
+    // flags must not change it; compute flags may.
+    resumed = nn::read_train_state_info(o.resume);
+    Options merged;
+    merged.config = resumed->config;
+    apply_flags(args, merged);
+    const std::vector<std::string> diffs = resumed->config.run_differences(merged.config);
+    if (!diffs.empty()) {
+      throw UsageError("--resume " + o.resume + ": a resumed run keeps the saved run's " +
+                       "settings, but the flags change " + diffs.front() +
+                       " (saved vs flags); only --checkpoint-policy, --rng-replay, --verify and " +
+                       "--recompute-noise-ulps may change");
+    }
+    o.config = merged.config;
+    if (o.data.empty()) o.data = resumed->data_path;
+  }
+  if (!o.init_from.empty()) {
+    // The folder's architecture, with this run's dropout rates.
+    const nn::LlamaConfig given = o.config.model;
+    o.config.model = nn::read_llama_config(o.init_from);
+    o.config.model.dropout = given.dropout;
+    o.config.model.attention_dropout = given.attention_dropout;
+  }
+  try {
+    o.config.validate();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+
+  auto data = std::make_shared<const nn::TextDataset>(
+      o.data.empty() ? nn::TextDataset::builtin() : nn::TextDataset::from_file(o.data));
+  nn::Trainer trainer(o.config, data);
+  if (resumed) nn::load_train_state(trainer, o.resume);
+  if (!o.init_from.empty())
+    nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
+
+  const nn::TrainConfig& c = trainer.config();
+  const nn::CorpusEntropy entropy = nn::corpus_entropy();
+  const Peak peak = machine_peak(threads::num_threads());
+  const double flops_per_token = trainer.model().training_flops_per_token(c.seq);
+  std::printf("model    %s: %.2fM parameters, %.1f MFLOP per token per step\n",
+              c.model.describe().c_str(), double(trainer.model().num_parameters()) / 1e6,
+              flops_per_token / 1e6);
+  std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n", data->name().c_str(),
+              data->text().size(), (long long)data->train_size(), (long long)data->val_size());
+  if (o.data.empty()) {
+    std::printf(
+        "         entropy rate %.3f nats/byte (a model that cannot copy or add: %.3f); "
+        "uniform %.3f\n",
+        entropy.nats_per_byte, entropy.grammar_only_nats, entropy.uniform_nats);
+  }
+  std::printf(
+      "run      %lld steps of %lld x %lld tokens, AdamW lr %.3g -> %.3g (cosine, warmup %lld), "
+      "wd %.3g, clip %.3g, dropout %.3g/%.3g, seed %llu\n",
+      (long long)c.steps, (long long)c.batch, (long long)c.seq, c.lr, c.min_lr, (long long)c.warmup,
+      c.weight_decay, c.grad_clip, c.model.dropout, c.model.attention_dropout,
+      (unsigned long long)c.seed);
+  std::printf("compute  checkpoint %s, rng replay %s, verify %s, noise %d ulps, %d threads\n",
+              c.checkpoint_policy.c_str(), autograd::rng_replay_name(c.rng_replay),
+              autograd::verify_name(c.verify), c.recompute_noise_ulps, threads::num_threads());
+  std::printf("peak     %s\n", peak.how.c_str());
+  if (resumed) {
+    std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
+                (long long)trainer.steps_done());
+  }
+  std::fflush(stdout);
+
+  std::ofstream metrics;
+  if (!o.metrics.empty()) {
+    metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
+    REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
+  }
+
+  const int64_t first_step = trainer.steps_done() + 1;
+  int64_t session_steps = 0, window_tokens = 0, window_peak_saved = 0, window_peak_total = 0;
+  double window_seconds = 0, session_seconds = 0;
+  float last_loss = 0;
+  std::optional<double> last_val;
+  while (!trainer.finished() && (o.stop_after == 0 || session_steps < o.stop_after)) {
+    nn::Trainer::AfterBackward dump;
+    if (session_steps == 0 && !o.dump_grads.empty()) {
+      dump = [&](const nn::Batch& b, const Tensor& logits, const Tensor& loss) {
+        nn::write_gradient_dump(o.dump_grads, trainer.model(), b, logits, loss);
+      };
+    }
+    const nn::Trainer::StepStats s = trainer.step(dump);
+    ++session_steps;
+    last_loss = s.loss;
+    window_tokens += s.tokens;
+    window_seconds += s.seconds;
+    session_seconds += s.seconds;
+    window_peak_saved = std::max(window_peak_saved, s.peak_saved_activation);
+    window_peak_total = std::max(window_peak_total, s.peak_total);
+    REPRISE_CHECK(std::isfinite(s.loss), "the loss is not finite at step ", s.step, " (", s.loss,
+                  "); lower --lr or raise --warmup");
+
+    const bool last = trainer.finished() || (o.stop_after > 0 && session_steps == o.stop_after);
+    const bool eval = (o.eval_every > 0 && s.step % o.eval_every == 0) || last;
+    if (!(eval || last || s.step == first_step || s.step % o.log_every == 0)) continue;
+
+    std::optional<double> val;
+    if (eval && data->num_val_windows(c.seq) > 0) val = last_val = trainer.evaluate(o.eval_batches);
+    const double tokens_per_s = double(window_tokens) / window_seconds;
+    const double mfu = peak.flops > 0 ? flops_per_token * tokens_per_s / peak.flops : 0;
+    std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
+                (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);
+    if (peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * mfu);
+    std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
+                mib(window_peak_total).c_str());
+    if (val) std::printf(" | val loss %.4f", *val);
+    std::printf("\n");
+    std::fflush(stdout);
+    if (metrics.is_open()) {
+      json::Value m = json::Object{};
+      m.set("step", s.step);
+      m.set("loss", double(s.loss));
+      m.set("lr", s.lr);
+      m.set("grad_norm", s.grad_norm);
+      m.set("tokens_per_s", tokens_per_s);
+      if (peak.flops > 0) m.set("mfu", mfu);
+      m.set("peak_saved_activation_bytes", window_peak_saved);
+      m.set("peak_total_bytes", window_peak_total);
+      if (val) m.set("val_loss", *val);
+      const autograd::RecomputeStats& r = autograd::recompute_stats();
+      m.set("recompute_replays", r.replays);
+      m.set("recompute_mismatches", r.mismatches);
+      metrics << json::dump(m) << "\n";
+      metrics.flush();
+    }
+    window_tokens = 0;
+    window_seconds = 0;
+    window_peak_saved = 0;
+    window_peak_total = 0;
+    if (!o.save.empty() && o.save_every > 0 && s.step % o.save_every == 0 && !last) {
+      nn::save_train_state(trainer, o.save);
+    }
+  }
+
+  if (!o.save.empty()) {
+    nn::save_train_state(trainer, o.save);
+    std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
+                nn::train_state_path(o.save).c_str());
+  }
+  if (!o.export_dir.empty()) {
+    nn::save_llama(trainer.model(), o.export_dir);
+    std::printf("exported Hugging Face folder %s\n", o.export_dir.c_str());
+  }
+  const autograd::RecomputeStats& r = autograd::recompute_stats();
+  std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
+              session_seconds, last_loss);
+  if (last_val) std::printf(", val loss %.4f", *last_val);
+  if (o.data.empty()) std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
+  if (c.checkpoint_policy != "none") {
+    std::printf("; %lld region replays, %lld verifier mismatches", (long long)r.replays,
+                (long long)r.mismatches);
+  }
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const auto args = split_args(argc, argv);
+    Options o;
+    apply_flags(args, o);
+    if (o.help) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    return run(o, args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "llama_train: %s\n(llama_train --help lists the flags)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "llama_train: error: %s\n", e.what());
+    return 1;
+  }
+}
