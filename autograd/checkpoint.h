@@ -12,6 +12,14 @@
 // their recorded inputs with their recorded RNG reservations, never fn
 // again — and frees each replayed value once its consumer has run. A region
 // replays at most once per backward.
+//
+// Interplay: ops under NoGradGuard inside a region are not recorded, so
+// their results are held as region inputs. Region inputs are held with
+// their version: writing one in place (before backward, or inside the
+// region after a node read it) makes backward raise instead of replaying
+// wrong values. Backward has no create_graph, so there is no double
+// backward, through regions or otherwise. Errors raised inside fn or during
+// replay name the region.
 
 #include <functional>
 #include <string>

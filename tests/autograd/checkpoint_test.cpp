@@ -224,6 +224,22 @@ TEST(Checkpoint, RegionInputsWithoutGradNoGradInsideAndErrors) {
   }
 }
 
+TEST(Checkpoint, InPlaceWriteInsideARegionIsAClearError) {
+  Stack s(1, 9);
+  Tensor y = uniform({9}, -1, 1, 14, DType::f32);
+  Tensor out = checkpoint("layers.7", policies::full(), [&] {
+    Tensor first = ops::mul(y, s.w[0]);  // saves y
+    y.fill_(2.0);                        // then y changes under it
+    return ops::add(first, ops::mul(y, s.b[0]));
+  });
+  try {
+    backward(ops::sum(out));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Checkpoint, GradcheckThroughARegion) {
   Tensor w = testing::param({5}, 3);
   Tensor b = testing::param({5}, 4);
