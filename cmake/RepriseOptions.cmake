@@ -12,9 +12,11 @@ if(REPRISE_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
-# Release builds are tuned for the machine that builds them. These flags stay
-# private to reprise's own targets so that an embedding project keeps its own.
-set(REPRISE_OPT_FLAGS $<$<CONFIG:Release>:-O3 -march=native>)
+# Builds are tuned for the machine that builds them (-march=native in every
+# configuration, so the sanitizer build runs the same SIMD code paths), and
+# Release adds -O3. These flags stay private to reprise's own targets so that
+# an embedding project keeps its own.
+set(REPRISE_OPT_FLAGS -march=native $<$<CONFIG:Release>:-O3>)
 
 # reprise_add_layer(<layer> SOURCES ... DEPENDS ...)
 # Declares reprise_<layer> (alias reprise::<layer>); headers are included from
@@ -44,3 +46,13 @@ function(reprise_private_flags target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:${REPRISE_WARNINGS}> ${REPRISE_OPT_FLAGS})
 endfunction()
+
+# REPRISE_BLAS: what computes each tile of the CPU GEMM (ops/gemm.cpp).
+# OFF: Eigen's own kernel. OPENBLAS: OpenBLAS's sgemm/dgemm through Eigen's
+# EIGEN_USE_BLAS forwarding, run single-threaded (the tiles are the
+# parallelism, so OpenBLAS's threads never compete with OpenMP's).
+set(REPRISE_BLAS "OFF" CACHE STRING "BLAS under the CPU GEMM: OFF (Eigen's kernel) or OPENBLAS")
+set_property(CACHE REPRISE_BLAS PROPERTY STRINGS OFF OPENBLAS)
+if(NOT REPRISE_BLAS MATCHES "^(OFF|OPENBLAS)$")
+  message(FATAL_ERROR "REPRISE_BLAS must be OFF or OPENBLAS, got '${REPRISE_BLAS}'")
+endif()
