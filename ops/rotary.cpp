@@ -1,8 +1,10 @@
 // rotary: the forward rotates each (i, i + half) pair of a head vector by
 // its angle; the backward is the inverse rotation (the same kernel with sin
-// negated). Nothing but the positions is saved: backward recomputes the
-// cos/sin tables, which cost P * half sincos pairs (P = distinct position
-// rows), a small fraction of the B * H * T * D elements rotated.
+// negated). Nothing but the positions is saved. The cos/sin tables, P * half
+// sincos pairs for P position rows, cost about as much as rotating a few
+// heads, so each thread keeps the last tables it built and reuses them while
+// positions, D and theta match: q and k, forward and backward, and every
+// layer of a model rotate by the same tables.
 #include "ops/rotary.h"
 
 #include <cmath>
@@ -30,9 +32,8 @@ struct Tables {
 };
 
 template <class T>
-Tables<T> make_tables(const Tensor& positions, int64_t D, double theta) {
-  const int64_t half = D / 2, P = positions.numel();
-  std::vector<int64_t> pos = positions.to_vector<int64_t>();
+Tables<T> make_tables(const std::vector<int64_t>& pos, int64_t D, double theta) {
+  const int64_t half = D / 2, P = int64_t(pos.size());
   // HF: inv_freq = 1 / theta ** (arange(0, D, 2).float() / D), all in f32
   // for f32 (each step rounded to T).
   std::vector<T> inv_freq(static_cast<size_t>(half));
@@ -54,6 +55,27 @@ Tables<T> make_tables(const Tensor& positions, int64_t D, double theta) {
   return tab;
 }
 
+// The tables for (positions, D, theta), from this thread's one-entry cache.
+// Reuse gives the same bits as rebuilding.
+template <class T>
+const Tables<T>& tables_for(const Tensor& positions, int64_t D, double theta) {
+  struct Entry {
+    std::vector<int64_t> pos;
+    int64_t D = -1;
+    double theta = 0;
+    Tables<T> tab;
+  };
+  thread_local Entry cache;
+  std::vector<int64_t> pos = positions.to_vector<int64_t>();
+  if (cache.D != D || cache.theta != theta || cache.pos != pos) {
+    cache.tab = make_tables<T>(pos, D, theta);
+    cache.pos = std::move(pos);
+    cache.D = D;
+    cache.theta = theta;
+  }
+  return cache.tab;
+}
+
 // y = x rotated by the tables' angles (sign = 1) or back (sign = -1).
 // x: (B, H, T, D) with unit stride along D; positions: (T) or (B, T)
 // -> y: (B, H, T, D) contiguous.
@@ -64,7 +86,7 @@ Tensor rotate(const Tensor& x_in, const Tensor& positions, double theta, int sig
   const bool per_batch = positions.dim() == 2;
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "rotary", [&]<class T>() {
-    Tables<T> tab = make_tables<T>(positions, D, theta);
+    const Tables<T>& tab = tables_for<T>(positions, D, theta);
     const T* px = x.data<T>();
     T* py = y.data<T>();
     const T sg = T(sign);

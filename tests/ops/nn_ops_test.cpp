@@ -222,6 +222,9 @@ TEST(Rotary, RotatesPairsByPositionTimesFrequency) {
   EXPECT_NEAR(y[1], 2 * std::cos(a1) - 4 * std::sin(a1), 1e-15);
   EXPECT_NEAR(y[2], 3 * std::cos(a0) + 1 * std::sin(a0), 1e-15);
   EXPECT_NEAR(y[3], 4 * std::cos(a1) + 2 * std::sin(a1), 1e-15);
+  // Same positions and D, another theta: the cached tables must not be reused.
+  std::vector<double> z = ops::rotary(x, 2, 10000.0).to_vector<double>();
+  EXPECT_NEAR(z[1], 2 * std::cos(0.02) - 4 * std::sin(0.02), 1e-15);
 }
 
 TEST(Rotary, StartOffsetEqualsExplicitPositionsAndPreservesNorm) {
