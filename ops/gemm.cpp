@@ -23,6 +23,8 @@
 // GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512
 // panel packing (avx512fintrin.h, reached from gemm_pack_rhs<double>).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <omp.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <vector>
@@ -149,7 +151,8 @@ void run_tiles(const Problem& p, const T* a, const T* b, T* c) {
   };
 
   const int nt = threads::num_threads();
-  if (nt == 1 || tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs) {
+  if (nt == 1 || tasks == 1 || omp_in_parallel() ||
+      double(p.batch) * p.M * p.N * p.K < kParallelMacs) {
     for (int64_t t = 0; t < tasks; ++t) tile(t);
     return;
   }

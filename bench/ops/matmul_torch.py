@@ -1,0 +1,104 @@
+"""Side-by-side: reprise's matmul/linear GEMM against PyTorch CPU, f32 GFLOP/s.
+
+Cases are bench_matmul's (bench/ops/matmul.cpp): 1024^3 and every product of
+one Llama example layer step (tokens 2048, hidden 256, intermediate 688,
+vocab 256), forward y = x W^T (F.linear), backward dx = dy W (dy @ W) and
+dW = dy^T x (dy.t() @ x, a transposed view). Both sides use 2 threads; torch
+reports its BLAS (MKL on the pip wheel: torch.__config__.show()).
+
+The machine is shared, so each case alternates ours and theirs for several
+rounds (ours first in even rounds, theirs first in odd ones) and reports the
+median GFLOP/s of each and the ratio ours / torch of the medians. Ours is one
+run of bench_matmul per round (Google Benchmark, --benchmark_min_time); torch
+is timed the same way: as many calls as fit in the same minimum time.
+
+Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
+    .venv/bin/python bench/ops/matmul_torch.py --bench build/bench/bench_matmul
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+# name: (M, N, K, form), as in bench/ops/matmul.cpp.
+CASES = {
+    "mm_1024": (1024, 1024, 1024, "matmul"),
+    "fwd_qkvo_lm_head": (2048, 256, 256, "linear"),
+    "fwd_gate_up": (2048, 688, 256, "linear"),
+    "fwd_down": (2048, 256, 688, "linear"),
+    "dx_qkvo_lm_head": (2048, 256, 256, "matmul"),
+    "dx_gate_up": (2048, 256, 688, "matmul"),
+    "dx_down": (2048, 688, 256, "matmul"),
+    "dw_qkvo_lm_head": (256, 256, 2048, "matmul_at"),
+    "dw_gate_up": (688, 256, 2048, "matmul_at"),
+    "dw_down": (256, 688, 2048, "matmul_at"),
+}
+
+
+def torch_fn(M, N, K, form):
+    if form == "linear":
+        x, w = torch.rand(M, K) * 2 - 1, torch.rand(N, K) * 2 - 1
+        return lambda: F.linear(x, w)
+    if form == "matmul_at":
+        at, b = torch.rand(K, M) * 2 - 1, torch.rand(K, N) * 2 - 1
+        return lambda: at.t() @ b
+    a, b = torch.rand(M, K) * 2 - 1, torch.rand(K, N) * 2 - 1
+    return lambda: a @ b
+
+
+def time_torch(case, min_time):
+    M, N, K, form = CASES[case]
+    fn = torch_fn(M, N, K, form)
+    fn()  # warm up
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time:
+            break
+    return 2 * M * N * K * n / elapsed / 1e9
+
+
+def time_ours(bench, case, min_time):
+    out = subprocess.run(
+        [bench, f"--benchmark_filter=^{case}/", "--benchmark_format=json",
+         f"--benchmark_min_time={min_time}"],
+        check=True, capture_output=True, text=True, env={**os.environ, "REPRISE_NUM_THREADS": "2"})
+    (run,) = json.loads(out.stdout)["benchmarks"]
+    return run["GFLOP"]  # a rate counter: GFLOP per second
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bench", default="build/bench/bench_matmul")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=0.5)
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    blas = "MKL" if torch.backends.mkl.is_available() else "non-MKL BLAS"
+    print(f"torch {torch.__version__} ({blas}), threads 2, f32, {args.rounds} alternating rounds, "
+          f"min time {args.min_time} s; GFLOP/s medians")
+    print("| case | M x N x K | ours | torch | ours / torch |")
+    print("|---|---|---:|---:|---:|")
+    for case in args.cases.split(","):
+        M, N, K, _ = CASES[case]
+        timers = {"ours": lambda: time_ours(args.bench, case, args.min_time),
+                  "torch": lambda: time_torch(case, args.min_time)}
+        runs = {"ours": [], "torch": []}
+        for r in range(args.rounds):
+            for side in ("ours", "torch") if r % 2 == 0 else ("torch", "ours"):
+                runs[side].append(timers[side]())
+        mo, mt = statistics.median(runs["ours"]), statistics.median(runs["torch"])
+        print(f"| {case} | {M}x{N}x{K} | {mo:.1f} | {mt:.1f} | {mo / mt:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
