@@ -143,6 +143,13 @@ void make_dir(const std::string& dir) {
                 ": cannot create the model folder (", std::strerror(errno), ")");
 }
 
+void check_weight_dtype(const std::string& path, const io::TensorInfo& info) {
+  REPRISE_CHECK(info.dtype && (*info.dtype == DType::f32 || *info.dtype == DType::bf16 ||
+                               *info.dtype == DType::f16),
+                path, ": tensor '", info.name, "' has dtype ", info.dtype_name,
+                "; expected F32, BF16 or F16");
+}
+
 std::string join(const std::string& dir, const char* file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
 }
@@ -241,26 +248,20 @@ void load_llama_weights(LlamaForCausalLM& model, const std::string& path) {
     REPRISE_CHECK(info.shape == p.value.shape(), path, ": tensor '", p.name, "' has shape ",
                   to_string(info.shape), ", expected ", to_string(p.value.shape()),
                   " (does config.json match the weights?)");
-    REPRISE_CHECK(
-        info.dtype &&
-            (*info.dtype == DType::f32 || *info.dtype == DType::bf16 || *info.dtype == DType::f16),
-        path, ": tensor '", p.name, "' has dtype ", info.dtype_name, "; expected F32, BF16 or F16");
+    check_weight_dtype(path, info);
   }
   for (const std::string& name : file.names()) {
     if (expected.count(name) != 0) continue;
     // A tied checkpoint may still carry the head (transformers drops it,
     // other writers may not); it must then equal the embedding.
     const bool tied_head = name == "lm_head.weight" && model.config().tie_word_embeddings;
-    REPRISE_CHECK(tied_head, path, ": unexpected tensor '", name, "'",
-                  name == "lm_head.weight"
-                      ? " (config.json says tie_word_embeddings = true; a tied model has no "
-                        "separate head)"
-                      : "");
+    REPRISE_CHECK(tied_head, path, ": unexpected tensor '", name, "'");
     const io::TensorInfo& info = file.info(name);
     REPRISE_CHECK(info.shape == model.model.embed_tokens.weight().shape(), path,
                   ": tensor 'lm_head.weight' has shape ", to_string(info.shape),
                   ", expected the embedding's ",
                   to_string(model.model.embed_tokens.weight().shape()));
+    check_weight_dtype(path, info);
   }
   std::vector<Tensor> loaded;
   for (const NamedParameter& p : params) loaded.push_back(file.get(p.name).to(DType::f32));
