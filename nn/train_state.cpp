@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "autograd/backward.h"
 #include "autograd/verifier.h"
@@ -58,8 +59,8 @@ void TrainConfig::validate() const {
   REPRISE_CHECK(lr > 0 && std::isfinite(lr), "TrainConfig: lr must be > 0, got ", lr);
   REPRISE_CHECK(min_lr >= 0 && min_lr <= lr, "TrainConfig: min_lr must be in [0, lr = ", lr,
                 "], got ", min_lr);
-  REPRISE_CHECK(warmup >= 0 && warmup <= steps,
-                "TrainConfig: warmup must be in [0, steps = ", steps, "], got ", warmup);
+  // A warmup longer than the run is allowed: the whole run warms up.
+  REPRISE_CHECK(warmup >= 0, "TrainConfig: warmup must be >= 0, got ", warmup);
   REPRISE_CHECK(weight_decay >= 0, "TrainConfig: weight_decay must be >= 0, got ", weight_decay);
   REPRISE_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                 "TrainConfig: betas must be in [0, 1), got ", beta1, " and ", beta2);
@@ -319,9 +320,19 @@ double Trainer::evaluate(int64_t batches) {
 namespace {
 
 constexpr const char* kMetadataKey = "reprise.train_state";
+constexpr const char* kHashKey = "reprise.train_state.fnv1a64";
 constexpr const char* kFormat = "reprise.train_state";
 constexpr int64_t kVersion = 1;
 constexpr const char* kOptimizerPrefix = "optimizer.";
+
+uint64_t fnv1a64(std::string_view text) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  return h;
+}
 
 // The checkpoint's tensors in file order: the model, then the optimizer.
 std::vector<std::pair<std::string, Tensor>> state_tensors(const Trainer& t) {
@@ -345,6 +356,10 @@ OpenedState open_state(const std::string& dir) {
   auto it = file.metadata().find(kMetadataKey);
   REPRISE_CHECK(it != file.metadata().end(), path, ": not a reprise training checkpoint (no \"",
                 kMetadataKey, "\" metadata)");
+  auto hash = file.metadata().find(kHashKey);
+  REPRISE_CHECK(hash != file.metadata().end(), path, ": no \"", kHashKey, "\" metadata");
+  REPRISE_CHECK(parse_u64(hash->second, 16, path + " state hash") == fnv1a64(it->second), path,
+                ": the training-state JSON is corrupted: it does not match its recorded hash");
   json::Value state;
   try {
     state = json::parse(it->second);
@@ -390,7 +405,9 @@ void save_train_state(const Trainer& t, const std::string& dir) {
   state.set("generator", hex_bytes(t.generator().state().to_bytes()));
   state.set("data", data);
   state.set("checksums", checksums);
-  io::write_safetensors(train_state_path(dir), tensors, {{kMetadataKey, json::dump(state, 1)}});
+  const std::string text = json::dump(state, 1);
+  io::write_safetensors(train_state_path(dir), tensors,
+                        {{kMetadataKey, text}, {kHashKey, hex64(fnv1a64(text))}});
 }
 
 TrainStateInfo read_train_state_info(const std::string& dir) {
@@ -440,6 +457,11 @@ void load_train_state(Trainer& t, const std::string& dir) {
   }();
   REPRISE_CHECK(gen_state.seed == saved.seed, path, ": generator seed ", gen_state.seed,
                 " is not the config's seed ", saved.seed);
+  try {
+    rng::Generator(saved.seed).set_state(gen_state);  // its checks, on a scratch generator
+  } catch (const Error& e) {
+    REPRISE_FAIL(path, ": generator state: ", e.what());
+  }
 
   // The tensor list: every parameter, optimizer entries, nothing else, each
   // with its hash.

@@ -19,7 +19,10 @@
 //   metadata  "reprise.train_state": a JSON object with the format version,
 //             step, tokens seen, the TrainConfig, the generator state (hex
 //             of GeneratorState::to_bytes), the dataset's name, size and
-//             fingerprint, and a 64-bit hash of every tensor's bytes.
+//             fingerprint, and every tensor's autograd::hash_values (hex);
+//             "reprise.train_state.fnv1a64": the 64-bit FNV-1a hash of that
+//             JSON text (hex), so every byte of the file is covered by a
+//             check.
 // It is written atomically (temporary file, fsync, rename, fsync of the
 // directory) and loading checks every part before it changes anything.
 //

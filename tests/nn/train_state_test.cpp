@@ -1,0 +1,365 @@
+// Training checkpoints: the config's JSON form, a save/load round trip, and
+// rejection of truncated, corrupted, mismatched or malformed checkpoints
+// with errors that say what is wrong, leaving the trainer untouched.
+
+#include "nn/train_state.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+
+#include "autograd/verifier.h"
+#include "engine/error.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+
+namespace reprise::nn {
+namespace {
+
+namespace fs = std::filesystem;
+
+TrainConfig tiny_config() {
+  TrainConfig c;
+  c.model.hidden_size = 16;
+  c.model.intermediate_size = 32;
+  c.model.num_hidden_layers = 2;
+  c.model.num_attention_heads = 2;
+  c.model.num_key_value_heads = 1;
+  c.model.max_position_embeddings = 64;
+  c.model.dropout = 0.1;
+  c.model.attention_dropout = 0.1;
+  c.steps = 8;
+  c.batch = 2;
+  c.seq = 16;
+  c.warmup = 2;
+  c.lr = 1e-2;
+  c.min_lr = 1e-3;
+  return c;
+}
+
+std::shared_ptr<const TextDataset> tiny_data() {
+  static const auto data =
+      std::make_shared<const TextDataset>(TextDataset::builtin(kCorpusSeed, 20000));
+  return data;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("reprise_train_state_" + name);
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& dir, const std::string& bytes) {
+  fs::create_directories(dir);
+  std::ofstream out(train_state_path(dir), std::ios::binary);
+  out << bytes;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Every value a checkpoint holds, as bytes, for bitwise comparison.
+std::vector<std::string> state_bytes(const Trainer& t) {
+  auto bytes = [](const Tensor& x) {
+    const Tensor c = x.contiguous();
+    return std::string(static_cast<const char*>(c.raw_data()), c.nbytes());
+  };
+  std::vector<std::string> out;
+  for (const NamedParameter& p : t.model().parameters()) out.push_back(bytes(p.value));
+  for (const auto& [name, value] : t.optimizer().state()) out.push_back(name + bytes(value));
+  const std::vector<uint8_t> g = t.generator().state().to_bytes();
+  out.emplace_back(g.begin(), g.end());
+  out.push_back(std::to_string(t.steps_done()));
+  return out;
+}
+
+// A trainer that has taken two steps, saved to `dir`.
+std::unique_ptr<Trainer> saved_trainer(const std::string& dir) {
+  auto t = std::make_unique<Trainer>(tiny_config(), tiny_data());
+  t->step();
+  t->step();
+  save_train_state(*t, dir);
+  return t;
+}
+
+TEST(TrainConfig, JsonRoundTripAndErrors) {
+  TrainConfig c = tiny_config();
+  c.seed = 0xFFFFFFFFFFFFFFFFull;  // beyond int64: stored as a string
+  c.checkpoint_policy = "every-n-layers:2";
+  c.rng_replay = autograd::RngReplay::stash;
+  c.verify = autograd::Verify::bitwise;
+  c.recompute_noise_ulps = 3;
+  const json::Value v = json::parse(json::dump(c.to_json()));
+  const TrainConfig back = TrainConfig::from_json(v, "cfg");
+  EXPECT_TRUE(c.run_differences(back).empty());
+  EXPECT_EQ(back.seed, c.seed);
+  EXPECT_EQ(back.checkpoint_policy, c.checkpoint_policy);
+  EXPECT_EQ(back.rng_replay, c.rng_replay);
+  EXPECT_EQ(back.verify, c.verify);
+  EXPECT_EQ(back.recompute_noise_ulps, 3);
+  EXPECT_EQ(back.model, c.model);
+
+  json::Value missing = v;
+  json::Object& members = missing.as_object();
+  std::erase_if(members, [](const auto& m) { return m.first == "lr"; });
+  EXPECT_NE(error_of([&] { TrainConfig::from_json(missing, "cfg"); }).find("missing field \"lr\""),
+            std::string::npos);
+  json::Value wrong = v;
+  wrong.set("batch", "two");
+  EXPECT_NE(error_of([&] { TrainConfig::from_json(wrong, "cfg"); }).find("\"batch\" must be"),
+            std::string::npos);
+  json::Value bad = v;
+  bad.set("checkpoint_policy", "sometimes");
+  EXPECT_NE(error_of([&] { TrainConfig::from_json(bad, "cfg"); }).find("sometimes"),
+            std::string::npos);
+}
+
+TEST(TrainConfig, RunDifferencesNameTheFieldsAResumeMustKeep) {
+  const TrainConfig a = tiny_config();
+  TrainConfig b = a;
+  b.checkpoint_policy = "full";  // how, not what: not a difference
+  b.verify = autograd::Verify::bitwise;
+  EXPECT_TRUE(a.run_differences(b).empty());
+  b.lr = 0.5;
+  b.model.dropout = 0.2;
+  const std::vector<std::string> d = a.run_differences(b);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_NE(d[0].find("model"), std::string::npos);
+  EXPECT_EQ(d[1], "lr 0.01 vs 0.5");
+}
+
+TEST(TrainState, RoundTripRestoresEverythingBitwise) {
+  const std::string dir = fresh_dir("round_trip");
+  const auto a = saved_trainer(dir);
+  // Atomic write: the file and nothing else (no temporary left behind).
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  EXPECT_EQ(files, std::vector<std::string>{"train_state.safetensors"});
+
+  const TrainStateInfo info = read_train_state_info(dir);
+  EXPECT_TRUE(info.config.run_differences(a->config()).empty());
+  EXPECT_EQ(info.step, 2);
+  EXPECT_EQ(info.data_name, tiny_data()->name());
+  EXPECT_EQ(info.data_path, "");
+
+  Trainer b(info.config, tiny_data());
+  EXPECT_TRUE(state_bytes(b) != state_bytes(*a));
+  load_train_state(b, dir);
+  EXPECT_TRUE(state_bytes(b) == state_bytes(*a));
+  EXPECT_EQ(b.steps_done(), 2);
+  EXPECT_EQ(b.generator().offset("data"), a->generator().offset("data"));
+}
+
+TEST(TrainState, RejectsMissingAndTruncatedFilesLeavingTheTrainerAlone) {
+  const std::string dir = fresh_dir("truncated");
+  saved_trainer(dir);
+  const std::string bytes = read_bytes(train_state_path(dir));
+  Trainer t(tiny_config(), tiny_data());
+  const std::vector<std::string> before = state_bytes(t);
+
+  EXPECT_NE(error_of([&] {
+              load_train_state(t, fresh_dir("nothing_here"));
+            }).find("no training checkpoint"),
+            std::string::npos);
+  const size_t n = bytes.size();
+  for (size_t keep : {size_t(0), size_t(5), size_t(8), size_t(40), n / 8, n / 2, n - 8, n - 1}) {
+    const std::string cut = fresh_dir("cut");
+    write_bytes(cut, bytes.substr(0, keep));
+    EXPECT_THROW(load_train_state(t, cut), Error) << "kept " << keep << " of " << n << " bytes";
+  }
+  EXPECT_TRUE(state_bytes(t) == before);
+}
+
+TEST(TrainState, EveryFlippedByteIsRejectedOrHarmless) {
+  const std::string dir = fresh_dir("flips");
+  const auto saved = saved_trainer(dir);
+  const std::vector<std::string> good = state_bytes(*saved);
+  const std::string bytes = read_bytes(train_state_path(dir));
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  const size_t data_start = size_t(8 + header);
+  ASSERT_LT(data_start, bytes.size());
+
+  // Header bytes (the length, the tensor index, the JSON state and its
+  // hash) at a stride, and tensor data spread over the whole buffer. A flip
+  // must give an Error, or (the header's padding spaces, say) a state
+  // identical to the saved one; never a different state.
+  std::vector<size_t> offsets;
+  for (size_t i = 0; i < data_start; i += 23) offsets.push_back(i);
+  for (size_t k = 0; k < 64; ++k)
+    offsets.push_back(data_start + k * (bytes.size() - data_start) / 64);
+  // One trainer throughout: a failed load must leave it as it was, a
+  // successful one must make it the saved state.
+  Trainer t(tiny_config(), tiny_data());
+  std::vector<std::string> current = state_bytes(t);
+  const std::string flip_dir = fresh_dir("flip");
+  int rejected = 0;
+  for (size_t at : offsets) {
+    std::string flipped = bytes;
+    flipped[at] = char(flipped[at] ^ 0x01);
+    write_bytes(flip_dir, flipped);
+    try {
+      load_train_state(t, flip_dir);
+    } catch (const Error&) {
+      ++rejected;
+      EXPECT_TRUE(state_bytes(t) == current)
+          << "a failed load changed the trainer (byte " << at << ")";
+      continue;
+    }
+    EXPECT_TRUE(state_bytes(t) == good) << "byte " << at << " flipped and loaded a different state";
+    current = good;
+  }
+  EXPECT_GT(rejected, int(offsets.size()) * 3 / 4);
+}
+
+TEST(TrainState, NamesTheCorruptedTensor) {
+  const std::string dir = fresh_dir("corrupt");
+  saved_trainer(dir);
+  std::string bytes = read_bytes(train_state_path(dir));
+  bytes[bytes.size() - 2] = char(bytes[bytes.size() - 2] ^ 0x10);  // the last tensor's data
+  write_bytes(dir, bytes);
+  Trainer t(tiny_config(), tiny_data());
+  const std::string e = error_of([&] { load_train_state(t, dir); });
+  EXPECT_NE(e.find("is corrupted"), std::string::npos) << e;
+  EXPECT_NE(e.find("'optimizer.step'"), std::string::npos) << e;
+}
+
+TEST(TrainState, RejectsAnotherRunOrOtherData) {
+  const std::string dir = fresh_dir("other_run");
+  saved_trainer(dir);
+  TrainConfig other = tiny_config();
+  other.lr = 0.02;
+  Trainer t(other, tiny_data());
+  EXPECT_NE(error_of([&] { load_train_state(t, dir); }).find("lr 0.02 vs 0.01"), std::string::npos);
+
+  Trainer u(tiny_config(), std::make_shared<const TextDataset>(TextDataset::builtin(7, 20000)));
+  EXPECT_NE(error_of([&] { load_train_state(u, dir); }).find("a different text"),
+            std::string::npos);
+
+  // Compute options are the loading trainer's business, not a mismatch.
+  TrainConfig full = tiny_config();
+  full.checkpoint_policy = "full";
+  Trainer v(full, tiny_data());
+  EXPECT_NO_THROW(load_train_state(v, dir));
+  EXPECT_EQ(v.config().checkpoint_policy, "full");
+}
+
+// The state JSON's integrity hash, as the header documents it.
+uint64_t fnv1a64(const std::string& text) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+  return buf;
+}
+
+// Rewrites a saved checkpoint through `edit` (tensors in order, and the
+// state JSON), as a well-formed safetensors file.
+void rewrite(
+    const std::string& from, const std::string& to,
+    const std::function<void(std::vector<std::pair<std::string, Tensor>>&, json::Value&)>& edit) {
+  const io::SafetensorsFile f = io::read_safetensors(train_state_path(from));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : f.names()) tensors.emplace_back(name, f.get(name));
+  json::Value state = json::parse(f.metadata().at("reprise.train_state"));
+  edit(tensors, state);
+  fs::create_directories(to);
+  const std::string text = json::dump(state);
+  io::write_safetensors(
+      train_state_path(to), tensors,
+      {{"reprise.train_state", text}, {"reprise.train_state.fnv1a64", hex64(fnv1a64(text))}});
+}
+
+void set_checksums(const std::vector<std::pair<std::string, Tensor>>& tensors, json::Value& state) {
+  json::Value sums = json::Object{};
+  for (const auto& [name, t] : tensors) sums.set(name, hex64(autograd::hash_values(t)));
+  state.set("checksums", sums);
+}
+
+TEST(TrainState, RejectsMalformedContentsWithClearErrors) {
+  const std::string dir = fresh_dir("malformed");
+  saved_trainer(dir);
+  using Tensors = std::vector<std::pair<std::string, Tensor>>;
+  auto load_error = [&](const std::function<void(Tensors&, json::Value&)>& edit) {
+    const std::string out = fresh_dir("malformed_out");
+    rewrite(dir, out, edit);
+    Trainer t(tiny_config(), tiny_data());
+    const std::vector<std::string> before = state_bytes(t);
+    const std::string e = error_of([&] { load_train_state(t, out); });
+    if (e != "no error") {
+      EXPECT_TRUE(state_bytes(t) == before) << e;
+    }
+    return e;
+  };
+  auto has = [](const std::string& e, const std::string& part) {
+    return e.find(part) != std::string::npos;
+  };
+
+  EXPECT_EQ(load_error([](Tensors&, json::Value&) {}), "no error");  // the rewrite itself is fine
+  EXPECT_TRUE(has(load_error([](Tensors&, json::Value& s) { s.set("version", 2); }),
+                  "training-state version 2"));
+  EXPECT_TRUE(has(load_error([](Tensors&, json::Value& s) { s.set("format", "other"); }),
+                  "not a reprise training state"));
+  EXPECT_TRUE(has(load_error([](Tensors&, json::Value& s) { s.set("step", "two"); }),
+                  "\"step\" must be an integer"));
+  EXPECT_TRUE(has(load_error([](Tensors&, json::Value& s) { s.set("generator", "0g"); }),
+                  "not a lowercase hex digit"));
+  EXPECT_TRUE(has(load_error([](Tensors&, json::Value& s) { s.set("generator", "0000"); }),
+                  "generator state"));
+  EXPECT_TRUE(has(load_error([](Tensors& t, json::Value& s) {
+                    std::erase_if(t, [](const auto& p) { return p.first == "model.norm.weight"; });
+                    set_checksums(t, s);
+                  }),
+                  "missing parameter 'model.norm.weight'"));
+  EXPECT_TRUE(has(load_error([](Tensors& t, json::Value& s) {
+                    t.emplace_back("junk", Tensor::zeros({2}));
+                    set_checksums(t, s);
+                  }),
+                  "unexpected tensor 'junk'"));
+  EXPECT_TRUE(has(load_error([](Tensors& t, json::Value& s) {
+                    for (auto& [name, v] : t)
+                      if (name == "model.norm.weight") v = Tensor::ones({17});
+                    set_checksums(t, s);
+                  }),
+                  "parameter 'model.norm.weight' is f32[17] cpu, expected f32[16] cpu"));
+  EXPECT_TRUE(has(load_error([](Tensors& t, json::Value& s) {
+                    std::erase_if(t, [](const auto& p) {
+                      return p.first == "optimizer.model.norm.weight.exp_avg";
+                    });
+                    set_checksums(t, s);
+                  }),
+                  "optimizer state: AdamW::load_state: missing tensor"));
+  EXPECT_TRUE(
+      has(load_error([](Tensors& t, json::Value& s) { s.set("checksums", json::Object{}); }),
+          "checksum list does not match"));
+
+  // No metadata at all: some other safetensors file.
+  const std::string plain = fresh_dir("plain");
+  fs::create_directories(plain);
+  io::write_safetensors(train_state_path(plain), {{"x", Tensor::zeros({2})}});
+  Trainer t(tiny_config(), tiny_data());
+  EXPECT_TRUE(
+      has(error_of([&] { load_train_state(t, plain); }), "not a reprise training checkpoint"));
+}
+
+}  // namespace
+}  // namespace reprise::nn
