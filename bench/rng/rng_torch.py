@@ -10,9 +10,13 @@ N = 2^24 float32 elements (64 MiB per buffer), 2 threads on both sides
                                                writes a preallocated one)
 GB/s counts bytes read plus bytes written: 8 per element for copy and
 dropout, 4 for the fills. The machine is shared, so the script alternates
-ours and theirs for several rounds and reports the median of each and the
-ratio of medians; ours is timed by running bench_rng once per round, which
-also reports cuRAND's host Philox generator when built with CUDA.
+ours and theirs for several rounds; ours is timed by running bench_rng once
+per round (3 repetitions), which also reports cuRAND's host Philox generator
+when built with CUDA. It prints three tables: medians of real time, the
+best real time of each (the machine when nothing else ran on its cores), and
+medians of process CPU time (all threads), which on a loaded machine gives
+the cost per core-second: there "GB/s" means bytes per CPU-second, and ours
+and torch's use 2 threads where cuRAND's host generator uses 1.
 
 Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
     .venv/bin/python bench/rng/rng_torch.py --bench build-rng/bench/bench_rng
@@ -66,23 +70,53 @@ def check_torch(ops):
 
 
 def time_torch(fn, iters):
+    """(real seconds, process CPU seconds) of each call."""
     fn()
     times = []
     for _ in range(iters):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        times.append((time.perf_counter() - t0, time.process_time() - c0))
+    return times
 
 
 def time_ours(bench):
     out = subprocess.run(
-        [bench, "--benchmark_format=json", "--benchmark_min_time=0.3"],
+        [bench, "--benchmark_format=json", "--benchmark_min_time=0.3", "--benchmark_repetitions=3"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    return {b["name"].split("/")[0]: b["real_time"] * 1e-3 for b in json.loads(out)["benchmarks"]}
+    times = {}
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("run_type") == "iteration":
+            name = b["name"].split("/")[0]
+            times.setdefault(name, []).append((b["real_time"] * 1e-3, b["cpu_time"] * 1e-3))
+    return times
+
+
+def report(title, ours, theirs, pick, which):
+    """One table; which = 0 for real time, 1 for CPU time."""
+    ours = {k: [t[which] for t in v] for k, v in ours.items()}
+    theirs = {k: [t[which] for t in v] for k, v in theirs.items()}
+
+    def gbs(seconds, bytes_per):
+        return N * bytes_per / seconds / 1e9
+
+    print(title)
+    print(f"{'row':<10} {'reprise GB/s':>13} {'torch GB/s':>11} {'cuRAND GB/s':>12} "
+          f"{'reprise/torch':>14} {'reprise/cuRAND':>15} {'Gfloat/s (reprise)':>19}")
+    for row, (ours_name, bytes_per) in ROWS.items():
+        t_ours = pick(ours[ours_name])
+        t_torch = pick(theirs[row])
+        cur = CURAND.get(row)
+        t_cur = pick(ours[cur]) if cur in ours else None
+        cur_gbs = f"{gbs(t_cur, bytes_per):12.2f}" if t_cur else f"{'-':>12}"
+        cur_ratio = f"{t_cur / t_ours:15.1f}" if t_cur else f"{'-':>15}"
+        print(f"{row:<10} {gbs(t_ours, bytes_per):13.2f} {gbs(t_torch, bytes_per):11.2f} {cur_gbs} "
+              f"{t_torch / t_ours:14.2f} {cur_ratio} {N / t_ours / 1e9:19.3f}")
+    ratio = pick(ours["BM_Copy"]) / pick(ours["BM_DropoutForward"])
+    print(f"dropout forward at {ratio:.0%} of copy bandwidth (same bytes moved)")
 
 
 def main():
@@ -97,30 +131,18 @@ def main():
 
     ours, theirs = {}, {}
     for _ in range(args.rounds):
-        for name, seconds in time_ours(args.bench).items():
-            ours.setdefault(name, []).append(seconds)
+        for name, times in time_ours(args.bench).items():
+            ours.setdefault(name, []).extend(times)
         for row, fn in ops.items():
-            theirs.setdefault(row, []).append(time_torch(fn, args.iters))
+            theirs.setdefault(row, []).extend(time_torch(fn, args.iters))
 
-    def gbs(seconds, bytes_per):
-        return N * bytes_per / seconds / 1e9
-
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[0]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, N = {N}, "
-          f"{args.rounds} rounds, medians")
-    print(f"{'row':<10} {'reprise GB/s':>13} {'torch GB/s':>11} {'cuRAND GB/s':>12} "
-          f"{'reprise/torch':>14} {'reprise/cuRAND':>15} {'Gfloat/s (reprise)':>19}")
-    copy_ours = statistics.median(ours["BM_Copy"])
-    for row, (ours_name, bytes_per) in ROWS.items():
-        t_ours = statistics.median(ours[ours_name])
-        t_torch = statistics.median(theirs[row])
-        cur = CURAND.get(row)
-        t_cur = statistics.median(ours[cur]) if cur in ours else None
-        cur_gbs = f"{gbs(t_cur, bytes_per):12.2f}" if t_cur else f"{'-':>12}"
-        cur_ratio = f"{t_cur / t_ours:15.1f}" if t_cur else f"{'-':>15}"
-        print(f"{row:<10} {gbs(t_ours, bytes_per):13.2f} {gbs(t_torch, bytes_per):11.2f} {cur_gbs} "
-              f"{t_torch / t_ours:14.2f} {cur_ratio} {N / t_ours / 1e9:19.3f}")
-    t_drop = statistics.median(ours["BM_DropoutForward"])
-    print(f"dropout forward at {copy_ours / t_drop:.0%} of copy bandwidth (same bytes moved)")
+          f"{args.rounds} rounds, load average {load} at the end")
+    report("median real time", ours, theirs, statistics.median, 0)
+    report("best real time", ours, theirs, min, 0)
+    report("median process CPU time (per core-second)", ours, theirs, statistics.median, 1)
 
 
 if __name__ == "__main__":
