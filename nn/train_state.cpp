@@ -1,13 +1,14 @@
 #include "nn/train_state.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string_view>
+#include <type_traits>
 
 #include "autograd/backward.h"
 #include "autograd/verifier.h"
@@ -165,13 +166,21 @@ std::vector<uint8_t> unhex_bytes(const std::string& s, const std::string& what) 
   return out;
 }
 
+// The shortest text that reads back as v.
+std::string shortest(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
 template <class T>
 void differ(std::vector<std::string>& out, const char* name, const T& a, const T& b) {
   if (a == b) return;
-  std::ostringstream s;
-  s.precision(17);
-  s << name << " " << a << " vs " << b;
-  out.push_back(s.str());
+  if constexpr (std::is_floating_point_v<T>) {
+    out.push_back(std::string(name) + " " + shortest(a) + " vs " + shortest(b));
+  } else {
+    out.push_back(std::string(name) + " " + std::to_string(a) + " vs " + std::to_string(b));
+  }
 }
 
 }  // namespace

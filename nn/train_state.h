@@ -49,12 +49,12 @@ LlamaConfig default_train_model();
 struct TrainConfig {
   // What is computed: a resumed run must agree on all of these.
   LlamaConfig model = default_train_model();
-  int64_t steps = 600;  // the schedule's length
+  int64_t steps = 250;  // the schedule's length
   int64_t batch = 16;
   int64_t seq = 128;
   double lr = 3e-3;  // peak, after warmup
   double min_lr = 3e-4;
-  int64_t warmup = 40;
+  int64_t warmup = 20;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -40,12 +41,12 @@ line every --log-every steps and a held-out loss every --eval-every steps.
 data
   --data FILE               train on the bytes of FILE (default: the built-in corpus)
 run (a resumed run must keep these)
-  --steps N                 schedule length in optimizer steps (600)
+  --steps N                 schedule length in optimizer steps (250)
   --batch N                 sequences per step (16)
   --seq N                   tokens per sequence (128)
   --lr X                    peak learning rate (3e-3)
   --min-lr X                final learning rate of the cosine decay (3e-4)
-  --warmup N                linear warmup steps (40)
+  --warmup N                linear warmup steps (20)
   --weight-decay X          AdamW decoupled weight decay on projections and head (0.1)
   --grad-clip X             clip the global gradient L2 norm to X; 0: off (1.0)
   --seed N                  seed of the run's generator: init, data order, dropout (1)
@@ -366,6 +367,11 @@ int run(const Options& flags_only, const std::vector<std::pair<std::string, std:
     if (o.data.empty()) o.data = resumed->data_path;
   }
   if (!o.init_from.empty()) {
+    for (const auto& [flag, value] : args) {
+      if (flag == "--hidden" || flag == "--layers" || flag == "--heads" || flag == "--kv-heads" ||
+          flag == "--intermediate")
+        throw UsageError(flag + ": with --init-from the architecture comes from its config.json");
+    }
     // The folder's architecture, with this run's dropout rates.
     const nn::LlamaConfig given = o.config.model;
     o.config.model = nn::read_llama_config(o.init_from);
@@ -416,6 +422,10 @@ int run(const Options& flags_only, const std::vector<std::pair<std::string, std:
   }
   std::fflush(stdout);
 
+  for (const std::string& file : {o.metrics, o.dump_grads}) {
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
+  }
   std::ofstream metrics;
   if (!o.metrics.empty()) {
     metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
