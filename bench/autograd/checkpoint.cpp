@@ -1,7 +1,13 @@
 // Training-step time and peak saved-activation bytes of a transformer stack
 // under each checkpoint policy, and the per-region cost of the RNG replay
 // modes. bench/autograd/compare_checkpoint.py runs this beside the same
-// model under torch.utils.checkpoint and reports ratios.
+// model under torch.utils.checkpoint (bench/autograd/checkpoint_torch.py)
+// and reports ratios.
+//
+// Times: the Time column is wall time; the CPU column is the CPU time of the
+// whole process (every OpenMP thread), which is what compare_checkpoint.py
+// reports when the shared machine is loaded. Rates (tokens_per_s,
+// GFLOP_per_s) are per second of that CPU time, so per core.
 //
 // B = batch, T = sequence, C = channels, H = query heads, G = kv heads,
 // D = head dim, F = MLP width: the Llama example's shapes.
@@ -22,6 +28,7 @@
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/views.h"
+#include "rng/generator.h"
 
 namespace {
 
@@ -31,6 +38,11 @@ using namespace reprise::autograd;
 constexpr int64_t B = 8, T = 256, C = 256, H = 8, G = 4, D = C / H, F = 688;
 constexpr int kBlocks = 4;
 constexpr double kDropout = 0.1;
+// Model flops of one step without recompute: every linear 6 N W (forward
+// 2 N W, backward 4 N W; N = B T tokens, W = weights per block) and causal
+// attention 3 x 2 B H T^2 D (forward: half of 4 B H T^2 D; backward twice that).
+constexpr double kModelFlops =
+    kBlocks * (6.0 * B * T * (2 * C * C + 2 * G * D * C + 3 * F * C) + 3.0 * 2 * B * H * T * T * D);
 
 Tensor weight(Shape shape, rng::Generator& gen) {
   Tensor w = Tensor::empty(shape);
@@ -53,20 +65,31 @@ struct Block {
         wu(weight({F, C}, gen)),
         wd(weight({C, F}, gen)) {}
 
+  std::vector<Tensor*> params() { return {&norm1, &wq, &wk, &wv, &wo, &norm2, &wg, &wu, &wd}; }
+
   // x: (B, T, C) -> (B, T, C), with residual dropout after attention and MLP.
+  // The seven linears run in a fixed order (q, k, v, o, gate, up, down) so
+  // that op-level SAC saves the same ones as torch's mm counter does.
   Tensor forward(const Tensor& x, rng::Generator& gen) const {
     Tensor h = ops::rmsnorm(x, norm1);
     auto heads = [&](const Tensor& w, int64_t n) {  // (B, T, n D) -> (B, n, T, D)
       return ops::transpose(ops::reshape(ops::linear(h, w), {B, T, n, D}), 1, 2);
     };
-    Tensor a = ops::scaled_dot_product_attention(heads(wq, H), heads(wk, G), heads(wv, G),
-                                                 {.causal = true});
+    Tensor q = heads(wq, H), k = heads(wk, G), v = heads(wv, G);
+    Tensor a = ops::scaled_dot_product_attention(q, k, v, {.causal = true});
     a = ops::reshape(ops::transpose(a, 1, 2), {B, T, C});
     Tensor r = ops::add(x, ops::dropout(ops::linear(a, wo), kDropout, gen));
     Tensor h2 = ops::rmsnorm(r, norm2);
-    Tensor m = ops::linear(ops::mul(ops::silu(ops::linear(h2, wg)), ops::linear(h2, wu)), wd);
+    Tensor gate = ops::silu(ops::linear(h2, wg));
+    Tensor up = ops::linear(h2, wu);
+    Tensor m = ops::linear(ops::mul(gate, up), wd);
     return ops::add(r, ops::dropout(m, kDropout, gen));
   }
+};
+
+struct Memory {
+  int64_t peak_saved = 0;  // peak of saved-activation bytes during the forward
+  int64_t held = 0;        // bytes alive at the end of the forward, output excluded
 };
 
 struct Stack {
@@ -79,23 +102,41 @@ struct Stack {
     ops::normal_(x, 0.0, 1.0, gen);
   }
 
-  // One forward + backward; returns the peak saved-activation bytes.
-  int64_t step(const Policy* policy, const CheckpointOptions& options) {
+  // One forward + backward of mean(h * h); leaves the gradients on the
+  // parameters.
+  Memory step(const Policy* policy, const CheckpointOptions& options) {
+    for (auto& b : blocks) {
+      for (Tensor* p : b.params()) p->set_grad(Tensor());
+    }
     memory_stats::reset_peaks();
-    int64_t base = memory_stats::snapshot()[MemoryKind::saved_activation].live;
+    MemorySnapshot before = memory_stats::snapshot();
     Tensor h = x;
     for (int i = 0; i < kBlocks; ++i) {
       auto f = [&, i, in = h] { return blocks[size_t(i)].forward(in, gen); };
       h = policy ? checkpoint("layers." + std::to_string(i), *policy, f, options) : f();
     }
-    int64_t peak = memory_stats::snapshot()[MemoryKind::saved_activation].peak - base;
+    MemorySnapshot after = memory_stats::snapshot();
+    Memory m{after[MemoryKind::saved_activation].peak - before[MemoryKind::saved_activation].live,
+             after.total.live - before.total.live - int64_t(h.nbytes())};
     backward(ops::mean(ops::mul(h, h)));
+    return m;
+  }
+
+  std::vector<std::vector<float>> grads() {
+    std::vector<std::vector<float>> out;
     for (auto& b : blocks) {
-      for (Tensor* p : {&b.norm1, &b.wq, &b.wk, &b.wv, &b.wo, &b.norm2, &b.wg, &b.wu, &b.wd}) {
-        p->set_grad(Tensor());
-      }
+      for (Tensor* p : b.params()) out.push_back(p->grad().to_vector<float>());
     }
-    return peak;
+    return out;
+  }
+
+  // Gradients of one step from a fixed generator state (so the dropout masks
+  // are the same whatever ran before).
+  std::vector<std::vector<float>> grads_from(const rng::GeneratorState& state, const Policy* policy,
+                                             const CheckpointOptions& options) {
+    gen.set_state(state);
+    step(policy, options);
+    return grads();
   }
 };
 
@@ -104,12 +145,36 @@ Stack& stack() {
   return s;
 }
 
+// The gradients every policy must reproduce bit for bit: no checkpointing,
+// from the generator state at first use.
+const std::vector<std::vector<float>>& reference_grads(rng::GeneratorState& state) {
+  static rng::GeneratorState s0 = stack().gen.state();
+  static std::vector<std::vector<float>> ref = stack().grads_from(s0, nullptr, {});
+  state = s0;
+  return ref;
+}
+
 void run_step(benchmark::State& state, const Policy* policy, CheckpointOptions options = {}) {
   Stack& s = stack();
-  int64_t peak = s.step(policy, options);  // warm-up (and the planner's recording step)
-  for (auto _ : state) peak = s.step(policy, options);
-  state.counters["peak_saved_MiB"] = double(peak) / (1 << 20);
-  state.counters["tokens_per_s"] = benchmark::Counter(double(B * T), benchmark::Counter::kIsRate);
+  rng::GeneratorState s0;
+  const auto& ref = reference_grads(s0);
+  // Checked before timing: this is also the warm-up (and, for the budget
+  // planner, a step that already applies the plan).
+  if (s.grads_from(s0, policy, options) != ref) {
+    state.SkipWithError("gradients differ from the no-checkpoint step");
+    return;
+  }
+  Memory m;
+  int64_t replayed = recompute_stats().nodes_replayed;
+  for (auto _ : state) m = s.step(policy, options);
+  replayed = recompute_stats().nodes_replayed - replayed;
+  state.counters["peak_saved_MiB"] = double(m.peak_saved) / (1 << 20);
+  state.counters["held_MiB"] = double(m.held) / (1 << 20);
+  state.counters["replayed_nodes"] = double(replayed) / double(state.iterations());
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(double(B * T), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP_per_s"] =
+      benchmark::Counter(kModelFlops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Step_none(benchmark::State& state) { run_step(state, nullptr); }
@@ -127,19 +192,23 @@ void BM_Step_op_sac(benchmark::State& state) {
 }
 void BM_Step_budget30(benchmark::State& state) {
   Stack& s = stack();
-  int64_t none_peak = s.step(nullptr, {});
+  int64_t none_peak = s.step(nullptr, {}).peak_saved;
   BudgetPlanner planner(int64_t(0.3 * double(none_peak)));
   Policy p = planner.policy();
   s.step(&p, {});  // record
   planner.plan();
   run_step(state, &p);
-  state.counters["budget_MiB"] = double(planner.summary().budget) / (1 << 20);
+  BudgetPlanner::Summary plan = planner.summary();
+  state.counters["budget_MiB"] = double(plan.budget) / (1 << 20);
+  // The planner's cost model: flops its plan replays, as a share of full
+  // recompute's.
+  state.counters["planned_replay_share"] = plan.replay_flops / plan.full_replay_flops;
 }
-BENCHMARK(BM_Step_none)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Step_full)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Step_full_stash)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Step_op_sac)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Step_budget30)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Step_none)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_Step_full)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_Step_full_stash)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_Step_op_sac)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_Step_budget30)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 
 // Per-region overhead of the RNG replay modes: a region around one small
 // dropout (forward only), minus the same op outside any region.
@@ -170,9 +239,9 @@ void BM_Region_stash(benchmark::State& state) {
   CheckpointOptions o{.rng = RngReplay::stash, .generator = &gen};
   region_overhead(state, &o);
 }
-BENCHMARK(BM_Region_op_only)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Region_recorded)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Region_stash)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Region_op_only)->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_Region_recorded)->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime();
+BENCHMARK(BM_Region_stash)->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime();
 
 }  // namespace
 

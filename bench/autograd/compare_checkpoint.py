@@ -1,0 +1,181 @@
+"""Checkpointing side by side: bench_checkpoint (ours) and PyTorch, alternately.
+
+Each round runs, for every mode, ours (bench_checkpoint, one case per
+process, --benchmark_format=json) and then PyTorch's counterpart in this
+process (bench/autograd/checkpoint_torch.py), so both see the same machine
+load; the order flips every round. The table gives medians over the rounds.
+
+Pairs of modes (ours <-> torch), matched by what they keep of the RNG:
+  none          <-> none
+  full          <-> full, preserve_rng_state=False  (neither copies RNG state;
+                    torch's gradients are wrong with dropout, ours are exact)
+  full+stash    <-> full, preserve_rng_state=True   (both copy generator state)
+  op-level SAC  <-> create_selective_checkpoint_contexts, same save list
+  budget(30%)   <-> (torch has no budget planner in eager mode)
+
+Times are per training step (forward + backward). "cpu" is the CPU time of the
+whole process, all threads (Google Benchmark's MeasureProcessCPUTime, Python's
+time.process_time); "wall" is elapsed time. On a loaded shared machine cpu is
+the figure to read. Both sides run 2 OpenMP threads with the same
+OMP_WAIT_POLICY (default PASSIVE: a thread waiting at a barrier sleeps rather
+than spins, so CPU time counts work, not spinning while a peer is descheduled).
+
+Memory: "peak saved" is ours by MemoryStats (saved-activation bytes, peak over
+the forward); "held" is what the forward leaves for backward (bytes alive at
+its end minus at its start, output excluded): ours by MemoryStats, torch by
+malloc's in-use bytes (see checkpoint_torch.py).
+
+Region overhead: a checkpoint region around one dropout on 64 elements,
+forward only, minus the same dropout outside any region: the cost of opening
+and closing a region, per region.
+
+Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
+    .venv/bin/python bench/autograd/compare_checkpoint.py --bench build/bench/bench_checkpoint
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+# The OpenMP runtime reads its environment when torch loads: set it first.
+WAIT_POLICY = "PASSIVE"
+for i, a in enumerate(sys.argv):
+    if a.startswith("--wait-policy="):
+        WAIT_POLICY = a.split("=", 1)[1]
+    elif a == "--wait-policy" and i + 1 < len(sys.argv):
+        WAIT_POLICY = sys.argv[i + 1]
+os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checkpoint_torch as ct  # noqa: E402
+import torch  # noqa: E402
+
+# (label, our benchmark, torch mode or None)
+MODES = (
+    ("none", "BM_Step_none", "none"),
+    ("full", "BM_Step_full", "full_norng"),
+    ("full+stash", "BM_Step_full_stash", "full"),
+    ("op_sac", "BM_Step_op_sac", "op_sac"),
+    ("budget30", "BM_Step_budget30", None),
+)
+REGIONS = ("BM_Region_op_only", "BM_Region_recorded", "BM_Region_stash")
+
+TARGETS = {"full": 1.33, "op_sac": 1.10, "budget30": 1.15}
+
+
+def run_ours(bench, name, min_time):
+    """One case of bench_checkpoint: its JSON row (times in the case's unit)."""
+    out = subprocess.run(
+        [bench, f"--benchmark_filter=^{name}/", "--benchmark_format=json",
+         f"--benchmark_min_time={min_time}"],
+        check=True, capture_output=True, text=True,
+        env={**os.environ, "REPRISE_NUM_THREADS": "2"})
+    rows = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("run_type") == "iteration"]
+    if len(rows) != 1:
+        raise RuntimeError(f"{name}: expected one result, got {len(rows)}: {out.stdout}")
+    if rows[0].get("error_occurred"):
+        raise RuntimeError(f"{name}: {rows[0].get('error_message')}")
+    return rows[0]
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bench", default="build/bench/bench_checkpoint")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=2.0,
+                        help="Google Benchmark --benchmark_min_time, seconds (a plain double)")
+    parser.add_argument("--reps", type=int, default=2, help="torch steps timed per round")
+    parser.add_argument("--wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for both sides")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    stack = ct.Stack()
+
+    ours = {label: {"cpu": [], "wall": []} for label, _, _ in MODES}
+    theirs = {label: {"cpu": [], "wall": []} for label, _, mode in MODES if mode}
+    counters = {}
+    region_ours = {name: [] for name in REGIONS}
+    region_theirs = {k: [] for k in ("op", "True", "False")}
+
+    for rnd in range(args.rounds):
+        for label, name, mode in MODES:
+            def mine():
+                row = run_ours(args.bench, name, args.min_time)
+                ours[label]["cpu"].append(row["cpu_time"])
+                ours[label]["wall"].append(row["real_time"])
+                counters[label] = row
+
+            def torchs():
+                cpu, wall = ct.time_step(stack, mode, args.reps)
+                theirs[label]["cpu"].append(cpu * 1e3)
+                theirs[label]["wall"].append(wall * 1e3)
+
+            steps = [mine] + ([torchs] if mode else [])
+            for run in (steps if rnd % 2 == 0 else steps[::-1]):
+                run()
+        for name in REGIONS:
+            region_ours[name].append(run_ours(args.bench, name, 0.5)["cpu_time"])
+        region_theirs["op"].append(ct.region_overhead(None)[0])
+        for preserve in (True, False):
+            region_theirs[str(preserve)].append(ct.region_overhead(preserve)[0])
+        print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+    held = {label: ct.held_bytes(stack, mode) / 2**20 for label, _, mode in MODES if mode}
+    grad_err = {label: ct.grad_error(stack, mode) for label, _, mode in MODES if mode}
+
+    print(f"torch {torch.__version__}; 2 threads both sides, OMP_WAIT_POLICY={WAIT_POLICY}; "
+          f"medians of {args.rounds} alternating rounds; step = forward + backward; "
+          f"ms of process CPU time (wall in brackets)")
+    print(f"B={ct.B} T={ct.T} C={ct.C} heads {ct.H}/{ct.G} D={ct.D} MLP {ct.F_MLP}, "
+          f"{ct.BLOCKS} blocks, dropout {ct.DROPOUT}, f32")
+    header = (f"{'mode':<11} {'ours ms':>16} {'torch ms':>17} {'ours/torch':>10} "
+              f"{'ours/none':>9} {'target':>6} {'torch/none':>10} {'peak saved':>10} "
+              f"{'held ours':>9} {'held torch':>10} {'torch grad err':>14}")
+    print(header)
+    none_cpu = med(ours["none"]["cpu"])
+    torch_none_cpu = med(theirs["none"]["cpu"])
+    peak_none = counters["none"]["peak_saved_MiB"]
+    for label, _, mode in MODES:
+        o_cpu, o_wall = med(ours[label]["cpu"]), med(ours[label]["wall"])
+        mine = f"{o_cpu:7.0f} [{o_wall:6.0f}]"
+        if mode:
+            t_cpu, t_wall = med(theirs[label]["cpu"]), med(theirs[label]["wall"])
+            their = f"{t_cpu:7.0f} [{t_wall:6.0f}]"
+            ratio, t_none = f"{o_cpu / t_cpu:10.2f}", f"{t_cpu / torch_none_cpu:10.2f}"
+            t_held, err = f"{held[label]:10.2f}", f"{grad_err[label]:14.1e}"
+        else:
+            their, ratio, t_none, t_held, err = (f"{'-':>17}", f"{'-':>10}", f"{'-':>10}",
+                                                 f"{'-':>10}", f"{'-':>14}")
+        target = f"{TARGETS[label]:6.2f}" if label in TARGETS else f"{'':6}"
+        peak = counters[label]["peak_saved_MiB"]
+        print(f"{label:<11} {mine:>16} {their:>17} {ratio} {o_cpu / none_cpu:9.2f} {target} "
+              f"{t_none} {peak:7.1f} Mi {counters[label]['held_MiB']:6.1f} Mi {t_held} {err}")
+    sac_share = counters["op_sac"]["peak_saved_MiB"] / peak_none
+    print(f"op_sac peak saved = {100 * sac_share:.0f}% of none's (target <= 50%); "
+          f"budget30 budget {counters['budget30']['budget_MiB']:.1f} MiB")
+
+    op = med(region_ours["BM_Region_op_only"])
+    t_op = med(region_theirs["op"])
+    rec = run_ours(args.bench, "BM_Region_recorded", 0.5)
+    sta = run_ours(args.bench, "BM_Region_stash", 0.5)
+    print("per-region overhead = region time - the same op outside a region "
+          "(dropout on 64 elements, forward only), us of CPU time, median of rounds")
+    print(f"  ours recorded: {med(region_ours['BM_Region_recorded']) - op:6.2f} us, "
+          f"{rec['stashed_bytes_per_region']:.0f} bytes stashed (target < 1 us, 0 bytes)")
+    print(f"  ours stash:    {med(region_ours['BM_Region_stash']) - op:6.2f} us, "
+          f"{sta['stashed_bytes_per_region']:.0f} bytes stashed")
+    print(f"  torch preserve_rng_state=True:  {med(region_theirs['True']) - t_op:6.2f} us, "
+          f"{ct.rng_state_bytes()} bytes stashed")
+    print(f"  torch preserve_rng_state=False: {med(region_theirs['False']) - t_op:6.2f} us, "
+          f"0 bytes stashed")
+    print(f"  (the op alone: ours {op:.2f} us, torch {t_op:.2f} us)")
+
+
+if __name__ == "__main__":
+    main()
