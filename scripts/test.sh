@@ -25,7 +25,9 @@ cmake --build build/embed -j"$jobs"
 build/embed/embed_example
 
 echo "== ASan+UBSan build and tests"
-cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_SANITIZE=ON -DREPRISE_WERROR=ON \
+# Warnings are errors in the release build above; GCC's sanitizer
+# instrumentation adds known false-positive warnings, so not here.
+cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_SANITIZE=ON -DREPRISE_WERROR=OFF \
   -DREPRISE_CUDA=OFF
 cmake --build build/sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
