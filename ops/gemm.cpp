@@ -15,9 +15,9 @@
 // (panel packing and the vectorised micro-kernel) that Eigen's own product
 // calls, with cache blocking computed from the tile's sizes. A tile is thus
 // computed the same way whichever thread runs it and however many there are.
-// With EIGEN_USE_BLAS (REPRISE_BLAS=OPENBLAS) the same call is Eigen's
-// forwarding to sgemm/dgemm, and BLAS is kept single-threaded: the tiles
-// are the parallelism.
+// Built with OpenBLAS (REPRISE_BLAS=AUTO finds it, or OPENBLAS), the same
+// call is Eigen's EIGEN_USE_BLAS forwarding to sgemm/dgemm, and OpenBLAS is
+// kept single-threaded: the tiles are the parallelism.
 #include "ops/gemm.h"
 
 // GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512

@@ -6,7 +6,8 @@
 // the output; "..." = batch dims, broadcast as in numpy.
 //
 // Results do not depend on the thread count: the tiles are chosen from the
-// shapes alone and each is computed by Eigen's sequential GEMM kernel.
+// shapes alone and each is computed by one sequential GEMM call (Eigen's
+// kernel, or single-threaded OpenBLAS when built with it: REPRISE_BLAS).
 
 #include "engine/tensor.h"
 

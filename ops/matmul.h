@@ -1,8 +1,8 @@
 #pragma once
 // Matrix products with backward rules. M = rows, K = inner dim, N = columns;
 // "..." = batch dims, broadcast as in numpy. f32 or f64 on the cpu; the GEMM
-// is ops/gemm.h (Eigen's kernel, tiled; bits independent of the thread
-// count). Transposed views are read in place, without copies.
+// is ops/gemm.h (tiled; bits independent of the thread count). Transposed
+// views are read in place, without copies.
 
 #include "engine/tensor.h"
 

@@ -3,14 +3,18 @@
 Cases are bench_matmul's (bench/ops/matmul.cpp): 1024^3 and every product of
 one Llama example layer step (tokens 2048, hidden 256, intermediate 688,
 vocab 256), forward y = x W^T (F.linear), backward dx = dy W (dy @ W) and
-dW = dy^T x (dy.t() @ x, a transposed view). Both sides use 2 threads; torch
-reports its BLAS (MKL on the pip wheel: torch.__config__.show()).
+dW = dy^T x (dy.t() @ x, a transposed view). Both sides use --threads threads
+(default 2); torch's BLAS is MKL on the pip wheel (torch.__config__.show()).
 
 The machine is shared, so each case alternates ours and theirs for several
 rounds (ours first in even rounds, theirs first in odd ones) and reports the
 median GFLOP/s of each and the ratio ours / torch of the medians. Ours is one
 run of bench_matmul per round (Google Benchmark, --benchmark_min_time); torch
 is timed the same way: as many calls as fit in the same minimum time.
+
+--clock cpu (with --threads 1) times by the calling thread's CPU time instead
+of wall time on both sides: on a loaded machine it measures the kernels
+rather than the scheduler.
 
 Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
     .venv/bin/python bench/ops/matmul_torch.py --bench build/bench/bench_matmul
@@ -52,27 +56,32 @@ def torch_fn(M, N, K, form):
     return lambda: a @ b
 
 
-def time_torch(case, min_time):
+def time_torch(case, args):
     M, N, K, form = CASES[case]
     fn = torch_fn(M, N, K, form)
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     fn()  # warm up
-    n, t0 = 0, time.perf_counter()
+    n, t0 = 0, clock()
     while True:
         fn()
         n += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_time:
+        elapsed = clock() - t0
+        if elapsed >= args.min_time:
             break
     return 2 * M * N * K * n / elapsed / 1e9
 
 
-def time_ours(bench, case, min_time):
+def time_ours(case, args):
     out = subprocess.run(
-        [bench, f"--benchmark_filter=^{case}/", "--benchmark_format=json",
-         f"--benchmark_min_time={min_time}"],
-        check=True, capture_output=True, text=True, env={**os.environ, "REPRISE_NUM_THREADS": "2"})
+        [args.bench, f"--benchmark_filter=^{case}/", "--benchmark_format=json",
+         f"--benchmark_min_time={args.min_time}"],
+        check=True, capture_output=True, text=True,
+        env={**os.environ, "REPRISE_NUM_THREADS": str(args.threads)})
     (run,) = json.loads(out.stdout)["benchmarks"]
-    return run["GFLOP"]  # a rate counter: GFLOP per second
+    if args.clock == "cpu":
+        M, N, K, _ = CASES[case]
+        return 2 * M * N * K / (run["cpu_time"] * 1e-3) / 1e9  # cpu_time in ms
+    return run["GFLOP"]  # a rate counter over wall time: GFLOP per second
 
 
 def main():
@@ -80,18 +89,22 @@ def main():
     parser.add_argument("--bench", default="build/bench/bench_matmul")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=0.5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    if args.clock == "cpu" and args.threads != 1:
+        parser.error("--clock cpu times one thread: use it with --threads 1")
+    torch.set_num_threads(args.threads)
     blas = "MKL" if torch.backends.mkl.is_available() else "non-MKL BLAS"
-    print(f"torch {torch.__version__} ({blas}), threads 2, f32, {args.rounds} alternating rounds, "
-          f"min time {args.min_time} s; GFLOP/s medians")
+    print(f"torch {torch.__version__} ({blas}), threads {args.threads}, f32, {args.clock} clock, "
+          f"{args.rounds} alternating rounds, min time {args.min_time} s; GFLOP/s medians, "
+          f"load average {os.getloadavg()[0]:.1f}")
     print("| case | M x N x K | ours | torch | ours / torch |")
     print("|---|---|---:|---:|---:|")
     for case in args.cases.split(","):
         M, N, K, _ = CASES[case]
-        timers = {"ours": lambda: time_ours(args.bench, case, args.min_time),
-                  "torch": lambda: time_torch(case, args.min_time)}
+        timers = {"ours": lambda: time_ours(case, args), "torch": lambda: time_torch(case, args)}
         runs = {"ours": [], "torch": []}
         for r in range(args.rounds):
             for side in ("ours", "torch") if r % 2 == 0 else ("torch", "ours"):
