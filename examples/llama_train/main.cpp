@@ -118,94 +118,81 @@ struct Options {
   bool help = false;
 };
 
-enum class FlagKind { run, compute, session };
-
 struct Flag {
-  FlagKind kind;
   bool takes_value;
   std::function<void(Options&, const std::string&)> apply;
 };
 
 const std::map<std::string, Flag>& flags() {
-  using K = FlagKind;
   auto int_into = [](const char* flag, int64_t nn::TrainConfig::*field) {
     return
         [flag, field](Options& o, const std::string& v) { o.config.*field = parse_int(flag, v); };
   };
   static const std::map<std::string, Flag> table{
-      {"--help", {K::session, false, [](Options& o, const std::string&) { o.help = true; }}},
-      {"--data", {K::session, true, [](Options& o, const std::string& v) { o.data = v; }}},
-      {"--steps", {K::run, true, int_into("--steps", &nn::TrainConfig::steps)}},
-      {"--batch", {K::run, true, int_into("--batch", &nn::TrainConfig::batch)}},
-      {"--seq", {K::run, true, int_into("--seq", &nn::TrainConfig::seq)}},
-      {"--warmup", {K::run, true, int_into("--warmup", &nn::TrainConfig::warmup)}},
+      {"--help", {false, [](Options& o, const std::string&) { o.help = true; }}},
+      {"--data", {true, [](Options& o, const std::string& v) { o.data = v; }}},
+      {"--steps", {true, int_into("--steps", &nn::TrainConfig::steps)}},
+      {"--batch", {true, int_into("--batch", &nn::TrainConfig::batch)}},
+      {"--seq", {true, int_into("--seq", &nn::TrainConfig::seq)}},
+      {"--warmup", {true, int_into("--warmup", &nn::TrainConfig::warmup)}},
       {"--lr",
-       {K::run, true,
-        [](Options& o, const std::string& v) { o.config.lr = parse_real("--lr", v); }}},
+       {true, [](Options& o, const std::string& v) { o.config.lr = parse_real("--lr", v); }}},
       {"--min-lr",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) { o.config.min_lr = parse_real("--min-lr", v); }}},
       {"--weight-decay",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) {
           o.config.weight_decay = parse_real("--weight-decay", v);
         }}},
       {"--grad-clip",
-       {K::run, true,
-        [](Options& o, const std::string& v) {
-          o.config.grad_clip = parse_real("--grad-clip", v);
-        }}},
+       {true, [](Options& o,
+                 const std::string& v) { o.config.grad_clip = parse_real("--grad-clip", v); }}},
       {"--seed",
-       {K::run, true,
-        [](Options& o, const std::string& v) {
-          o.config.seed = uint64_t(parse_count("--seed", v));
-        }}},
+       {true, [](Options& o,
+                 const std::string& v) { o.config.seed = uint64_t(parse_count("--seed", v)); }}},
       {"--dropout",
-       {K::run, true,
-        [](Options& o, const std::string& v) {
-          o.config.model.dropout = parse_real("--dropout", v);
-        }}},
+       {true, [](Options& o,
+                 const std::string& v) { o.config.model.dropout = parse_real("--dropout", v); }}},
       {"--attn-dropout",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) {
           o.config.model.attention_dropout = parse_real("--attn-dropout", v);
         }}},
       {"--hidden",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) {
           o.config.model.hidden_size = parse_positive("--hidden", v);
         }}},
       {"--layers",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) {
           o.config.model.num_hidden_layers = parse_positive("--layers", v);
         }}},
       {"--heads",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) {
           o.config.model.num_attention_heads = parse_positive("--heads", v);
         }}},
       {"--kv-heads",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) {
           o.config.model.num_key_value_heads = parse_positive("--kv-heads", v);
         }}},
       {"--intermediate",
-       {K::run, true,
+       {true,
         [](Options& o, const std::string& v) {
           o.config.model.intermediate_size = parse_positive("--intermediate", v);
         }}},
       {"--checkpoint-policy",
-       {K::compute, true,
-        [](Options& o, const std::string& v) { o.config.checkpoint_policy = v; }}},
+       {true, [](Options& o, const std::string& v) { o.config.checkpoint_policy = v; }}},
       {"--rng-replay",
-       {K::compute, true,
+       {true,
         [](Options& o, const std::string& v) { o.config.rng_replay = nn::parse_rng_replay(v); }}},
       {"--verify",
-       {K::compute, true,
-        [](Options& o, const std::string& v) { o.config.verify = nn::parse_verify(v); }}},
+       {true, [](Options& o, const std::string& v) { o.config.verify = nn::parse_verify(v); }}},
       {"--recompute-noise-ulps",
-       {K::compute, true,
+       {true,
         [](Options& o, const std::string& v) {
           const int64_t k = parse_count("--recompute-noise-ulps", v);
           if (k > std::numeric_limits<int>::max())
@@ -213,41 +200,33 @@ const std::map<std::string, Flag>& flags() {
           o.config.recompute_noise_ulps = int(k);
         }}},
       {"--threads",
-       {K::session, true,
+       {true,
         [](Options& o, const std::string& v) {
           const int64_t n = parse_positive("--threads", v);
           if (n > 4096) throw UsageError("--threads: at most 4096, got " + v);
           o.threads = int(n);
         }}},
       {"--log-every",
-       {K::session, true,
+       {true,
         [](Options& o, const std::string& v) { o.log_every = parse_positive("--log-every", v); }}},
       {"--eval-every",
-       {K::session, true,
+       {true,
         [](Options& o, const std::string& v) { o.eval_every = parse_count("--eval-every", v); }}},
       {"--eval-batches",
-       {K::session, true,
-        [](Options& o, const std::string& v) {
-          o.eval_batches = parse_positive("--eval-batches", v);
-        }}},
-      {"--metrics", {K::session, true, [](Options& o, const std::string& v) { o.metrics = v; }}},
-      {"--save", {K::session, true, [](Options& o, const std::string& v) { o.save = v; }}},
+       {true, [](Options& o,
+                 const std::string& v) { o.eval_batches = parse_positive("--eval-batches", v); }}},
+      {"--metrics", {true, [](Options& o, const std::string& v) { o.metrics = v; }}},
+      {"--save", {true, [](Options& o, const std::string& v) { o.save = v; }}},
       {"--save-every",
-       {K::session, true,
-        [](Options& o, const std::string& v) {
-          o.save_every = parse_positive("--save-every", v);
-        }}},
-      {"--resume", {K::session, true, [](Options& o, const std::string& v) { o.resume = v; }}},
+       {true, [](Options& o,
+                 const std::string& v) { o.save_every = parse_positive("--save-every", v); }}},
+      {"--resume", {true, [](Options& o, const std::string& v) { o.resume = v; }}},
       {"--stop-after",
-       {K::session, true,
-        [](Options& o, const std::string& v) {
-          o.stop_after = parse_positive("--stop-after", v);
-        }}},
-      {"--init-from",
-       {K::session, true, [](Options& o, const std::string& v) { o.init_from = v; }}},
-      {"--export", {K::session, true, [](Options& o, const std::string& v) { o.export_dir = v; }}},
-      {"--dump-grads",
-       {K::session, true, [](Options& o, const std::string& v) { o.dump_grads = v; }}},
+       {true, [](Options& o,
+                 const std::string& v) { o.stop_after = parse_positive("--stop-after", v); }}},
+      {"--init-from", {true, [](Options& o, const std::string& v) { o.init_from = v; }}},
+      {"--export", {true, [](Options& o, const std::string& v) { o.export_dir = v; }}},
+      {"--dump-grads", {true, [](Options& o, const std::string& v) { o.dump_grads = v; }}},
   };
   return table;
 }
