@@ -100,10 +100,12 @@ int64_t parse_count(std::string_view text, std::string_view spec, bool allow_suf
   for (char c : text) {
     REPRISE_CHECK(c >= '0' && c <= '9', "checkpoint policy '", spec, "': bad number '", text,
                   "'; expected one of ", kCheckpointForms);
-    REPRISE_CHECK(v <= (std::numeric_limits<int64_t>::max() - 9) / 10 / scale,
+    REPRISE_CHECK(v <= (std::numeric_limits<int64_t>::max() - (c - '0')) / 10,
                   "checkpoint policy '", spec, "': number too large");
     v = v * 10 + (c - '0');
   }
+  REPRISE_CHECK(v <= std::numeric_limits<int64_t>::max() / scale, "checkpoint policy '", spec,
+                "': number too large");
   return v * scale;
 }
 

@@ -218,8 +218,9 @@ TEST(Llama, CheckpointSpecsParse) {
   for (const char* s : {"none", "full", "op-sac", "every-n-layers:3", "budget:1000"}) {
     EXPECT_EQ(ActivationCheckpointing::parse(s).to_string(), s);
   }
-  for (const char* bad : {"", "ful", "budget:", "budget:M", "budget:12X", "every-n-layers:0",
-                          "every-n-layers:-1", "budget:99999999999999999999"}) {
+  for (const char* bad :
+       {"", "ful", "budget:", "budget:M", "budget:12X", "every-n-layers:0", "every-n-layers:-1",
+        "budget:99999999999999999999", "budget:8589934592G"}) {
     EXPECT_THROW(ActivationCheckpointing::parse(bad), Error) << bad;
   }
 }
