@@ -118,14 +118,20 @@ Tensors rmsnorm_backward(Node& node, const Tensor& g_in) {
           const T* xr = px + m * C;
           const T* gr = pg + m * C;
           const T r = pr[m];
-          if (pdx) {
-            T* dr = pdx + m * C;
-            T dot = detail::row_sum_of<T>(C, [&](int64_t c) { return pw[c] * gr[c] * xr[c]; });
-            const T s = r * r * r * dot / T(C);
-            for (int64_t c = 0; c < C; ++c) dr[c] = r * pw[c] * gr[c] - s * xr[c];
-          }
-          if (part) {
+          if (!pdx) {
             for (int64_t c = 0; c < C; ++c) part[c] += gr[c] * (xr[c] * r);
+            continue;
+          }
+          T* dr = pdx + m * C;
+          T dot = detail::row_sum_of<T>(C, [&](int64_t c) { return pw[c] * gr[c] * xr[c]; });
+          const T s = r * r * r * dot / T(C);
+          if (part) {  // dx and dw in one pass over the row
+            for (int64_t c = 0; c < C; ++c) {
+              dr[c] = r * pw[c] * gr[c] - s * xr[c];
+              part[c] += gr[c] * (xr[c] * r);
+            }
+          } else {
+            for (int64_t c = 0; c < C; ++c) dr[c] = r * pw[c] * gr[c] - s * xr[c];
           }
         }
       }

@@ -2,7 +2,7 @@
 
 Shapes: rmsnorm on (N, C) = (2048, 256), the Llama example's tokens x hidden,
 and (8192, 2048), 64 MiB, out of cache; silu, add and a plain copy on the
-same element counts. 2 threads on both sides. PyTorch runs
+same element counts. 2 threads on both sides (--threads). PyTorch runs
   rmsnorm:  F.rms_norm, and the HF LlamaRMSNorm formula
             w * (x * rsqrt(mean(x^2, -1) + eps)), both with autograd for
             forward + backward (grads of x and w);
@@ -14,10 +14,12 @@ bench/ops/norm.cpp and bench/ops/elementwise.cpp), so GB/s are comparable.
 The machine is shared, so the script alternates ours and theirs for several
 rounds (each round runs both Google Benchmark programs once, then every torch
 case) and reports the median of each and ratio = torch time / our time
-(> 1: ours is faster).
+(> 1: ours is faster). --clock cpu (with --threads 1) times CPU time instead
+of wall time on both sides, which holds up when the machine is oversubscribed
+and wall times of multithreaded runs mostly measure the scheduler.
 
 Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
-    .venv/bin/python bench/ops/nn_ops_torch.py --build build
+    .venv/bin/python bench/ops/nn_ops_torch.py --build build [--threads 1 --clock cpu]
 """
 
 import argparse
@@ -97,36 +99,39 @@ def torch_cases():
     return cases
 
 
-def time_torch(setup, min_seconds):
+def time_torch(setup, min_seconds, clock):
     """Best mean seconds per call over 3 timed loops of at least min_seconds."""
+    now = time.process_time if clock == "cpu" else time.perf_counter
     call = setup()
     call()  # warm up
-    t0, n = time.perf_counter(), 0
-    while time.perf_counter() - t0 < min_seconds / 4:
+    t0, n = now(), 0
+    while now() - t0 < min_seconds / 4 or n == 0:
         call()
         n += 1
     best = float("inf")
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0 = now()
         for _ in range(n):
             call()
-        best = min(best, (time.perf_counter() - t0) / n)
+        best = min(best, (now() - t0) / n)
     return best
 
 
-def time_ours(bench):
-    """name -> best real seconds per iteration, from one run of a bench program."""
+def time_ours(bench, threads, clock):
+    """name -> best seconds per iteration, from one run of a bench program."""
     out = subprocess.run(
         [bench, "--benchmark_format=json", "--benchmark_repetitions=3",
          "--benchmark_min_time=0.2"],
-        check=True, capture_output=True, text=True, env={**os.environ, "REPRISE_NUM_THREADS": "2"})
+        check=True, capture_output=True, text=True,
+        env={**os.environ, "REPRISE_NUM_THREADS": str(threads)})
+    key = "cpu_time" if clock == "cpu" else "real_time"
     best = {}
     for b in json.loads(out.stdout)["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
         name = b["run_name"].removeprefix("BM_").removesuffix("/real_time")
         scale = {"us": 1e-6, "ms": 1e-3, "ns": 1e-9}[b["time_unit"]]
-        best[name] = min(best.get(name, float("inf")), b["real_time"] * scale)
+        best[name] = min(best.get(name, float("inf")), b[key] * scale)
     return best
 
 
@@ -135,22 +140,27 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-seconds", type=float, default=0.2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    if args.clock == "cpu" and args.threads != 1:
+        parser.error("--clock cpu needs --threads 1: the two sides count CPU time of "
+                     "different sets of threads")
+    torch.set_num_threads(args.threads)
     benches = [os.path.join(args.build, "bench", b) for b in ("bench_elementwise", "bench_norm")]
     cases = torch_cases()
     ours = {name: [] for name in cases}
     theirs = {(name, v): [] for name, (variants, _) in cases.items() for v in variants}
     for _ in range(args.rounds):
         for bench in benches:
-            for name, t in time_ours(bench).items():
+            for name, t in time_ours(bench, args.threads, args.clock).items():
                 ours[name].append(t)
         for name, (variants, _) in cases.items():
             for v, setup in variants.items():
                 with torch.no_grad() if "bwd" not in name else torch.enable_grad():
-                    theirs[(name, v)].append(time_torch(setup, args.min_seconds))
-    print(f"torch {torch.__version__}, threads 2, f32, {args.rounds} alternating rounds, "
-          f"medians; ratio = torch time / ours")
+                    theirs[(name, v)].append(time_torch(setup, args.min_seconds, args.clock))
+    print(f"torch {torch.__version__}, threads {args.threads}, {args.clock} clock, f32, "
+          f"{args.rounds} alternating rounds, medians; ratio = torch time / ours")
     print(f"{'case':<26} {'ours us':>9} {'ours GB/s':>9}  torch variants (us, GB/s, ratio)")
     for name, (variants, nbytes) in cases.items():
         o = statistics.median(ours[name])
