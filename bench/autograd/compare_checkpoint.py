@@ -25,9 +25,14 @@ the forward); "held" is what the forward leaves for backward (bytes alive at
 its end minus at its start, output excluded): ours by MemoryStats, torch by
 malloc's in-use bytes (see checkpoint_torch.py).
 
+"torch grad err": max |g - g_none| / max |g_none| over the parameters for one
+step from the same seed; ours is 0 by construction and bench_checkpoint
+checks it bitwise before timing (a case with other gradients fails).
+
 Region overhead: a checkpoint region around one dropout on 64 elements,
 forward only, minus the same dropout outside any region: the cost of opening
-and closing a region, per region.
+and closing a region, per region. Ours: the three BM_Region_* cases in one
+process per round, repetitions interleaved.
 
 Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
     .venv/bin/python bench/autograd/compare_checkpoint.py --bench build/bench/bench_checkpoint
@@ -40,18 +45,11 @@ import statistics
 import subprocess
 import sys
 
-# The OpenMP runtime reads its environment when torch loads: set it first.
-WAIT_POLICY = "PASSIVE"
-for i, a in enumerate(sys.argv):
-    if a.startswith("--wait-policy="):
-        WAIT_POLICY = a.split("=", 1)[1]
-    elif a == "--wait-policy" and i + 1 < len(sys.argv):
-        WAIT_POLICY = sys.argv[i + 1]
-os.environ["OMP_WAIT_POLICY"] = WAIT_POLICY
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import checkpoint_torch as ct  # noqa: E402
-import torch  # noqa: E402
+# --malloc-keep: glibc malloc keeps freed memory for reuse (no mmap'd chunks
+# below 32 MiB, no trimming), so a re-allocated buffer does not page-fault
+# and get zeroed again. For study: it shows the recompute cost net of the
+# allocator. Set for both sides; glibc reads it at process start.
+MALLOC_KEEP = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"
 
 # (label, our benchmark, torch mode or None)
 MODES = (
@@ -66,19 +64,39 @@ REGIONS = ("BM_Region_op_only", "BM_Region_recorded", "BM_Region_stash")
 TARGETS = {"full": 1.33, "op_sac": 1.10, "budget30": 1.15}
 
 
-def run_ours(bench, name, min_time):
-    """One case of bench_checkpoint: its JSON row (times in the case's unit)."""
+def run_bench(bench, pattern, min_time, *flags):
+    """bench_checkpoint's JSON rows for the cases matching `pattern`."""
     out = subprocess.run(
-        [bench, f"--benchmark_filter=^{name}/", "--benchmark_format=json",
-         f"--benchmark_min_time={min_time}"],
+        [bench, f"--benchmark_filter={pattern}", "--benchmark_format=json",
+         f"--benchmark_min_time={min_time}", *flags],
         check=True, capture_output=True, text=True,
         env={**os.environ, "REPRISE_NUM_THREADS": "2"})
     rows = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("run_type") == "iteration"]
-    if len(rows) != 1:
-        raise RuntimeError(f"{name}: expected one result, got {len(rows)}: {out.stdout}")
-    if rows[0].get("error_occurred"):
-        raise RuntimeError(f"{name}: {rows[0].get('error_message')}")
-    return rows[0]
+    for row in rows:
+        if row.get("error_occurred"):
+            raise RuntimeError(f"{row['name']}: {row.get('error_message')}")
+    if not rows:
+        raise RuntimeError(f"{pattern}: no results: {out.stdout}")
+    return rows
+
+
+def run_ours(bench, name, min_time):
+    """One step case, alone in its process: its JSON row (times in ms)."""
+    (row,) = run_bench(bench, f"^{name}/", min_time)
+    return row
+
+
+def run_regions(bench, reps=3):
+    """The three region cases in one process, repetitions interleaved at
+    random (microsecond differences between processes are placement noise):
+    {name: (median CPU us, row)}."""
+    rows = run_bench(bench, "^BM_Region_", 0.2, f"--benchmark_repetitions={reps}",
+                     "--benchmark_enable_random_interleaving=true")
+    out = {}
+    for name in REGIONS:
+        mine = [r for r in rows if r["run_name"].startswith(name + "/")]
+        out[name] = (med([r["cpu_time"] for r in mine]), mine[0])
+    return out
 
 
 def med(xs):
@@ -93,7 +111,18 @@ def main():
                         help="Google Benchmark --benchmark_min_time, seconds (a plain double)")
     parser.add_argument("--reps", type=int, default=2, help="torch steps timed per round")
     parser.add_argument("--wait-policy", default="PASSIVE", help="OMP_WAIT_POLICY for both sides")
+    parser.add_argument("--malloc-keep", action="store_true",
+                        help=f"GLIBC_TUNABLES={MALLOC_KEEP} for both sides")
     args = parser.parse_args()
+    if args.malloc_keep and os.environ.get("GLIBC_TUNABLES") != MALLOC_KEEP:
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  {**os.environ, "GLIBC_TUNABLES": MALLOC_KEEP})
+    # The OpenMP runtime reads its environment when torch loads: set it first.
+    os.environ["OMP_WAIT_POLICY"] = args.wait_policy
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import checkpoint_torch as ct
+    import torch
+
     torch.set_num_threads(2)
     stack = ct.Stack()
 
@@ -119,8 +148,9 @@ def main():
             steps = [mine] + ([torchs] if mode else [])
             for run in (steps if rnd % 2 == 0 else steps[::-1]):
                 run()
+        regions = run_regions(args.bench)
         for name in REGIONS:
-            region_ours[name].append(run_ours(args.bench, name, 0.5)["cpu_time"])
+            region_ours[name].append(regions[name][0])
         region_theirs["op"].append(ct.region_overhead(None)[0])
         for preserve in (True, False):
             region_theirs[str(preserve)].append(ct.region_overhead(preserve)[0])
@@ -129,8 +159,9 @@ def main():
     held = {label: ct.held_bytes(stack, mode) / 2**20 for label, _, mode in MODES if mode}
     grad_err = {label: ct.grad_error(stack, mode) for label, _, mode in MODES if mode}
 
-    print(f"torch {torch.__version__}; 2 threads both sides, OMP_WAIT_POLICY={WAIT_POLICY}; "
-          f"medians of {args.rounds} alternating rounds; step = forward + backward; "
+    malloc = "GLIBC_TUNABLES=" + MALLOC_KEEP if args.malloc_keep else "default malloc"
+    print(f"torch {torch.__version__}; 2 threads both sides, OMP_WAIT_POLICY={args.wait_policy}, "
+          f"{malloc}; medians of {args.rounds} alternating rounds; step = forward + backward; "
           f"ms of process CPU time (wall in brackets)")
     print(f"B={ct.B} T={ct.T} C={ct.C} heads {ct.H}/{ct.G} D={ct.D} MLP {ct.F_MLP}, "
           f"{ct.BLOCKS} blocks, dropout {ct.DROPOUT}, f32")
@@ -156,14 +187,17 @@ def main():
         peak = counters[label]["peak_saved_MiB"]
         print(f"{label:<11} {mine:>16} {their:>17} {ratio} {o_cpu / none_cpu:9.2f} {target} "
               f"{t_none} {peak:7.1f} Mi {counters[label]['held_MiB']:6.1f} Mi {t_held} {err}")
+    print("ours/none per round (min..max; the spread is the machine's noise):",
+          ", ".join(f"{label} {min(r):.2f}..{max(r):.2f}" for label, r in (
+              (label, [c / n for c, n in zip(ours[label]["cpu"], ours["none"]["cpu"])])
+              for label, _, _ in MODES[1:])))
     sac_share = counters["op_sac"]["peak_saved_MiB"] / peak_none
     print(f"op_sac peak saved = {100 * sac_share:.0f}% of none's (target <= 50%); "
           f"budget30 budget {counters['budget30']['budget_MiB']:.1f} MiB")
 
     op = med(region_ours["BM_Region_op_only"])
     t_op = med(region_theirs["op"])
-    rec = run_ours(args.bench, "BM_Region_recorded", 0.5)
-    sta = run_ours(args.bench, "BM_Region_stash", 0.5)
+    rec, sta = regions["BM_Region_recorded"][1], regions["BM_Region_stash"][1]
     print("per-region overhead = region time - the same op outside a region "
           "(dropout on 64 elements, forward only), us of CPU time, median of rounds")
     print(f"  ours recorded: {med(region_ours['BM_Region_recorded']) - op:6.2f} us, "
