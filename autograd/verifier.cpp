@@ -91,6 +91,7 @@ std::pair<int64_t, double> ulp_difference(const Tensor& a, const Tensor& b) {
 }
 
 Fingerprint Fingerprint::of(const Tensor& t, Verify mode) {
+  NoGradGuard no_grad;  // t is a recorded output: reading its layout is plumbing
   Fingerprint f{t.shape(), t.dtype()};
   if (mode == Verify::bitwise) {
     f.hash = hash_values(t);

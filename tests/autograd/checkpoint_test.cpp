@@ -10,6 +10,7 @@
 #include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
+#include "ops/views.h"
 #include "tests/support/gradcheck.h"
 
 namespace reprise::autograd {
@@ -238,6 +239,16 @@ TEST(Checkpoint, InPlaceWriteInsideARegionIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("modified in place"), std::string::npos) << e.what();
   }
+}
+
+TEST(Checkpoint, BitwiseVerifierHandlesViewOutputs) {
+  Tensor x = uniform({3, 4}, -1, 1, 15, DType::f32).requires_grad(true);
+  CheckpointOptions o{.verify = Verify::bitwise};
+  // transpose records a non-contiguous output that requires grad.
+  Tensor h = checkpoint(
+      "v", policies::full(), [&] { return ops::tanh(ops::transpose(x, 0, 1)); }, o);
+  EXPECT_NO_THROW(backward(ops::sum(ops::mul(h, h))));
+  EXPECT_TRUE(x.grad().defined());
 }
 
 TEST(Checkpoint, GradcheckThroughARegion) {
