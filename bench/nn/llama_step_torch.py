@@ -20,10 +20,18 @@ gives the median over rounds of each side's mean step time, and the ratio
 of medians; CPU time (all threads of the process) is reported beside wall
 time because it suffers less from other processes' load.
 
-Peak memory per step, over what lives between steps: "rss" is the rise of
-the process's peak resident set during one step after a warm-up step (torch
-in a fresh process per variant; ours the same way in bench_llama_step);
-"stats" is ours by MemoryStats (exact live-tensor bytes).
+Peak memory of a step above the parameters, optimizer state and batch that
+live throughout (gradients, activations, temporaries), after a warm-up step:
+  tensors: exact allocation bytes. Ours by MemoryStats (the bench's
+           peak_MiB); torch's from its profiler's memory timeline
+           (profile_memory=True: every CPU allocation and free in order,
+           summed; the step after zero_grad).
+  rss:     the rise of the process's peak resident set over a step, the
+           same way on both sides (VmHWM reset through /proc/self/clear_refs).
+           It depends on what malloc kept from earlier steps, so it is
+           noisy; the tensor figures are the comparison.
+Each torch measurement runs in a fresh process. --rounds 0 measures memory
+only.
 
 Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
     .venv/bin/python bench/nn/llama_step_torch.py --bench build/bench/bench_llama_step
@@ -103,9 +111,34 @@ def peak_rss_mib(model_dir, attn, policy):
     return status_mib("VmHWM") - base
 
 
-def torch_peak_mib(model_dir, attn, policy):
+def peak_tensor_mib(model_dir, attn, policy):
+    """Peak of torch's CPU allocations over one step (after a warm-up step
+    and zero_grad), above what was allocated when the step began."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action
+
+    torch.set_num_threads(2)
+    model, opt = load(model_dir, attn, policy)
+    ids = batch()
+    step(model, opt, ids)
+    opt.zero_grad(set_to_none=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                 with_stack=True) as prof:
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    live = peak = 0
+    for _, action, (key, _), size in prof._memory_profile().timeline:
+        if key.device.type != "cpu" or action == Action.PREEXISTING:
+            continue
+        live += size if action == Action.CREATE else -size if action == Action.DESTROY else 0
+        peak = max(peak, live)
+    return peak / 2**20
+
+
+def in_fresh_process(fn, *args):
+    """fn(*args) in a new interpreter, so earlier runs leave nothing behind."""
     code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r});"
-            f"import llama_step_torch as m; print(m.peak_rss_mib({model_dir!r}, {attn!r}, {policy!r}))")
+            f"import llama_step_torch as m; print(m.{fn}(*{args!r}))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -149,7 +182,8 @@ def main():
             # Same weights, same batch: the first losses must agree (f32
             # summation orders differ, so not bitwise).
             first = {attn: step(*torch_runs[attn], ids) for attn in ATTENTION}
-            ours0 = run_ours(args.bench, model_dir, policy)["loss0"]
+            ours = run_ours(args.bench, model_dir, policy)  # its memory figures are printed below
+            ours0 = ours["loss0"]
             for attn, l in first.items():
                 if abs(l - ours0) > 1e-4 * abs(l):
                     raise SystemExit(f"{policy}/{attn}: first loss {l} vs ours {ours0}")
@@ -159,24 +193,24 @@ def main():
                 b = run_ours(args.bench, model_dir, policy)
                 wall["ours"].append(b["real_time"] / 1e3)
                 cpu["ours"].append(b["cpu_time"] / 1e3)
-                ours = b
                 for attn in ATTENTION:
                     w, c = time_torch(*torch_runs[attn], ids, args.reps)
                     wall[attn].append(w)
                     cpu[attn].append(c)
-            mw = {k: statistics.median(v) * 1e3 for k, v in wall.items()}
-            mc = {k: statistics.median(v) * 1e3 for k, v in cpu.items()}
-            mem = {attn: torch_peak_mib(model_dir, attn, policy) for attn in ATTENTION}
             print(f"checkpointing {policy}: first loss ours {ours0:.6f}, torch {first['sdpa']:.6f}")
-            print(f"  wall ms: ours {mw['ours']:.0f}, torch sdpa {mw['sdpa']:.0f} "
-                  f"(ratio {mw['ours'] / mw['sdpa']:.2f}), torch eager {mw['eager']:.0f} "
-                  f"(ratio {mw['ours'] / mw['eager']:.2f})")
-            print(f"  cpu ms:  ours {mc['ours']:.0f}, torch sdpa {mc['sdpa']:.0f} "
-                  f"(ratio {mc['ours'] / mc['sdpa']:.2f}), torch eager {mc['eager']:.0f} "
-                  f"(ratio {mc['ours'] / mc['eager']:.2f})")
-            print(f"  peak MiB: ours stats {ours['peak_MiB']:.1f} (saved {ours['saved_MiB']:.1f}), "
-                  f"ours rss {ours['rss_MiB']:.1f}, torch sdpa rss {mem['sdpa']:.1f}, "
-                  f"torch eager rss {mem['eager']:.1f}", flush=True)
+            if args.rounds > 0:
+                mw = {k: statistics.median(v) * 1e3 for k, v in wall.items()}
+                mc = {k: statistics.median(v) * 1e3 for k, v in cpu.items()}
+                for label, m in (("wall", mw), ("cpu ", mc)):
+                    print(f"  {label} ms: ours {m['ours']:.0f}, torch sdpa {m['sdpa']:.0f} "
+                          f"(ratio {m['ours'] / m['sdpa']:.2f}), torch eager {m['eager']:.0f} "
+                          f"(ratio {m['ours'] / m['eager']:.2f})")
+            tensors = {a: in_fresh_process("peak_tensor_mib", model_dir, a, policy) for a in ATTENTION}
+            rss = {a: in_fresh_process("peak_rss_mib", model_dir, a, policy) for a in ATTENTION}
+            print(f"  peak tensor MiB: ours {ours['peak_MiB']:.1f} (saved {ours['saved_MiB']:.1f}), "
+                  f"torch sdpa {tensors['sdpa']:.1f}, torch eager {tensors['eager']:.1f}")
+            print(f"  peak rss rise MiB: ours {ours['rss_MiB']:.1f}, torch sdpa {rss['sdpa']:.1f}, "
+                  f"torch eager {rss['eager']:.1f}", flush=True)
 
 
 if __name__ == "__main__":
