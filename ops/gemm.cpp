@@ -39,14 +39,13 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace reprise::ops::detail {
 namespace {
 
-// Tiles of C are at most kTile x kTile (Eigen's kernel is at full speed
-// there and the packed panels of one tile stay in L2 for the Llama shapes);
-// a product with fewer than kMinTasks tiles over its whole batch is cut
-// finer, to edges no shorter than kMinTile, so that small-batch products
-// still give every thread of a small machine work. Edges are multiples of
-// kAlign elements (64 bytes of f32), the micro-kernel's row step.
+// Tiles of C are at most kTile x kTile: big enough that packing is a small
+// share of the work, small enough that big products give many tasks to
+// balance. A product with fewer than kMinTasks such tiles over its whole
+// batch is cut finer (tile_grid), so that small-batch products still give
+// every thread of a small machine work. Edges are multiples of kAlign
+// elements (64 bytes of f32), the micro-kernel's row step.
 constexpr int64_t kTile = 256;
-constexpr int64_t kMinTile = 64;
 constexpr int64_t kMinTasks = 8;
 constexpr int64_t kAlign = 16;
 // Products of fewer multiply-adds run on the calling thread: waking the
@@ -59,6 +58,32 @@ int64_t round_up(int64_t n, int64_t d) { return ceil_div(n, d) * d; }
 // The edge near `target` that cuts n into equal tiles: 688 -> 240 240 208.
 int64_t even_edge(int64_t n, int64_t target) {
   return std::min(n, round_up(ceil_div(n, ceil_div(n, target)), kAlign));
+}
+
+struct Grid {
+  int64_t mb, nb;  // tile edges along M and N
+};
+
+// The tiles of `batch` (M, N) outputs. Each tile packs its rows of A and its
+// columns of B for itself, so a grid of tm x tn tiles packs K (tn M + tm N)
+// elements; the kernels pack slowly (a quarter of the time of a 688 x 256 x
+// 2048 product cut into 128 x 128 tiles), so when kTile tiles are too few,
+// the grid chosen is the one with at least kMinTasks tiles (or the most
+// tiles, for a small output) that packs the least: 688 x 256 becomes 4 x 2
+// tiles of 176 x 128 rather than 6 x 2 of 128 x 128.
+Grid tile_grid(int64_t batch, int64_t M, int64_t N) {
+  Grid best{even_edge(M, kTile), even_edge(N, kTile)};
+  auto tasks = [&](const Grid& g) {
+    return std::min(kMinTasks, batch * ceil_div(M, g.mb) * ceil_div(N, g.nb));
+  };
+  auto packed = [&](const Grid& g) { return ceil_div(N, g.nb) * M + ceil_div(M, g.mb) * N; };
+  if (tasks(best) == kMinTasks) return best;
+  for (int64_t tm = 1; tm <= kMinTasks; ++tm) {
+    const int64_t tn = ceil_div(kMinTasks, batch * tm);
+    const Grid g{even_edge(M, ceil_div(M, tm)), even_edge(N, ceil_div(N, tn))};
+    if (tasks(g) > tasks(best) || (tasks(g) == tasks(best) && packed(g) < packed(best))) best = g;
+  }
+  return best;
 }
 
 // How one operand's matrices lie in memory: each is row-major (column
@@ -127,16 +152,8 @@ void run_tiles(const Problem& p, const T* a, const T* b, T* c) {
                                                               BOrder, false, Eigen::RowMajor, 1>;
   using Blocking = Eigen::internal::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic,
                                                         Eigen::Dynamic, Eigen::Dynamic>;
-  int64_t mb = even_edge(p.M, kTile), nb = even_edge(p.N, kTile);
-  while (p.batch * ceil_div(p.M, mb) * ceil_div(p.N, nb) < kMinTasks) {
-    if (mb >= nb && mb >= 2 * kMinTile) {
-      mb = even_edge(p.M, mb / 2);
-    } else if (nb >= 2 * kMinTile) {
-      nb = even_edge(p.N, nb / 2);
-    } else {
-      break;
-    }
-  }
+  const Grid grid = tile_grid(p.batch, p.M, p.N);
+  const int64_t mb = grid.mb, nb = grid.nb;
   const int64_t tm = ceil_div(p.M, mb), tn = ceil_div(p.N, nb), per_matrix = tm * tn;
   const int64_t tasks = p.batch * per_matrix;
 
