@@ -289,10 +289,10 @@ TEST(Llama, EveryCheckpointPolicyGivesBitwiseEqualGradientsWithDropout) {
   EXPECT_LT(budget_peak, none_peak);
 
   // Stash mode (PyTorch's preserve_rng_state=True, restoring the dropout
-  // generator) is exact too, and the metadata verifier passes.
+  // generator) is exact too, and the bitwise verifier passes.
   ActivationCheckpointing stash = ActivationCheckpointing::parse("full");
   stash.options.rng = autograd::RngReplay::stash;
-  stash.options.verify = autograd::Verify::metadata;
+  stash.options.verify = autograd::Verify::bitwise;
   r.model.set_checkpointing(stash);
   EXPECT_EQ(r.step(), expected);
 }
@@ -306,6 +306,23 @@ TEST(Llama, FreshRandomnessOnReplayGivesWrongGradients) {
   fresh.options.rng = autograd::RngReplay::fresh;
   r.model.set_checkpointing(fresh);
   EXPECT_NE(r.step(), expected);
+}
+
+TEST(Llama, VerifierNamesTheLayerWhenReplayIsNotExact) {
+  DropoutRun r;
+  ActivationCheckpointing noisy = ActivationCheckpointing::parse("full");
+  noisy.options.verify = autograd::Verify::bitwise;
+  noisy.options.recompute_noise_ulps = 1;
+  r.model.set_checkpointing(noisy);
+  try {
+    r.step();
+    FAIL() << "expected a recompute mismatch";
+  } catch (const Error& e) {
+    // Backward reaches the last layer first.
+    EXPECT_NE(std::string(e.what()).find("recompute mismatch in region 'model.layers.2'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Llama, ResultsDoNotDependOnTheThreadCount) {
