@@ -51,7 +51,7 @@ endfunction()
 # OPENBLAS: OpenBLAS's sgemm/dgemm through Eigen's EIGEN_USE_BLAS forwarding,
 # run single-threaded (the tiles are the parallelism, so OpenBLAS's threads
 # never compete with OpenMP's). OFF: Eigen's own kernel. AUTO (default):
-# OpenBLAS when it is installed, else Eigen. OpenBLAS is ~1.1-1.4x faster
+# OpenBLAS when it is installed, else Eigen. OpenBLAS is 1.05-1.3x faster
 # than Eigen 3.4's kernel per core on the Llama shapes (bench/RESULTS.md).
 set(REPRISE_BLAS "AUTO" CACHE STRING
   "BLAS under the CPU GEMM: AUTO (OpenBLAS when found), OPENBLAS or OFF (Eigen's kernel)")
