@@ -6,8 +6,8 @@
 // (measured with Eigen 3.4 on f32: 93% of the elements of a 1024^3 product,
 // and 93% of a (256 x 2048) @ (2048 x 256) one, differ between 1 and 2
 // threads), and its threads spin-wait on each other's packed panels, which
-// stalls badly when another process takes a core (a 2-thread 256 x 2048 x 256
-// product fell to 5 GFLOP/s on a loaded 2-core machine).
+// stalls badly when another process takes a core (a 2-thread (256 x 2048) @
+// (2048 x 256) product fell to 4.7 GFLOP/s on a loaded 2-core machine).
 //
 // So the output C is cut into tiles chosen from the shapes alone, threads
 // claim tiles one at a time, and each tile is one call of

@@ -17,7 +17,8 @@ namespace reprise::ops::detail {
 // batch dims of a and b broadcast. Not recorded. f32 or f64 on the cpu, same
 // dtype, both at least 2-D with matching K: the calling op checks these.
 // Transposed views (column-major matrices) are read in place; only a matrix
-// whose rows and columns both have a stride other than 1 is copied first.
+// with neither a unit row nor a unit column stride, or with overlapping
+// (e.g. broadcast, stride-0) rows or columns, is copied first.
 Tensor matmul_kernel(const Tensor& a, const Tensor& b);
 
 }  // namespace reprise::ops::detail

@@ -7,7 +7,10 @@
 // Times: the Time column is wall time; the CPU column is the CPU time of the
 // whole process (every OpenMP thread), which is what compare_checkpoint.py
 // reports when the shared machine is loaded. Rates (tokens_per_s,
-// GFLOP_per_s) are per second of that CPU time, so per core.
+// GFLOP_per_s) are per second of that CPU time, so per core. BM_Paired_*
+// alternate a step under the policy with a no-checkpoint step in one process
+// and report ratio_vs_none, the ratio of their CPU times: what the targets
+// are stated in, measured so that both halves see the same machine load.
 //
 // B = batch, T = sequence, C = channels, H = query heads, G = kv heads,
 // D = head dim, F = MLP width: the Llama example's shapes.
@@ -15,7 +18,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "autograd/backward.h"
 #include "autograd/planner.h"
@@ -154,16 +160,20 @@ const std::vector<std::vector<float>>& reference_grads(rng::GeneratorState& stat
   return ref;
 }
 
-void run_step(benchmark::State& state, const Policy* policy, CheckpointOptions options = {}) {
-  Stack& s = stack();
+// Checked before timing: this is also the warm-up (and, for the budget
+// planner, a step that already applies the plan).
+bool gradients_match(benchmark::State& state, const Policy* policy,
+                     const CheckpointOptions& options) {
   rng::GeneratorState s0;
   const auto& ref = reference_grads(s0);
-  // Checked before timing: this is also the warm-up (and, for the budget
-  // planner, a step that already applies the plan).
-  if (s.grads_from(s0, policy, options) != ref) {
-    state.SkipWithError("gradients differ from the no-checkpoint step");
-    return;
-  }
+  if (stack().grads_from(s0, policy, options) == ref) return true;
+  state.SkipWithError("gradients differ from the no-checkpoint step");
+  return false;
+}
+
+void run_step(benchmark::State& state, const Policy* policy, const CheckpointOptions& options) {
+  if (!gradients_match(state, policy, options)) return;
+  Stack& s = stack();
   Memory m;
   int64_t replayed = recompute_stats().nodes_replayed;
   for (auto _ : state) m = s.step(policy, options);
@@ -177,38 +187,98 @@ void run_step(benchmark::State& state, const Policy* policy, CheckpointOptions o
       benchmark::Counter(kModelFlops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_Step_none(benchmark::State& state) { run_step(state, nullptr); }
-void BM_Step_full(benchmark::State& state) {
-  Policy p = policies::full();
-  run_step(state, &p);
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
-void BM_Step_full_stash(benchmark::State& state) {
-  Policy p = policies::full();
-  run_step(state, &p, {.rng = RngReplay::stash, .generator = &stack().gen});
+
+// The cost relative to no checkpointing, paired: every iteration runs steps
+// without checkpointing and steps under `policy`, in alternating order, and
+// adds up the process CPU time of each, so that on a shared machine both see
+// the same load. Each side's timed step follows an untimed one of its own:
+// the first step after a switch inherits the other side's heap (a step that
+// follows a smaller-footprint one page-faults its memory in afresh) and
+// would measure the switch, not the mode. The case's own time is that of
+// all four steps.
+void run_paired(benchmark::State& state, const Policy& policy, const CheckpointOptions& options) {
+  if (!gradients_match(state, &policy, options)) return;
+  double cpu[2] = {0, 0};  // none, policy
+  int64_t first = 0;
+  for (auto _ : state) {
+    for (int64_t k = 0; k < 2; ++k) {
+      const Policy* p = (first + k) % 2 ? &policy : nullptr;
+      stack().step(p, options);
+      double t0 = process_cpu_seconds();
+      stack().step(p, options);
+      cpu[p ? 1 : 0] += process_cpu_seconds() - t0;
+    }
+    first ^= 1;
+  }
+  state.counters["ratio_vs_none"] = cpu[1] / cpu[0];
 }
-void BM_Step_op_sac(benchmark::State& state) {
-  Policy p = policies::op_sac({"linear", "sdpa"});
-  run_step(state, &p);
-}
-void BM_Step_budget30(benchmark::State& state) {
+
+enum class Mode { none, full, full_stash, op_sac, budget30 };
+
+// BM_Step_<mode>: a step under the mode. BM_Paired_<mode>: its cost relative
+// to no checkpointing, by run_paired.
+void step_case(benchmark::State& state, Mode mode, bool paired) {
   Stack& s = stack();
-  int64_t none_peak = s.step(nullptr, {}).peak_saved;
-  BudgetPlanner planner(int64_t(0.3 * double(none_peak)));
-  Policy p = planner.policy();
-  s.step(&p, {});  // record
-  planner.plan();
-  run_step(state, &p);
-  BudgetPlanner::Summary plan = planner.summary();
-  state.counters["budget_MiB"] = double(plan.budget) / (1 << 20);
-  // The planner's cost model: flops its plan replays, as a share of full
-  // recompute's.
-  state.counters["planned_replay_share"] = plan.replay_flops / plan.full_replay_flops;
+  std::optional<Policy> policy;
+  CheckpointOptions options;
+  std::optional<BudgetPlanner> planner;
+  switch (mode) {
+    case Mode::none:
+      break;
+    case Mode::full:
+      policy = policies::full();
+      break;
+    case Mode::full_stash:
+      policy = policies::full();
+      options = {.rng = RngReplay::stash, .generator = &s.gen};
+      break;
+    case Mode::op_sac:
+      policy = policies::op_sac({"linear", "sdpa"});
+      break;
+    case Mode::budget30:
+      // 30% of the no-checkpoint peak; one step records, then plan.
+      planner.emplace(int64_t(0.3 * double(s.step(nullptr, {}).peak_saved)));
+      policy = planner->policy();
+      s.step(&*policy, options);
+      planner->plan();
+      break;
+  }
+  if (paired) {
+    run_paired(state, *policy, options);
+  } else {
+    run_step(state, policy ? &*policy : nullptr, options);
+  }
+  if (planner) {
+    BudgetPlanner::Summary plan = planner->summary();
+    state.counters["budget_MiB"] = double(plan.budget) / (1 << 20);
+    // The planner's cost model: flops its plan replays, as a share of full
+    // recompute's.
+    state.counters["planned_replay_share"] = plan.replay_flops / plan.full_replay_flops;
+  }
 }
-BENCHMARK(BM_Step_none)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
-BENCHMARK(BM_Step_full)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
-BENCHMARK(BM_Step_full_stash)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
-BENCHMARK(BM_Step_op_sac)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
-BENCHMARK(BM_Step_budget30)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+
+[[maybe_unused]] const bool step_cases_registered = [] {
+  const std::pair<const char*, Mode> modes[] = {{"none", Mode::none},
+                                                {"full", Mode::full},
+                                                {"full_stash", Mode::full_stash},
+                                                {"op_sac", Mode::op_sac},
+                                                {"budget30", Mode::budget30}};
+  for (bool paired : {false, true}) {
+    for (const auto& [name, mode] : modes) {
+      if (paired && mode == Mode::none) continue;
+      std::string id = std::string(paired ? "BM_Paired_" : "BM_Step_") + name;
+      benchmark::RegisterBenchmark(id.c_str(), step_case, mode, paired)
+          ->Unit(benchmark::kMillisecond)
+          ->MeasureProcessCPUTime();
+    }
+  }
+  return true;
+}();
 
 // Per-region overhead of the RNG replay modes: a region around one small
 // dropout (forward only), minus the same op outside any region.

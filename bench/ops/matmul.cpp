@@ -104,7 +104,7 @@ void run_case(benchmark::State& state, const Case& c) {
     benchmark::DoNotOptimize(out.raw_data());
   }
   state.counters["GFLOP"] = benchmark::Counter(2e-9 * double(c.M) * double(c.N) * double(c.K),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+                                               benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K));
 }
 

@@ -138,6 +138,19 @@ TEST(Matmul, BroadcastBatchMatchesPerMatrixProducts) {
   }
 }
 
+// Broadcast (stride-0) rows or columns inside a matrix: no storage order
+// fits, so the kernel copies them first; the values must not change.
+TEST(Matmul, StrideZeroMatricesMatchNaive) {
+  NoGradGuard no_grad;
+  Tensor row = uniform({1, 40}, -1, 1, 68), col = uniform({40, 1}, -1, 1, 69);
+  Tensor a = row.expand({30, 40});  // every row the same: row stride 0
+  Tensor b = col.expand({40, 20});  // every column the same: column stride 0
+  EXPECT_LT(max_abs_diff(ops::matmul(a, b), naive_matmul(a.contiguous(), b.contiguous())), 1e-12);
+  EXPECT_LT(
+      max_abs_diff(ops::linear(a, b.transpose(0, 1)), naive_matmul(a.contiguous(), b.contiguous())),
+      1e-12);
+}
+
 // The tiles are fixed by the shapes and each is computed by one sequential
 // kernel call, so the bits do not depend on the thread count. (Eigen's own
 // threaded product does not promise this: its K-panel depth depends on the
