@@ -1,0 +1,533 @@
+#include "examples/common/train_cli.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "autograd/checkpoint.h"
+#include "engine/error.h"
+#include "engine/threads.h"
+#include "nn/data.h"
+#include "nn/hf.h"
+
+namespace reprise::train_cli {
+
+int64_t parse_int(const std::string& flag, const std::string& v) {
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE)
+    throw UsageError(flag + ": expected an integer, got '" + v + "'");
+  return int64_t(n);
+}
+
+int64_t parse_positive(const std::string& flag, const std::string& v) {
+  const int64_t n = parse_int(flag, v);
+  if (n < 1) throw UsageError(flag + ": expected a positive integer, got '" + v + "'");
+  return n;
+}
+
+int64_t parse_count(const std::string& flag, const std::string& v) {
+  const int64_t n = parse_int(flag, v);
+  if (n < 0) throw UsageError(flag + ": expected an integer >= 0, got '" + v + "'");
+  return n;
+}
+
+double parse_real(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x))
+    throw UsageError(flag + ": expected a number, got '" + v + "'");
+  return x;
+}
+
+namespace {
+
+// The flags of every trainer: data, the run, the model's size, compute and
+// the session.
+FlagTable common_flags() {
+  auto int_into = [](const char* flag, int64_t nn::TrainConfig::*field) {
+    return
+        [flag, field](Options& o, const std::string& v) { o.config.*field = parse_int(flag, v); };
+  };
+  auto size_into = [](const char* flag, int64_t nn::LlamaConfig::*field) {
+    return [flag, field](Options& o, const std::string& v) {
+      o.config.model.*field = parse_positive(flag, v);
+    };
+  };
+  return {
+      {"--help", {false, [](Options& o, const std::string&) { o.help = true; }}},
+      {"--data", {true, [](Options& o, const std::string& v) { o.data = v; }}},
+      {"--steps", {true, int_into("--steps", &nn::TrainConfig::steps)}},
+      {"--batch", {true, int_into("--batch", &nn::TrainConfig::batch)}},
+      {"--seq", {true, int_into("--seq", &nn::TrainConfig::seq)}},
+      {"--warmup", {true, int_into("--warmup", &nn::TrainConfig::warmup)}},
+      {"--lr",
+       {true, [](Options& o, const std::string& v) { o.config.lr = parse_real("--lr", v); }}},
+      {"--min-lr",
+       {true,
+        [](Options& o, const std::string& v) { o.config.min_lr = parse_real("--min-lr", v); }}},
+      {"--weight-decay",
+       {true,
+        [](Options& o, const std::string& v) {
+          o.config.weight_decay = parse_real("--weight-decay", v);
+        }}},
+      {"--grad-clip",
+       {true, [](Options& o,
+                 const std::string& v) { o.config.grad_clip = parse_real("--grad-clip", v); }}},
+      {"--seed",
+       {true, [](Options& o,
+                 const std::string& v) { o.config.seed = uint64_t(parse_count("--seed", v)); }}},
+      {"--dropout",
+       {true, [](Options& o,
+                 const std::string& v) { o.config.model.dropout = parse_real("--dropout", v); }}},
+      {"--attn-dropout",
+       {true,
+        [](Options& o, const std::string& v) {
+          o.config.model.attention_dropout = parse_real("--attn-dropout", v);
+        }}},
+      {"--hidden", {true, size_into("--hidden", &nn::LlamaConfig::hidden_size)}},
+      {"--layers", {true, size_into("--layers", &nn::LlamaConfig::num_hidden_layers)}},
+      {"--heads", {true, size_into("--heads", &nn::LlamaConfig::num_attention_heads)}},
+      {"--kv-heads", {true, size_into("--kv-heads", &nn::LlamaConfig::num_key_value_heads)}},
+      {"--intermediate", {true, size_into("--intermediate", &nn::LlamaConfig::intermediate_size)}},
+      {"--checkpoint-policy",
+       {true, [](Options& o, const std::string& v) { o.config.checkpoint_policy = v; }}},
+      {"--rng-replay",
+       {true,
+        [](Options& o, const std::string& v) { o.config.rng_replay = nn::parse_rng_replay(v); }}},
+      {"--verify",
+       {true, [](Options& o, const std::string& v) { o.config.verify = nn::parse_verify(v); }}},
+      {"--recompute-noise-ulps",
+       {true,
+        [](Options& o, const std::string& v) {
+          const int64_t k = parse_count("--recompute-noise-ulps", v);
+          if (k > std::numeric_limits<int>::max())
+            throw UsageError("--recompute-noise-ulps: too large: " + v);
+          o.config.recompute_noise_ulps = int(k);
+        }}},
+      {"--threads",
+       {true,
+        [](Options& o, const std::string& v) {
+          const int64_t n = parse_positive("--threads", v);
+          if (n > 4096) throw UsageError("--threads: at most 4096, got " + v);
+          o.threads = int(n);
+        }}},
+      {"--log-every",
+       {true,
+        [](Options& o, const std::string& v) { o.log_every = parse_positive("--log-every", v); }}},
+      {"--eval-every",
+       {true,
+        [](Options& o, const std::string& v) { o.eval_every = parse_count("--eval-every", v); }}},
+      {"--eval-batches",
+       {true, [](Options& o,
+                 const std::string& v) { o.eval_batches = parse_positive("--eval-batches", v); }}},
+      {"--metrics", {true, [](Options& o, const std::string& v) { o.metrics = v; }}},
+      {"--save", {true, [](Options& o, const std::string& v) { o.save = v; }}},
+      {"--save-every",
+       {true, [](Options& o,
+                 const std::string& v) { o.save_every = parse_positive("--save-every", v); }}},
+      {"--resume", {true, [](Options& o, const std::string& v) { o.resume = v; }}},
+      {"--stop-after",
+       {true, [](Options& o,
+                 const std::string& v) { o.stop_after = parse_positive("--stop-after", v); }}},
+      {"--init-from", {true, [](Options& o, const std::string& v) { o.init_from = v; }}},
+      {"--export", {true, [](Options& o, const std::string& v) { o.export_dir = v; }}},
+      {"--dump-grads", {true, [](Options& o, const std::string& v) { o.dump_grads = v; }}},
+  };
+}
+
+// Every flag of `program`: the common ones and its own.
+FlagTable all_flags(const Program& program) {
+  FlagTable table = common_flags();
+  for (const auto& [name, flag] : program.flags) {
+    REPRISE_CHECK(table.emplace(name, flag).second, program.name, ": flag ", name,
+                  " is already a common flag");
+  }
+  return table;
+}
+
+using Args = std::vector<std::pair<std::string, std::string>>;
+
+// The command line as (flag, value) pairs, in order; "--flag=value" and
+// "--flag value" both work.
+Args split_args(const FlagTable& table, int argc, char** argv) {
+  Args out;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool inline_value = false;
+    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inline_value = true;
+    }
+    auto it = table.find(arg);
+    if (it == table.end()) throw UsageError("unknown flag '" + arg + "'");
+    if (it->second.takes_value && !inline_value) {
+      if (i + 1 >= argc) throw UsageError(arg + ": missing value");
+      value = argv[++i];
+    } else if (!it->second.takes_value && inline_value) {
+      throw UsageError(arg + " takes no value");
+    }
+    out.emplace_back(arg, value);
+  }
+  return out;
+}
+
+// Applies the flags to `o`, prefixing each error with its flag.
+void apply_flags(const FlagTable& table, const Args& args, Options& o) {
+  for (const auto& [flag, value] : args) {
+    try {
+      table.at(flag).apply(o, value);
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      throw UsageError(what.rfind("--", 0) == 0 ? what : flag + ": " + what);
+    } catch (const Error& e) {
+      throw UsageError(flag + ": " + e.what());
+    }
+  }
+}
+
+// "a", "a and b", "a, b and c"
+std::string spoken_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += i + 1 == items.size() ? " and " : ", ";
+    out += items[i];
+  }
+  return out;
+}
+
+// ---- the machine's peak ------------------------------------------------------
+
+struct Peak {
+  double flops = 0;  // f32 FLOP/s; 0 when unknown
+  std::string how;
+};
+
+// cores x 2 FMA pipes x f32 lanes x 2 flops per FMA x clock. The clock is
+// /proc/cpuinfo's "cpu MHz" of the first CPU; the lanes are 16 with
+// AVX-512, 8 with AVX2. (Zen 4 issues 512-bit FMAs as two 256-bit halves, so
+// there the true peak is half of this for AVX-512 code; the figure is the
+// conventional one.)
+Peak machine_peak(int cores) {
+  std::ifstream in("/proc/cpuinfo");
+  double mhz = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("cpu MHz", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) mhz = std::atof(line.c_str() + colon + 1);
+      break;
+    }
+  }
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int lanes = avx512 ? 16 : __builtin_cpu_supports("avx2") ? 8 : 4;
+  Peak p;
+  if (mhz <= 0) {
+    p.how = "unknown (no clock in /proc/cpuinfo): MFU not shown";
+    return p;
+  }
+  p.flops = double(cores) * 2 * lanes * 2 * mhz * 1e6;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "%.0f GFLOP/s f32 = %d cores x 2 FMA x %d lanes (%s) x 2 x %.2f GHz", p.flops / 1e9,
+                cores, lanes,
+                avx512       ? "AVX-512"
+                : lanes == 8 ? "AVX2"
+                             : "SSE",
+                mhz / 1e3);
+  p.how = buf;
+  return p;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// ---- the run -----------------------------------------------------------------
+
+// The options of a session, checked and completed: a resumed run's config
+// with the command line's compute flags on top, or an HF folder's
+// architecture.
+Options session_options(const Program& program, const FlagTable& table, const Options& flags_only,
+                        const Args& args, std::optional<nn::TrainStateInfo>& resumed) {
+  Options o = flags_only;
+  if (!o.resume.empty() && !o.init_from.empty())
+    throw UsageError("--resume and --init-from exclude each other");
+  if (o.save_every > 0 && o.save.empty()) throw UsageError("--save-every needs --save DIR");
+
+  if (!o.resume.empty()) {
+    // The saved run's config, with this command line's flags on top: run
+    // flags must not change it; compute flags may.
+    resumed = nn::read_train_state_info(o.resume);
+    Options merged;
+    merged.config = resumed->config;
+    apply_flags(table, args, merged);
+    const std::vector<std::string> diffs = resumed->config.run_differences(merged.config);
+    if (!diffs.empty()) {
+      std::vector<std::string> may_change{"--checkpoint-policy", "--rng-replay", "--verify",
+                                          "--recompute-noise-ulps"};
+      may_change.insert(may_change.end(), program.compute_flags.begin(),
+                        program.compute_flags.end());
+      throw UsageError("--resume " + o.resume + ": a resumed run keeps the saved run's " +
+                       "settings, but the flags change " + diffs.front() +
+                       " (saved vs flags); only " + spoken_list(may_change) + " may change");
+    }
+    o.config = merged.config;
+    if (o.data.empty()) o.data = resumed->data_path;
+  }
+  if (!o.init_from.empty()) {
+    std::vector<std::string> architecture{"--hidden", "--layers", "--heads", "--kv-heads",
+                                          "--intermediate"};
+    architecture.insert(architecture.end(), program.architecture_flags.begin(),
+                        program.architecture_flags.end());
+    for (const auto& [flag, value] : args) {
+      if (std::find(architecture.begin(), architecture.end(), flag) != architecture.end())
+        throw UsageError(flag + ": with --init-from the architecture comes from its config.json");
+    }
+    // The folder's architecture, with this run's training-only settings.
+    const nn::LlamaConfig given = o.config.model;
+    o.config.model = nn::read_llama_config(o.init_from);
+    o.config.model.dropout = given.dropout;
+    o.config.model.attention_dropout = given.attention_dropout;
+    if (program.keep_on_init) program.keep_on_init(given, o.config.model);
+  }
+  try {
+    o.config.validate();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  return o;
+}
+
+int train(const Program& program, const FlagTable& table, const Options& flags_only,
+          const Args& args) {
+  std::optional<nn::TrainStateInfo> resumed;
+  const Options o = session_options(program, table, flags_only, args, resumed);
+  if (o.threads > 0) threads::set_num_threads(o.threads);
+
+  auto data = std::make_shared<const nn::TextDataset>(
+      o.data.empty() ? nn::TextDataset::builtin() : nn::TextDataset::from_file(o.data));
+  nn::Trainer trainer(o.config, data);
+  if (resumed) nn::load_train_state(trainer, o.resume);
+  if (!o.init_from.empty())
+    nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
+
+  const nn::TrainConfig& c = trainer.config();
+  const nn::CorpusEntropy entropy = nn::corpus_entropy();
+  const Peak peak = machine_peak(threads::num_threads());
+  const double flops_per_token = trainer.model().training_flops_per_token(c.seq);
+  std::printf("model    %s: %.2fM parameters, %.1f MFLOP per token per step\n",
+              c.model.describe().c_str(), double(trainer.model().num_parameters()) / 1e6,
+              flops_per_token / 1e6);
+  std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n", data->name().c_str(),
+              data->text().size(), (long long)data->train_size(), (long long)data->val_size());
+  if (o.data.empty()) {
+    std::printf(
+        "         entropy rate %.3f nats/byte (a model that cannot copy or add: %.3f); "
+        "uniform %.3f\n",
+        entropy.nats_per_byte, entropy.grammar_only_nats, entropy.uniform_nats);
+  }
+  std::printf(
+      "run      %lld steps of %lld x %lld tokens, AdamW lr %.3g -> %.3g (cosine, warmup %lld), "
+      "wd %.3g, clip %.3g, dropout %.3g/%.3g, seed %llu\n",
+      (long long)c.steps, (long long)c.batch, (long long)c.seq, c.lr, c.min_lr, (long long)c.warmup,
+      c.weight_decay, c.grad_clip, c.model.dropout, c.model.attention_dropout,
+      (unsigned long long)c.seed);
+  std::printf("compute  checkpoint %s, rng replay %s, verify %s, noise %d ulps, %d threads\n",
+              c.checkpoint_policy.c_str(), autograd::rng_replay_name(c.rng_replay),
+              autograd::verify_name(c.verify), c.recompute_noise_ulps, threads::num_threads());
+  std::printf("peak     %s\n", peak.how.c_str());
+  if (resumed) {
+    std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
+                (long long)trainer.steps_done());
+  }
+  std::fflush(stdout);
+
+  for (const std::string& file : {o.metrics, o.dump_grads}) {
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
+  }
+  std::ofstream metrics;
+  if (!o.metrics.empty()) {
+    metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
+    REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
+  }
+
+  const int64_t first_step = trainer.steps_done() + 1;
+  int64_t session_steps = 0, window_tokens = 0, window_peak_saved = 0, window_peak_total = 0;
+  double window_seconds = 0, session_seconds = 0;
+  float last_loss = 0;
+  std::optional<double> last_val;
+  while (!trainer.finished() && (o.stop_after == 0 || session_steps < o.stop_after)) {
+    nn::Trainer::AfterBackward dump;
+    if (session_steps == 0 && !o.dump_grads.empty()) {
+      dump = [&](const nn::Batch& b, const Tensor& logits, const Tensor& loss) {
+        nn::write_gradient_dump(o.dump_grads, trainer.model(), b, logits, loss);
+      };
+    }
+    const nn::Trainer::StepStats s = trainer.step(dump);
+    ++session_steps;
+    last_loss = s.loss;
+    window_tokens += s.tokens;
+    window_seconds += s.seconds;
+    session_seconds += s.seconds;
+    window_peak_saved = std::max(window_peak_saved, s.peak_saved_activation);
+    window_peak_total = std::max(window_peak_total, s.peak_total);
+    REPRISE_CHECK(std::isfinite(s.loss), "the loss is not finite at step ", s.step, " (", s.loss,
+                  "); lower --lr or raise --warmup");
+
+    const bool last = trainer.finished() || (o.stop_after > 0 && session_steps == o.stop_after);
+    const bool eval = (o.eval_every > 0 && s.step % o.eval_every == 0) || last;
+    if (!(eval || last || s.step == first_step || s.step % o.log_every == 0)) continue;
+
+    std::optional<double> val;
+    if (eval && data->num_val_windows(c.seq) > 0) val = last_val = trainer.evaluate(o.eval_batches);
+    const double tokens_per_s = double(window_tokens) / window_seconds;
+    const double mfu = peak.flops > 0 ? flops_per_token * tokens_per_s / peak.flops : 0;
+    json::Value m = json::Object{};
+    m.set("step", s.step);
+    m.set("loss", double(s.loss));
+    m.set("lr", s.lr);
+    m.set("grad_norm", s.grad_norm);
+    m.set("tokens_per_s", tokens_per_s);
+    if (peak.flops > 0) m.set("mfu", mfu);
+    m.set("peak_saved_activation_bytes", window_peak_saved);
+    m.set("peak_total_bytes", window_peak_total);
+    if (val) m.set("val_loss", *val);
+    const autograd::RecomputeStats& r = autograd::recompute_stats();
+    m.set("recompute_replays", r.replays);
+    m.set("recompute_mismatches", r.mismatches);
+    StepLog extra;
+    if (program.on_log) program.on_log(trainer, s, extra, m);
+
+    std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
+                (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);
+    if (peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * mfu);
+    std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
+                mib(window_peak_total).c_str());
+    if (val) std::printf(" | val loss %.4f", *val);
+    std::printf("%s\n", extra.columns.c_str());
+    for (const std::string& line : extra.lines) std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (metrics.is_open()) {
+      metrics << json::dump(m) << "\n";
+      metrics.flush();
+    }
+    window_tokens = 0;
+    window_seconds = 0;
+    window_peak_saved = 0;
+    window_peak_total = 0;
+    if (!o.save.empty() && o.save_every > 0 && s.step % o.save_every == 0 && !last) {
+      nn::save_train_state(trainer, o.save);
+    }
+  }
+
+  if (!o.save.empty()) {
+    nn::save_train_state(trainer, o.save);
+    std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
+                nn::train_state_path(o.save).c_str());
+  }
+  if (!o.export_dir.empty()) {
+    nn::save_llama(trainer.model(), o.export_dir);
+    std::printf("exported Hugging Face folder %s\n", o.export_dir.c_str());
+  }
+  const autograd::RecomputeStats& r = autograd::recompute_stats();
+  std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
+              session_seconds, last_loss);
+  if (last_val) std::printf(", val loss %.4f", *last_val);
+  if (o.data.empty()) std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
+  if (c.checkpoint_policy != "none") {
+    std::printf("; %lld region replays, %lld verifier mismatches", (long long)r.replays,
+                (long long)r.mismatches);
+  }
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+std::string usage(const Program& p) {
+  const nn::LlamaConfig& m = p.defaults.model;
+  char sizes[160];
+  std::snprintf(sizes, sizeof sizes, "model size (%lld, %lld, %lld, %lld, %lld)",
+                (long long)m.hidden_size, (long long)m.num_hidden_layers,
+                (long long)m.num_attention_heads, (long long)m.num_key_value_heads,
+                (long long)m.intermediate_size);
+  return "usage: " + p.name + " [flags]\n\n" + p.summary +
+         R"(
+data
+  --data FILE               train on the bytes of FILE (default: the built-in corpus)
+run (a resumed run must keep these)
+  --steps N                 schedule length in optimizer steps (250)
+  --batch N                 sequences per step (16)
+  --seq N                   tokens per sequence (128)
+  --lr X                    peak learning rate (3e-3)
+  --min-lr X                final learning rate of the cosine decay (3e-4)
+  --warmup N                linear warmup steps (20)
+  --weight-decay X          AdamW decoupled weight decay on projections and head (0.1)
+  --grad-clip X             clip the global gradient L2 norm to X; 0: off (1.0)
+  --seed N                  seed of the run's generator: init, data order, dropout (1)
+  --dropout P               residual dropout (0)
+  --attn-dropout P          attention-weight dropout (0)
+  --hidden N --layers N --heads N --kv-heads N --intermediate N
+                            )" +
+         sizes + "\n" + p.run_usage +
+         R"(compute (may change on resume)
+  --checkpoint-policy P     none | full | every-n-layers:N | op-sac | budget:BYTES (none)
+  --rng-replay M            recorded | stash | fresh (recorded)
+  --verify M                none | metadata | bitwise recompute verifier (none)
+  --recompute-noise-ulps K  perturb recomputed values by up to K ulps (0)
+)" + p.compute_usage +
+         R"(session
+  --threads N               CPU threads (REPRISE_NUM_THREADS or all cores)
+  --log-every N             progress line every N steps (10)
+  --eval-every N            held-out loss every N steps; 0: only at the end (100)
+  --eval-batches N          held-out batches per evaluation (4)
+  --metrics FILE.jsonl      append one JSON object per logged step
+  --save DIR                write a training checkpoint to DIR at the end
+  --save-every N            ... and every N steps
+  --resume DIR              continue the run saved in DIR, bit for bit
+  --stop-after N            stop after N steps of this session, as if interrupted
+  --init-from HF_DIR        start from a Hugging Face )" +
+         p.hf_model + R"( folder's weights and config
+  --export HF_DIR           write the trained model as a Hugging Face folder
+  --dump-grads FILE         write the first batch's input_ids, labels, loss, logits and
+                            every parameter gradient (HF names), before the update
+  --help                    this text
+)";
+}
+
+int run_program(const Program& program, int argc, char** argv) {
+  const char* name = program.name.c_str();
+  try {
+    const FlagTable table = all_flags(program);
+    const Args args = split_args(table, argc, argv);
+    Options o;
+    o.config = program.defaults;
+    apply_flags(table, args, o);
+    if (o.help) {
+      std::fputs(usage(program).c_str(), stdout);
+      return 0;
+    }
+    return train(program, table, o, args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s\n(%s --help lists the flags)\n", name, e.what(), name);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+}  // namespace reprise::train_cli
