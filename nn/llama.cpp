@@ -12,6 +12,7 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/random.h"
+#include "ops/reduce.h"
 #include "ops/rotary.h"
 #include "ops/unary.h"
 #include "ops/views.h"
@@ -57,6 +58,7 @@ void LlamaConfig::validate() const {
                 "LlamaConfig: attention_dropout must be in [0, 1), got ", attention_dropout);
   REPRISE_CHECK(dropout >= 0 && dropout < 1, "LlamaConfig: dropout must be in [0, 1), got ",
                 dropout);
+  if (moe) moe->validate();
 }
 
 std::string LlamaConfig::describe() const {
@@ -65,6 +67,7 @@ std::string LlamaConfig::describe() const {
     << " heads (" << num_key_value_heads << " kv) of " << resolved_head_dim() << ", ffn "
     << intermediate_size << ", vocab " << vocab_size;
   if (tie_word_embeddings) s << ", tied embeddings";
+  if (moe) s << ", " << moe->describe();
   return s.str();
 }
 
@@ -222,11 +225,17 @@ LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c)
       input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps),
       self_attn("self_attn", c),
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps),
-      mlp("mlp", c),
       dropout_p_(c.dropout) {
   // Hugging Face's registration order, so parameters() lists its state dict order.
   register_module(self_attn);
-  register_module(mlp);
+  if (c.moe) {
+    block_sparse_moe = std::make_unique<SparseMoeBlock>("block_sparse_moe", c.hidden_size,
+                                                        c.intermediate_size, *c.moe);
+    register_module(*block_sparse_moe);
+  } else {
+    mlp = std::make_unique<LlamaMLP>("mlp", c);
+    register_module(*mlp);
+  }
   register_module(input_layernorm);
   register_module(post_attention_layernorm);
 }
@@ -236,7 +245,8 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen) const {
   Tensor a = self_attn.forward(input_layernorm.forward(x), gen);
   if (drop) a = ops::dropout(a, dropout_p_, gen, true, "dropout");
   Tensor h = ops::add(x, a);
-  Tensor m = mlp.forward(post_attention_layernorm.forward(h));
+  Tensor n2 = post_attention_layernorm.forward(h);
+  Tensor m = mlp ? mlp->forward(n2) : block_sparse_moe->forward(n2);
   if (drop) m = ops::dropout(m, dropout_p_, gen, true, "dropout");
   return ops::add(h, m);
 }
@@ -320,6 +330,14 @@ void LlamaForCausalLM::set_checkpointing(ActivationCheckpointing c) {
       layer_policy_ = *c.policy;
       break;
   }
+  if (layer_policy_ && config_.moe && c.save_router) {
+    // Router replay: the router's outputs are MUST_SAVE whatever the layer
+    // policy says; its region hook (the budget planner's) is kept.
+    autograd::Policy::RegionHook hook = layer_policy_->region_hook();
+    layer_policy_ = autograd::policies::combine(
+        {autograd::policies::save_scopes("*.block_sparse_moe.gate"), *layer_policy_});
+    if (hook) layer_policy_->on_region(std::move(hook));
+  }
   checkpointing_ = std::move(c);
 }
 
@@ -360,6 +378,7 @@ Tensor LlamaForCausalLM::forward(const Tensor& input_ids) {
     h = model.embed_tokens.forward(input_ids);  // (B, T, C)
   }
   for (size_t i = 0; i < model.layers.size(); ++i) h = run_layer(i, h);
+  if (config_.moe) collect_router_losses();
   {
     autograd::Scope scope(model.name());
     h = model.norm.forward(h);
@@ -394,11 +413,59 @@ Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) {
   return ops::cross_entropy(ops::reshape(logits, {B * T, V}), target, -100);
 }
 
+void LlamaForCausalLM::collect_router_losses() {
+  // HF's load_balancing_loss_func over the layers' rows concatenated:
+  // E * sum_e (routed_e / R) (prob_sum_e / R), R = rows over all layers.
+  const int64_t E = config_.moe->num_local_experts;
+  std::vector<float> routed(size_t(E), 0.0f);
+  Tensor prob_sum, z_sum;
+  double rows = 0;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const MoeRouterTerms& t = model.layers[i].block_sparse_moe->last_terms();
+    for (size_t e = 0; e < size_t(E); ++e) routed[e] += float(t.routed[e]);
+    prob_sum = prob_sum.defined() ? ops::add(prob_sum, t.prob_sum) : t.prob_sum;
+    z_sum = z_sum.defined() ? ops::add(z_sum, t.z_sum) : t.z_sum;
+    rows += double(t.rows);
+  }
+  autograd::Scope scope("router_loss");
+  Tensor fraction = Tensor::from_vector(routed, {E});  // (E) assignments, summed over layers
+  router_losses_.aux = ops::mul(ops::sum(ops::mul(fraction, prob_sum)), double(E) / (rows * rows));
+  router_losses_.z = ops::mul(z_sum, 1.0 / rows);
+}
+
+std::vector<MoeLayerStats> LlamaForCausalLM::moe_stats() const {
+  std::vector<MoeLayerStats> out;
+  if (!config_.moe) return out;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    out.push_back(model.layers[i].block_sparse_moe->last_stats());
+  }
+  return out;
+}
+
+Tensor LlamaForCausalLM::causal_lm_loss(const Tensor& logits, const Tensor& labels) const {
+  Tensor l = loss(logits, labels);
+  if (!config_.moe || !training()) return l;
+  REPRISE_CHECK(router_losses_.aux.defined(),
+                "LlamaForCausalLM::causal_lm_loss: no forward has run yet");
+  if (config_.moe->router_aux_loss_coef != 0) {
+    l = ops::add(l, ops::mul(router_losses_.aux, config_.moe->router_aux_loss_coef));
+  }
+  if (config_.moe->router_z_loss_coef != 0) {
+    l = ops::add(l, ops::mul(router_losses_.z, config_.moe->router_z_loss_coef));
+  }
+  return l;
+}
+
 double LlamaForCausalLM::training_flops_per_token(int64_t T) const {
   double weights = 0;
+  // A token runs through k of the E experts of an MoE layer.
+  const double active = config_.moe ? double(config_.moe->num_experts_per_tok) /
+                                          double(config_.moe->num_local_experts)
+                                    : 1.0;
   for (const NamedParameter& p : parameters()) {
-    if (p.value.dim() == 2 && p.name != "model.embed_tokens.weight")
-      weights += double(p.value.numel());
+    if (p.value.dim() != 2 || p.name == "model.embed_tokens.weight") continue;
+    const bool expert = p.name.find(".block_sparse_moe.experts.") != std::string::npos;
+    weights += double(p.value.numel()) * (expert ? active : 1.0);
   }
   if (!lm_head_) weights += double(model.embed_tokens.weight().numel());  // the tied head
   const double attention = double(config_.num_hidden_layers) * double(config_.num_attention_heads) *

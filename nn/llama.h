@@ -13,6 +13,8 @@
 //   model.layers.{i}.mlp.gate_proj.weight          (F, C)
 //   model.layers.{i}.mlp.up_proj.weight            (F, C)
 //   model.layers.{i}.mlp.down_proj.weight          (C, F)
+//   model.layers.{i}.block_sparse_moe.*            instead of mlp.* when config.moe is
+//                                                  set (Mixtral's names, nn/moe.h)
 //   model.norm.weight                              (C)
 //   lm_head.weight                                 (V, C), absent when tied
 //
@@ -26,8 +28,9 @@
 // with n1 = input_layernorm(x), n2 = post_attention_layernorm(h), causal
 // grouped-query attention with attention_dropout on its weights, and RoPE at
 // positions 0..T-1. With both dropouts 0 (Hugging Face's default) it is HF's
-// LlamaDecoderLayer. Dropout masks come from the stream "dropout" of the
-// model's dropout generator, so a checkpointed layer replays them exactly.
+// LlamaDecoderLayer; with config.moe set the MLP is a SparseMoeBlock and
+// the model is HF's MixtralForCausalLM (without a sliding window). Dropout masks come from the
+// stream "dropout" of the model's dropout generator, so a checkpointed layer replays them exactly.
 
 #include <cstdint>
 #include <optional>
@@ -40,6 +43,7 @@
 #include "autograd/policy.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/moe.h"
 #include "rng/generator.h"
 
 namespace reprise::nn {
@@ -61,12 +65,15 @@ struct LlamaConfig {
   bool tie_word_embeddings = false;
   double attention_dropout = 0.0;  // on the attention weights (HF's attention_dropout)
   double dropout = 0.0;            // on each residual branch before the add (reprise's)
+  // Set: every decoder layer's MLP is a mixture of experts of
+  // intermediate_size each (HF's MixtralConfig); unset: dense (Llama).
+  std::optional<MoeConfig> moe;
 
   // head_dim, or hidden_size / num_attention_heads when head_dim is 0.
   int64_t resolved_head_dim() const;
   // Raises an Error naming the first field that is out of range or
   // inconsistent (heads not dividing, odd head_dim, probabilities outside
-  // [0, 1), ...).
+  // [0, 1), ...), moe's fields included.
   void validate() const;
   // "hidden 64, 2 layers, 4 heads (2 kv) of 16, ffn 176, vocab 256"
   std::string describe() const;
@@ -92,6 +99,13 @@ struct ActivationCheckpointing {
   // RNG replay mode, verifier, noise. options.generator (used by the stash
   // and fresh modes) defaults to the model's dropout generator.
   autograd::CheckpointOptions options;
+  // Router replay, for MoE models: the outputs of every node under
+  // "*.block_sparse_moe.gate" (router logits, scores, the routing
+  // decision) are force-saved, combined with the layer policy
+  // (policies::combine({save_scopes(...), policy})), so a recompute never
+  // re-decides routing. false: the router is recomputed like everything
+  // else the policy recomputes.
+  bool save_router = true;
 
   // "none", "full", "every-n-layers" (n = 2) or "every-n-layers:N",
   // "op-sac", "budget:BYTES" (BYTES an integer with an optional K, M or G
@@ -142,7 +156,9 @@ class LlamaDecoderLayer : public Module {
   RMSNorm input_layernorm;
   LlamaAttention self_attn;
   RMSNorm post_attention_layernorm;
-  LlamaMLP mlp;
+  // Exactly one is set: mlp for a dense config, block_sparse_moe with config.moe.
+  std::unique_ptr<LlamaMLP> mlp;
+  std::unique_ptr<SparseMoeBlock> block_sparse_moe;
 
  private:
   double dropout_p_;
@@ -177,6 +193,29 @@ class LlamaForCausalLM : public Module {
   // logits: (B, T, V), labels: (B, T) i64 -> () scalar.
   static Tensor loss(const Tensor& logits, const Tensor& labels);
 
+  // The training loss: loss(logits, labels), plus for an MoE model in
+  // training mode router_aux_loss_coef * aux + router_z_loss_coef * z of
+  // the last forward (router_losses()). HF's MixtralForCausalLM adds the aux
+  // term only with output_router_logits; here it is always added in
+  // training (set the coefficient to 0 to leave it out), never in eval.
+  Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) const;
+
+  // The router losses of the last forward over all MoE layers, as scalars
+  // that backpropagate into the routers: aux is HF's
+  // load_balancing_loss_func over the layers' router logits concatenated
+  // (E * sum_e tokens_fraction_e * mean_prob_e, the fraction counting the
+  // top-k assignments), z the mean over layers and tokens of
+  // logsumexp(logits)^2. Undefined tensors for a dense model or before the
+  // first forward.
+  struct RouterLosses {
+    Tensor aux;  // ()
+    Tensor z;    // ()
+  };
+  const RouterLosses& router_losses() const { return router_losses_; }
+  // Per MoE layer, in layer order: tokens per expert, dropped, aux and z of
+  // the last forward (empty for a dense model).
+  std::vector<MoeLayerStats> moe_stats() const;
+
   // normal(0, initializer_range^2) for every Linear and Embedding weight,
   // ones for the norms, in parameters() order, from `stream` of `gen`.
   void reset_parameters(rng::Generator& gen, std::string_view stream = "init");
@@ -198,7 +237,8 @@ class LlamaForCausalLM : public Module {
   // Matmul flops of one training step (forward + backward, 3x the forward)
   // per token at sequence length T: 6 per weight element of every
   // projection and the head, plus the attention products (causal, so half
-  // of 4 T D per head, times 3). The embedding lookup counts nothing.
+  // of 4 T D per head, times 3). The embedding lookup counts nothing; an
+  // MoE layer's expert weights count k / E (a token runs through k experts).
   double training_flops_per_token(int64_t T) const;
 
   LlamaModel model;
@@ -208,6 +248,8 @@ class LlamaForCausalLM : public Module {
 
  private:
   Tensor run_layer(size_t i, const Tensor& h);
+  // router_losses_ from every MoE layer's last_terms().
+  void collect_router_losses();
 
   LlamaConfig config_;
   std::unique_ptr<Linear> lm_head_;
@@ -216,6 +258,7 @@ class LlamaForCausalLM : public Module {
   std::optional<autograd::Policy> layer_policy_;  // the policy checkpointed layers use
   std::optional<autograd::BudgetPlanner> planner_;
   bool planner_recorded_ = false;
+  RouterLosses router_losses_;
 };
 
 }  // namespace reprise::nn

@@ -1,0 +1,263 @@
+#include "nn/moe.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "autograd/scope.h"
+#include "ops/binary.h"
+#include "ops/cast.h"
+#include "ops/grouped_linear.h"
+#include "ops/indexing.h"
+#include "ops/matmul.h"
+#include "ops/moe_route.h"
+#include "ops/reduce.h"
+#include "ops/softmax.h"
+#include "ops/unary.h"
+#include "ops/views.h"
+
+namespace reprise::nn {
+
+// ---- MoeConfig --------------------------------------------------------------
+
+const char* router_scoring_name(RouterScoring s) {
+  return s == RouterScoring::softmax ? "softmax" : "sigmoid";
+}
+
+const char* router_dtype_name(RouterDType d) {
+  return d == RouterDType::f32 ? "float32" : "bfloat16";
+}
+
+void MoeConfig::validate() const {
+  REPRISE_CHECK(num_local_experts >= 1, "MoeConfig: num_local_experts must be positive, got ",
+                num_local_experts);
+  REPRISE_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_local_experts,
+                "MoeConfig: num_experts_per_tok must be in [1, num_local_experts = ",
+                num_local_experts, "], got ", num_experts_per_tok);
+  REPRISE_CHECK(router_aux_loss_coef >= 0 && std::isfinite(router_aux_loss_coef),
+                "MoeConfig: router_aux_loss_coef must be >= 0, got ", router_aux_loss_coef);
+  REPRISE_CHECK(router_z_loss_coef >= 0 && std::isfinite(router_z_loss_coef),
+                "MoeConfig: router_z_loss_coef must be >= 0, got ", router_z_loss_coef);
+  REPRISE_CHECK(router_jitter_noise == 0, "MoeConfig: router_jitter_noise ", router_jitter_noise,
+                " is not supported (only 0)");
+  REPRISE_CHECK(capacity_factor >= 0 && std::isfinite(capacity_factor),
+                "MoeConfig: capacity_factor must be 0 (no limit) or positive, got ",
+                capacity_factor);
+  REPRISE_CHECK(n_shared_experts >= 0, "MoeConfig: n_shared_experts must be >= 0, got ",
+                n_shared_experts);
+}
+
+int64_t MoeConfig::capacity(int64_t tokens) const {
+  if (capacity_factor == 0) return -1;
+  return int64_t(std::ceil(capacity_factor * double(tokens * num_experts_per_tok) /
+                           double(num_local_experts)));
+}
+
+std::string MoeConfig::describe() const {
+  std::ostringstream s;
+  s << num_local_experts << " experts, top-" << num_experts_per_tok << " "
+    << router_scoring_name(scoring_func);
+  if (!norm_topk_prob) s << " (gates not renormalized)";
+  if (capacity_factor > 0) s << ", capacity " << capacity_factor;
+  if (n_shared_experts > 0) s << ", " << n_shared_experts << " shared";
+  if (router_dtype == RouterDType::bf16) s << ", bf16 router";
+  return s.str();
+}
+
+// ---- moe_forward ------------------------------------------------------------
+
+namespace {
+
+// t rounded to bf16 (nearest even) and back to its dtype.
+Tensor round_bf16(const Tensor& t) { return ops::cast(ops::cast(t, DType::bf16), t.dtype()); }
+
+void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
+                   const std::string& layer) {
+  const int64_t E = c.num_local_experts, C = x.size(-1);
+  auto check = [&](const Tensor& t, const Shape& shape, const std::string& what) {
+    REPRISE_CHECK(t.defined() && t.shape() == shape && t.dtype() == x.dtype(), "MoE layer '", layer,
+                  "': expected ", what, " of shape ", to_string(shape), " and dtype ",
+                  dtype_name(x.dtype()), ", got ", t.defined() ? t.describe() : "undefined");
+  };
+  check(w.gate, {E, C}, "gate");
+  REPRISE_CHECK(int64_t(w.w1.size()) == E && int64_t(w.w2.size()) == E && int64_t(w.w3.size()) == E,
+                "MoE layer '", layer, "': expected ", E, " experts' w1, w2, w3, got ", w.w1.size(),
+                ", ", w.w2.size(), ", ", w.w3.size());
+  const int64_t F = w.w1[0].defined() ? w.w1[0].size(0) : 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string ex = "experts." + std::to_string(e);
+    check(w.w1[size_t(e)], {F, C}, ex + ".w1");
+    check(w.w2[size_t(e)], {C, F}, ex + ".w2");
+    check(w.w3[size_t(e)], {F, C}, ex + ".w3");
+  }
+  if (c.n_shared_experts > 0) {
+    const int64_t S = c.n_shared_experts * F;
+    check(w.shared_gate, {S, C}, "shared_experts.gate_proj");
+    check(w.shared_up, {S, C}, "shared_experts.up_proj");
+    check(w.shared_down, {C, S}, "shared_experts.down_proj");
+  }
+}
+
+}  // namespace
+
+MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
+                      const std::string& layer) {
+  c.validate();
+  REPRISE_CHECK(
+      (x.dim() == 2 || x.dim() == 3) && (x.dtype() == DType::f32 || x.dtype() == DType::f64),
+      "MoE layer '", layer, "': expected x of shape (B, T, C) or (N, C), f32 or f64, got ",
+      x.describe());
+  check_weights(x, w, c, layer);
+  const int64_t E = c.num_local_experts, k = c.num_experts_per_tok, C = x.size(-1);
+  const Tensor x2 = ops::reshape(x, {-1, C});  // (N, C)
+  const int64_t N = x2.size(0);
+
+  // Router: logits, scores and the routing decision, all under "gate".
+  Tensor logits, scores;
+  ops::MoeRoute route;
+  {
+    autograd::Scope scope("gate");
+    if (c.router_dtype == RouterDType::bf16) {
+      logits = round_bf16(ops::linear(round_bf16(x2), round_bf16(w.gate)));  // (N, E)
+    } else {
+      logits = ops::linear(x2, w.gate);  // (N, E)
+    }
+    scores =
+        c.scoring_func == RouterScoring::softmax ? ops::softmax(logits, -1) : ops::sigmoid(logits);
+    route = ops::moe_route(scores, k, c.norm_topk_prob, c.capacity(N));
+  }
+
+  // Experts: SwiGLU over contiguous blocks of the sorted rows.
+  Tensor out;
+  {
+    autograd::Scope scope("experts");
+    Tensor xs = ops::index_select(x2, 0, route.token);                           // (M, C)
+    Tensor h1 = ops::grouped_linear(xs, route.counts, w.w1);                     // (M, F)
+    Tensor h3 = ops::grouped_linear(xs, route.counts, w.w3);                     // (M, F)
+    Tensor a = ops::mul(ops::silu(h1), h3);                                      // (M, F)
+    Tensor ys = ops::grouped_linear(a, route.counts, w.w2);                      // (M, C)
+    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));                         // (M, C)
+    out = ops::index_add(Tensor::zeros({N, C}, x.dtype()), 0, route.token, ys);  // (N, C)
+  }
+  if (c.n_shared_experts > 0) {
+    autograd::Scope scope("shared_experts");
+    Tensor g, u;
+    {
+      autograd::Scope s("gate_proj");
+      g = ops::linear(x2, w.shared_gate);
+    }
+    {
+      autograd::Scope s("up_proj");
+      u = ops::linear(x2, w.shared_up);
+    }
+    Tensor d;
+    {
+      autograd::Scope s("down_proj");
+      d = ops::linear(ops::mul(ops::silu(g), u), w.shared_down);  // (N, C)
+    }
+    out = ops::add(out, d);
+  }
+
+  // Router loss terms: probability mass per expert, and logsumexp^2.
+  MoeResult r;
+  {
+    Tensor probs = c.scoring_func == RouterScoring::softmax
+                       ? scores
+                       : ops::div(scores, ops::sum(scores, {1}, true));  // (N, E)
+    r.terms.prob_sum = ops::sum(probs, {0});                             // (E)
+    Tensor m = ops::max(logits, 1, true).values.detach();                // (N, 1)
+    Tensor lse = ops::add(ops::log(ops::sum(ops::exp(ops::sub(logits, m)), {1}, true)), m);
+    r.terms.z_sum = ops::sum(ops::mul(lse, lse));  // ()
+  }
+  r.terms.routed = route.routed.to_vector<int64_t>();
+  r.terms.rows = N;
+
+  r.stats.layer = layer;
+  r.stats.tokens = N;
+  r.stats.tokens_per_expert = r.terms.routed;
+  const std::vector<int64_t> kept = route.counts.to_vector<int64_t>();
+  r.stats.dropped_per_expert.resize(size_t(E));
+  double aux = 0;
+  const std::vector<double> prob_sum = r.terms.prob_sum.detach().to(DType::f64).to_vector<double>();
+  for (size_t e = 0; e < size_t(E); ++e) {
+    r.stats.dropped_per_expert[e] = r.terms.routed[e] - kept[e];
+    r.stats.tokens_dropped += r.stats.dropped_per_expert[e];
+    aux += double(r.terms.routed[e]) / double(N) * prob_sum[e] / double(N);
+  }
+  r.stats.aux_loss = double(E) * aux;
+  r.stats.z_loss = r.terms.z_sum.detach().to(DType::f64).item<double>() / double(N);
+  r.out = ops::reshape(out, x.shape());
+  return r;
+}
+
+// ---- modules ----------------------------------------------------------------
+
+MoeExpert::MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate_size)
+    : Module(std::move(name)),
+      w1("w1", hidden_size, intermediate_size),
+      w2("w2", intermediate_size, hidden_size),
+      w3("w3", hidden_size, intermediate_size) {
+  register_module(w1);
+  register_module(w2);
+  register_module(w3);
+}
+
+MoeSharedExperts::MoeSharedExperts(std::string name, int64_t hidden_size, int64_t intermediate_size)
+    : Module(std::move(name)),
+      gate_proj("gate_proj", hidden_size, intermediate_size),
+      up_proj("up_proj", hidden_size, intermediate_size),
+      down_proj("down_proj", intermediate_size, hidden_size) {
+  register_module(gate_proj);
+  register_module(up_proj);
+  register_module(down_proj);
+}
+
+namespace {
+const MoeConfig& validated(const MoeConfig& c) {
+  c.validate();
+  return c;
+}
+}  // namespace
+
+SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t intermediate_size,
+                               const MoeConfig& config)
+    : Module(std::move(name)),
+      gate("gate", hidden_size, validated(config).num_local_experts),
+      experts("experts"),
+      config_(config) {
+  register_module(gate);
+  register_module(experts);
+  for (int64_t e = 0; e < config.num_local_experts; ++e) {
+    experts.append(std::make_unique<MoeExpert>(std::to_string(e), hidden_size, intermediate_size));
+  }
+  if (config.n_shared_experts > 0) {
+    shared_experts = std::make_unique<MoeSharedExperts>(
+        "shared_experts", hidden_size, config.n_shared_experts * intermediate_size);
+    register_module(*shared_experts);
+  }
+}
+
+MoeWeights SparseMoeBlock::weights() const {
+  MoeWeights w;
+  w.gate = gate.weight();
+  for (size_t e = 0; e < experts.size(); ++e) {
+    w.w1.push_back(experts[e].w1.weight());
+    w.w2.push_back(experts[e].w2.weight());
+    w.w3.push_back(experts[e].w3.weight());
+  }
+  if (shared_experts) {
+    w.shared_gate = shared_experts->gate_proj.weight();
+    w.shared_up = shared_experts->up_proj.weight();
+    w.shared_down = shared_experts->down_proj.weight();
+  }
+  return w;
+}
+
+Tensor SparseMoeBlock::forward(const Tensor& x) const {
+  autograd::Scope scope(name());
+  MoeResult r = moe_forward(x, weights(), config_, *autograd::current_scope());
+  stats_ = std::move(r.stats);
+  terms_ = std::move(r.terms);
+  return r.out;
+}
+
+}  // namespace reprise::nn
