@@ -294,7 +294,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
       }
       ++stats.nodes_replayed;
       for (uint32_t j = 0; j < outputs.size(); ++j) {
-        if (options_.recompute_noise_ulps > 0) {
+        if (options_.recompute_noise_ulps > 0 && glob_match(options_.noise_scopes, r.scope)) {
           outputs[j] = perturb_ulps(outputs[j], options_.recompute_noise_ulps, options_.noise_seed,
                                     r.sequence_nr * 1031 + j);
         }

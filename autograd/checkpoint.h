@@ -50,6 +50,10 @@ struct CheckpointOptions {
   OnMismatch on_mismatch = OnMismatch::raise;
   int recompute_noise_ulps = 0;  // study: perturb replayed floating outputs by up to k ulps
   uint64_t noise_seed = 0x5EED;
+  // Study: noise perturbs only the replayed outputs of nodes whose scope
+  // matches this glob (glob_match), e.g. "*.block_sparse_moe.gate" to
+  // emulate one non-bit-exact kernel (the router's gate matmul).
+  std::string noise_scopes = "*";
 };
 
 // Options used by checkpoint() calls that pass none (a trainer sets these
