@@ -35,7 +35,12 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad_root, const char* ap
   }
   REPRISE_CHECK(grad_root.shape() == root.shape() && grad_root.dtype() == root.dtype(), api,
                 ": grad_root ", grad_root.describe(), " does not match root ", root.describe());
-  return grad_root.clone();  // never hand caller-owned memory to the graph
+  // The caller's memory enters the graph uncopied: backward never writes a
+  // gradient in place, AccumulateGrad copies a gradient whose storage is
+  // shared (the caller still holds this one), and grad() copies a result
+  // that would alias a seed. detach() keeps a seed that requires grad from
+  // recording anything.
+  return grad_root.detach();
 }
 
 class Engine {
@@ -205,6 +210,12 @@ Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_
   for (size_t i = 0; i < result.size(); ++i) {
     REPRISE_CHECK(allow_unused || result[i].defined(), "grad: input ", i, " (",
                   inputs[i].describe(), ") is not used by the outputs; pass allow_unused=true");
+    // A seed can reach an input unchanged (y = x + c): return a copy, not
+    // the caller's own tensor.
+    for (const Tensor& seed : grad_outputs) {
+      if (result[i].defined() && seed.defined() && result[i].storage() == seed.storage())
+        result[i] = result[i].clone();
+    }
   }
   return result;
 }

@@ -8,6 +8,7 @@
 
 #include "autograd/scope.h"
 #include "autograd/tape.h"
+#include "engine/accumulate.h"
 #include "engine/memory_stats.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
@@ -61,6 +62,41 @@ TEST(Backward, GradReturnsChosenInputsOnly) {
   Tensor unused = leaf({1});
   EXPECT_THROW(grad({ops::sum(ops::exp(a))}, {unused}), Error);
   EXPECT_FALSE(grad({ops::sum(ops::exp(a))}, {unused}, {}, {}, true)[0].defined());
+}
+
+// A given seed gradient enters the graph uncopied; the results must be
+// what a copy would give, the caller's seed must never be written, and
+// nothing handed back may share its memory: not .grad (which optimizers
+// update in place), not a result of grad() that the seed reaches unchanged.
+TEST(Backward, SeedGradientIsNeitherWrittenNorAliased) {
+  const std::vector<double> seed_values{0.5, -2, 3};
+  Tensor seed = Tensor::from_vector(seed_values, {3});
+  Tensor x = leaf({1, 2, 3});
+
+  backward(ops::add(x, 1.0), seed);  // the seed reaches x's AccumulateGrad as it is
+  EXPECT_EQ(x.grad().to_vector<double>(), seed_values);
+  EXPECT_NE(x.grad().storage(), seed.storage());
+  Tensor x_grad = x.grad();
+  accumulate_(x_grad, Tensor::ones({3}, DType::f64));  // as an optimizer would
+  backward(ops::mul(x, 2.0), seed);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2.5, -5, 10}));
+
+  Tensor g_add = grad({ops::add(x, 1.0)}, {x}, {seed})[0];
+  // reshape's backward hands on a view of the seed (here itself a view).
+  Tensor g_view = grad({ops::reshape(x, {1, 3})}, {x}, {seed.reshape({1, 3})})[0];
+  EXPECT_EQ(g_add.to_vector<double>(), seed_values);
+  EXPECT_EQ(g_view.to_vector<double>(), seed_values);
+  EXPECT_NE(g_add.storage(), seed.storage());
+  EXPECT_NE(g_view.storage(), seed.storage());
+  EXPECT_EQ(seed.to_vector<double>(), seed_values);
+
+  // A seed that itself requires grad is only read: nothing is recorded on it.
+  Tensor w = leaf({1, 1, 1});
+  Tensor seed_w = ops::mul(w, 2.0);
+  Tensors gx = grad({ops::mul(x, x)}, {x}, {seed_w});
+  EXPECT_EQ(gx[0].to_vector<double>(), (std::vector<double>{4, 8, 12}));
+  EXPECT_FALSE(gx[0].requires_grad());
+  EXPECT_EQ(seed_w.to_vector<double>(), (std::vector<double>{2, 2, 2}));
 }
 
 TEST(Backward, NoGradRecordsNothing) {
