@@ -71,8 +71,8 @@ void require_false(const json::Value& obj, const char* key, const std::string& w
 
 // rope_theta: top level (transformers 4), or rope_parameters.rope_theta
 // (transformers 5). Only the default rope type, without scaling, is supported.
-double rope_theta_of(const json::Value& c, const std::string& where) {
-  double theta = real_field(c, "rope_theta", where, 10000.0);
+double rope_theta_of(const json::Value& c, const std::string& where, double fallback) {
+  double theta = real_field(c, "rope_theta", where, fallback);
   if (const json::Value* s = member(c, "rope_scaling")) {
     REPRISE_CHECK(s->is_object(), where, ": field \"rope_scaling\" must be an object or null");
     require_string(*s, "rope_type", "default", where + " rope_scaling");
@@ -154,11 +154,65 @@ std::string join(const std::string& dir, const char* file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
 }
 
+// The MoE fields of a "mixtral" config.json (defaults: MixtralConfig's),
+// with the reprise and DeepSeek fields Mixtral does not have.
+MoeConfig moe_config_from_json(const json::Value& c, const std::string& where) {
+  REPRISE_CHECK(member(c, "sliding_window") == nullptr, where, ": field \"sliding_window\" is ",
+                json::dump(*member(c, "sliding_window")),
+                "; reprise's Mixtral supports only null (full causal attention)");
+  MoeConfig m;
+  m.num_local_experts = int_field(c, "num_local_experts", where, false, 8);
+  m.num_experts_per_tok = int_field(c, "num_experts_per_tok", where, false, 2);
+  m.router_aux_loss_coef = real_field(c, "router_aux_loss_coef", where, 0.001);
+  m.router_jitter_noise = real_field(c, "router_jitter_noise", where, 0.0);
+  REPRISE_CHECK(m.router_jitter_noise == 0, where, ": field \"router_jitter_noise\" is ",
+                m.router_jitter_noise, "; reprise's Mixtral supports only 0");
+  m.router_z_loss_coef = real_field(c, "router_z_loss_coef", where, 0.0);
+  m.norm_topk_prob = bool_field(c, "norm_topk_prob", where, true);
+  m.n_shared_experts = int_field(c, "n_shared_experts", where, false, 0);
+  m.capacity_factor = real_field(c, "reprise_capacity_factor", where, 0.0);
+  if (const json::Value* v = member(c, "scoring_func")) {
+    REPRISE_CHECK(v->is_string() && (v->as_string() == "softmax" || v->as_string() == "sigmoid"),
+                  where, ": field \"scoring_func\" is ", json::dump(*v),
+                  "; expected \"softmax\" or \"sigmoid\"");
+    m.scoring_func = v->as_string() == "softmax" ? RouterScoring::softmax : RouterScoring::sigmoid;
+  }
+  if (const json::Value* v = member(c, "reprise_router_dtype")) {
+    REPRISE_CHECK(v->is_string() && (v->as_string() == "float32" || v->as_string() == "bfloat16"),
+                  where, ": field \"reprise_router_dtype\" is ", json::dump(*v),
+                  "; expected \"float32\" or \"bfloat16\"");
+    m.router_dtype = v->as_string() == "float32" ? RouterDType::f32 : RouterDType::bf16;
+  }
+  return m;
+}
+
+void moe_config_to_json(const MoeConfig& m, json::Value& c) {
+  c.set("num_local_experts", m.num_local_experts);
+  c.set("num_experts_per_tok", m.num_experts_per_tok);
+  c.set("router_aux_loss_coef", m.router_aux_loss_coef);
+  c.set("router_jitter_noise", m.router_jitter_noise);
+  c.set("output_router_logits", false);
+  c.set("sliding_window", json::Value());
+  // Not Mixtral's: written when they change the computation.
+  if (m.router_z_loss_coef != 0) c.set("router_z_loss_coef", m.router_z_loss_coef);
+  if (m.scoring_func != RouterScoring::softmax) {
+    c.set("scoring_func", router_scoring_name(m.scoring_func));
+  }
+  if (!m.norm_topk_prob) c.set("norm_topk_prob", false);
+  if (m.n_shared_experts != 0) c.set("n_shared_experts", m.n_shared_experts);
+  if (m.capacity_factor != 0) c.set("reprise_capacity_factor", m.capacity_factor);
+  if (m.router_dtype != RouterDType::f32) {
+    c.set("reprise_router_dtype", router_dtype_name(m.router_dtype));
+  }
+}
+
 }  // namespace
 
 LlamaConfig llama_config_from_json(const json::Value& c, const std::string& where) {
   REPRISE_CHECK(c.is_object(), where, ": expected a JSON object, got ", json::kind_name(c.kind()));
-  require_string(c, "model_type", "llama", where);
+  const json::Value* type = member(c, "model_type");
+  const bool mixtral = type != nullptr && type->is_string() && type->as_string() == "mixtral";
+  if (!mixtral) require_string(c, "model_type", "llama", where);
   require_string(c, "hidden_act", "silu", where);
   require_false(c, "attention_bias", where);
   require_false(c, "mlp_bias", where);
@@ -170,15 +224,18 @@ LlamaConfig llama_config_from_json(const json::Value& c, const std::string& wher
   l.intermediate_size = int_field(c, "intermediate_size", where, true, 0);
   l.num_hidden_layers = int_field(c, "num_hidden_layers", where, true, 0);
   l.num_attention_heads = int_field(c, "num_attention_heads", where, true, 0);
-  l.num_key_value_heads = int_field(c, "num_key_value_heads", where, false, l.num_attention_heads);
-  l.max_position_embeddings =
-      int_field(c, "max_position_embeddings", where, false, l.max_position_embeddings);
-  l.rms_norm_eps = real_field(c, "rms_norm_eps", where, l.rms_norm_eps);
-  l.rope_theta = rope_theta_of(c, where);
+  // MixtralConfig's defaults differ from LlamaConfig's for these.
+  l.num_key_value_heads =
+      int_field(c, "num_key_value_heads", where, false, mixtral ? 8 : l.num_attention_heads);
+  l.max_position_embeddings = int_field(c, "max_position_embeddings", where, false,
+                                        mixtral ? 4096 * 32 : l.max_position_embeddings);
+  l.rms_norm_eps = real_field(c, "rms_norm_eps", where, mixtral ? 1e-5 : l.rms_norm_eps);
+  l.rope_theta = rope_theta_of(c, where, mixtral ? 1e6 : 10000.0);
   l.initializer_range = real_field(c, "initializer_range", where, l.initializer_range);
   l.tie_word_embeddings = bool_field(c, "tie_word_embeddings", where, l.tie_word_embeddings);
   l.attention_dropout = real_field(c, "attention_dropout", where, 0.0);
   l.dropout = real_field(c, "reprise_dropout", where, 0.0);
+  if (mixtral) l.moe = moe_config_from_json(c, where);
   // transformers writes head_dim explicitly; keep 0 when it is the default
   // so that configs compare equal whichever way they were made.
   const int64_t head_dim = int_field(c, "head_dim", where, false, 0);
@@ -196,8 +253,8 @@ LlamaConfig llama_config_from_json(const json::Value& c, const std::string& wher
 
 json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
   json::Value c = json::Object{};
-  c.set("architectures", json::Array{"LlamaForCausalLM"});
-  c.set("model_type", "llama");
+  c.set("architectures", json::Array{l.moe ? "MixtralForCausalLM" : "LlamaForCausalLM"});
+  c.set("model_type", l.moe ? "mixtral" : "llama");
   c.set("hidden_act", "silu");
   c.set("attention_bias", false);
   c.set("mlp_bias", false);
@@ -220,6 +277,7 @@ json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
   c.set("tie_word_embeddings", l.tie_word_embeddings);
   c.set("attention_dropout", l.attention_dropout);
   if (l.dropout != 0) c.set("reprise_dropout", l.dropout);
+  if (l.moe) moe_config_to_json(*l.moe, c);
   c.set("torch_dtype", torch_dtype_name(dtype));
   return c;
 }

@@ -1,7 +1,9 @@
 #pragma once
-// Hugging Face model folders for Llama: config.json (transformers'
-// LlamaConfig) and model.safetensors (one file, Hugging Face parameter
-// names), as LlamaForCausalLM.save_pretrained(safe_serialization=True)
+// Hugging Face model folders for Llama and Mixtral: config.json
+// (transformers' LlamaConfig or MixtralConfig) and model.safetensors (one
+// file, Hugging Face parameter names; Mixtral's legacy on-disk layout
+// block_sparse_moe.experts.{e}.w1/w2/w3, which transformers 5 converts on
+// load and writes back on save), as save_pretrained(safe_serialization=True)
 // writes them, so a model moves between PyTorch and reprise both ways.
 //
 // Loading validates everything before any weight is touched: the config
@@ -23,13 +25,21 @@ namespace reprise::nn {
 
 // The config from a parsed config.json. Fields reprise does not model and
 // that do not change the computation (architectures, bos_token_id,
-// torch_dtype, use_cache, ...) are ignored. num_key_value_heads defaults to
+// torch_dtype, use_cache, output_router_logits, ...) are ignored.
+// model_type "mixtral" sets config.moe from num_local_experts,
+// num_experts_per_tok, router_aux_loss_coef (MixtralConfig's defaults when
+// absent) and the fields Mixtral lacks: router_z_loss_coef, scoring_func,
+// norm_topk_prob, n_shared_experts, reprise_capacity_factor and
+// reprise_router_dtype; a sliding_window other than null and a nonzero
+// router_jitter_noise are errors. num_key_value_heads defaults to
 // num_attention_heads and head_dim to hidden_size / num_attention_heads, as
 // in transformers. `where` names the source in error messages.
 LlamaConfig llama_config_from_json(const json::Value& config,
                                    const std::string& where = "config.json");
 // config.json contents for `config`: every LlamaConfig field, with
-// model_type "llama", architectures ["LlamaForCausalLM"], hidden_act "silu"
+// model_type "llama", architectures ["LlamaForCausalLM"] (for an MoE config
+// "mixtral", ["MixtralForCausalLM"] and the MoE fields, the non-Mixtral ones
+// only when not at their defaults), hidden_act "silu"
 // and torch_dtype naming `dtype`, so transformers loads it. The residual
 // dropout, which HF has no field for, is written as "reprise_dropout" when
 // it is not 0 (and read back by llama_config_from_json).

@@ -280,7 +280,8 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   {
     const Batch batch = data_->sample(config_.batch, config_.seq, generator_);
     const Tensor logits = model_->forward(batch.input_ids);  // (B, T, V)
-    const Tensor loss = LlamaForCausalLM::loss(logits, batch.labels);
+    // Cross-entropy, plus the router losses of an MoE model.
+    const Tensor loss = model_->causal_lm_loss(logits, batch.labels);
     autograd::backward(loss);
     if (after_backward) after_backward(batch, logits, loss);
     s.loss = loss.item<float>();

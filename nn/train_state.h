@@ -93,7 +93,8 @@ class Trainer {
 
   struct StepStats {
     int64_t step = 0;  // the step just taken, from 1
-    float loss = 0;    // of the batch, before the update
+    float loss = 0;    // of the batch, before the update (causal_lm_loss: with an MoE, the router
+                       // losses included)
     double lr = 0;
     double grad_norm = 0;  // before clipping
     int64_t tokens = 0;    // B T
