@@ -1,0 +1,45 @@
+#pragma once
+// The training-curve part of the study: the same run (model, data, seed,
+// schedule) trained several times, differing only in how layers are
+// checkpointed and how recompute gets its random numbers.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/checkpoint.h"
+#include "nn/data.h"
+#include "nn/train_state.h"
+#include "step_measure.h"
+
+namespace study {
+
+using namespace reprise;
+
+struct CurveVariant {
+  std::string label;  // column name in the CSV ("full/fresh")
+  std::string checkpoint_policy;
+  autograd::RngReplay rng = autograd::RngReplay::recorded;
+};
+
+struct Curve {
+  CurveVariant variant;
+  std::vector<float> losses;  // training loss of steps 1..steps
+  double val_loss = 0;        // held-out loss after the last step
+  double seconds = 0;         // process CPU time of all steps
+};
+
+// Trains `base` once per variant with nn::Trainer, from scratch each time.
+std::vector<Curve> train_curves(const nn::TrainConfig& base,
+                                const std::vector<CurveVariant>& variants,
+                                const std::shared_ptr<const nn::TextDataset>& data,
+                                int64_t eval_batches);
+
+// Mean training loss over the last `n` steps (all steps when fewer).
+double tail_mean(const Curve& c, size_t n);
+
+// "step,<label>,<label>,..." then one line per step; raises an Error naming
+// the file when it cannot be written.
+void write_curves_csv(const std::string& path, const std::vector<Curve>& curves);
+
+}  // namespace study

@@ -1,0 +1,146 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "engine/error.h"
+
+namespace study {
+namespace {
+
+std::string printf_string(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+const std::vector<std::string>& headers() {
+  static const std::vector<std::string> h{
+      "model",       "policy",         "rng",        "verifier",       "noise ulps",
+      "max |dgrad|", "rel L2 |dgrad|", "bitwise",    "tokens flipped", "peak saved act",
+      "step CPU ms", "RNG stashed",    "mismatches", "first mismatch", "stands for"};
+  return h;
+}
+
+// The cells as people read them: KiB, milliseconds, 3 significant digits.
+std::vector<std::string> display_cells(const Row& r) {
+  const bool exact = r.bitwise_equal;
+  return {r.model,
+          r.policy,
+          r.rng,
+          r.verifier,
+          r.noise,
+          exact ? "0" : printf_string("%.2e", r.max_abs_grad_diff),
+          exact ? "0" : printf_string("%.2e", r.rel_l2_grad_diff),
+          exact ? "yes" : "no",
+          r.tokens_flipped < 0 ? "-" : std::to_string(r.tokens_flipped),
+          printf_string("%.0f KiB", double(r.peak_saved_activation) / 1024.0),
+          printf_string("%.1f", r.step_seconds * 1e3),
+          std::to_string(r.rng_bytes_stashed) + " B",
+          std::to_string(r.mismatches),
+          r.first_mismatch.empty() ? "-" : r.first_mismatch,
+          r.what};
+}
+
+// The cells as a program reads them: bytes, seconds, full precision.
+std::vector<std::string> raw_cells(const Row& r) {
+  return {r.model,
+          r.policy,
+          r.rng,
+          r.verifier,
+          r.noise,
+          printf_string("%.9g", r.max_abs_grad_diff),
+          printf_string("%.9g", r.rel_l2_grad_diff),
+          r.bitwise_equal ? "1" : "0",
+          std::to_string(r.tokens_flipped),
+          std::to_string(r.peak_saved_activation),
+          printf_string("%.6f", r.step_seconds),
+          std::to_string(r.rng_bytes_stashed),
+          std::to_string(r.mismatches),
+          r.first_mismatch,
+          r.what};
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string markdown_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_text(const std::vector<Row>& rows) {
+  std::vector<std::vector<std::string>> cells{headers()};
+  for (const Row& r : rows) cells.push_back(display_cells(r));
+  std::vector<size_t> width(headers().size(), 0);
+  for (const auto& line : cells) {
+    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+  }
+  std::string out;
+  for (const auto& line : cells) {
+    std::string text;
+    for (size_t i = 0; i < line.size(); ++i) {
+      text += line[i];
+      if (i + 1 < line.size()) text += std::string(width[i] - line[i].size() + 2, ' ');
+    }
+    out += text + "\n";
+  }
+  return out;
+}
+
+std::string format_markdown(const std::vector<Row>& rows) {
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    out += "|";
+    for (const std::string& c : cells) {
+      out += ' ';
+      out += markdown_cell(c);
+      out += " |";
+    }
+    out += '\n';
+  };
+  line(headers());
+  line(std::vector<std::string>(headers().size(), "---"));
+  for (const Row& r : rows) line(display_cells(r));
+  return out;
+}
+
+std::string format_csv(const std::vector<Row>& rows) {
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i > 0) out += ',';
+      out += csv_field(cells[i]);
+    }
+    out += '\n';
+  };
+  line({"model", "policy", "rng", "verifier", "noise_ulps", "max_abs_grad_diff", "rel_l2_grad_diff",
+        "bitwise_equal", "tokens_flipped", "peak_saved_activation_bytes", "step_seconds",
+        "rng_bytes_stashed", "mismatches", "first_mismatch", "stands_for"});
+  for (const Row& r : rows) line(raw_cells(r));
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc | std::ios::binary);
+  REPRISE_CHECK(f.good(), "study: cannot open '", path, "' for writing");
+  f << text;
+  f.close();
+  REPRISE_CHECK(!f.fail(), "study: writing '", path, "' failed");
+}
+
+}  // namespace study

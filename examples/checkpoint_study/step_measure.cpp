@@ -1,0 +1,101 @@
+#include "step_measure.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <ctime>
+
+#include "autograd/backward.h"
+#include "engine/error.h"
+#include "engine/memory_stats.h"
+
+namespace study {
+
+double process_cpu_seconds() {
+  timespec t{};
+  REPRISE_CHECK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0,
+                "process_cpu_seconds: clock_gettime(CLOCK_PROCESS_CPUTIME_ID) failed");
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+GradientError compare(const StepMeasurement& step, const StepMeasurement& reference) {
+  REPRISE_CHECK(step.grads.size() == reference.grads.size(), "study::compare: ", step.grads.size(),
+                " gradients against ", reference.grads.size());
+  GradientError e;
+  double diff2 = 0, ref2 = 0;
+  for (size_t p = 0; p < step.grads.size(); ++p) {
+    const std::vector<float>& g = step.grads[p];
+    const std::vector<float>& r = reference.grads[p];
+    REPRISE_CHECK(g.size() == r.size(), "study::compare: parameter ", p, " has ", g.size(),
+                  " gradient elements against ", r.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      // Bitwise: the same float bits, so -0 vs +0 counts as a difference.
+      if (std::bit_cast<uint32_t>(g[i]) != std::bit_cast<uint32_t>(r[i])) e.bitwise_equal = false;
+      const double d = double(g[i]) - double(r[i]);
+      e.max_abs = std::max(e.max_abs, std::abs(d));
+      diff2 += d * d;
+      ref2 += double(r[i]) * double(r[i]);
+    }
+  }
+  e.rel_l2 = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  return e;
+}
+
+StepBench::StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch,
+                     int64_t seq, uint64_t seed)
+    : gen_(seed), model_(config, gen_) {
+  model_.set_dropout_generator(gen_);
+  batch_ = data.sample(batch, seq, gen_);
+  start_ = gen_.state();
+}
+
+StepMeasurement StepBench::step(bool read_grads) {
+  gen_.set_state(start_);
+  model_.zero_grad();
+  autograd::take_mismatches();
+  const autograd::RecomputeStats before = autograd::recompute_stats();
+  memory_stats::reset_peaks();
+  const double t0 = process_cpu_seconds();
+  StepMeasurement m;
+  {
+    const Tensor logits = model_.forward(batch_.input_ids);  // (B, T, V)
+    const Tensor loss = nn::LlamaForCausalLM::loss(logits, batch_.labels);
+    autograd::backward(loss);
+    m.loss = loss.item<float>();
+  }
+  m.seconds = process_cpu_seconds() - t0;
+  const MemorySnapshot snap = memory_stats::snapshot();
+  m.peak_saved_activation = snap[MemoryKind::saved_activation].peak;
+  m.peak_total = snap.total.peak;
+  const autograd::RecomputeStats& after = autograd::recompute_stats();
+  m.stats.regions = after.regions - before.regions;
+  m.stats.values_dropped = after.values_dropped - before.values_dropped;
+  m.stats.bytes_dropped = after.bytes_dropped - before.bytes_dropped;
+  m.stats.replays = after.replays - before.replays;
+  m.stats.nodes_replayed = after.nodes_replayed - before.nodes_replayed;
+  m.stats.rng_bytes_stashed = after.rng_bytes_stashed - before.rng_bytes_stashed;
+  m.stats.mismatches = after.mismatches - before.mismatches;
+  m.mismatches = autograd::take_mismatches();
+  if (read_grads) {
+    for (const nn::NamedParameter& p : model_.parameters()) {
+      m.grads.push_back(p.value.grad().to_vector<float>());
+    }
+  }
+  return m;
+}
+
+StepMeasurement StepBench::run(const nn::ActivationCheckpointing& checkpointing, int warmup,
+                               int repeats) {
+  REPRISE_CHECK(repeats >= 1 && warmup >= 0, "StepBench::run: expected warmup >= 0 and ",
+                "repeats >= 1, got ", warmup, " and ", repeats);
+  model_.set_checkpointing(checkpointing);
+  for (int i = 0; i < warmup; ++i) step(false);
+  StepMeasurement first = step(true);
+  std::vector<double> times{first.seconds};
+  for (int i = 1; i < repeats; ++i) times.push_back(step(false).seconds);
+  std::sort(times.begin(), times.end());
+  first.seconds = times[times.size() / 2];
+  return first;
+}
+
+}  // namespace study

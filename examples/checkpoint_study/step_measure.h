@@ -1,0 +1,70 @@
+#pragma once
+// One training step (forward, loss, backward; no update) of a model under a
+// checkpointing setup, measured and compared with the same step without
+// checkpointing: same weights, same batch, same generator state.
+//
+// B = batch, T = sequence length, V = vocabulary.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/checkpoint.h"
+#include "autograd/verifier.h"
+#include "nn/data.h"
+#include "nn/llama.h"
+#include "rng/generator.h"
+
+namespace study {
+
+using namespace reprise;
+
+struct StepMeasurement {
+  std::vector<std::vector<float>> grads;  // per parameter, in parameters() order
+  float loss = 0;
+  int64_t peak_saved_activation = 0;           // bytes, peak during the step
+  int64_t peak_total = 0;                      // bytes of everything MemoryStats counts
+  double seconds = 0;                          // median over the timed repeats
+  autograd::RecomputeStats stats;              // counters of one step
+  std::vector<autograd::Mismatch> mismatches;  // verifier reports of one step
+};
+
+// CPU time of this process (all threads), in seconds. Steps are timed in
+// CPU time, not wall time: on a shared machine it counts the work done, not
+// the time spent waiting for a core.
+double process_cpu_seconds();
+
+// How far a step's gradients are from the reference's.
+struct GradientError {
+  bool bitwise_equal = true;
+  double max_abs = 0;  // max |g - g_ref| over every parameter element
+  double rel_l2 = 0;   // ||g - g_ref|| / ||g_ref|| over all parameters together
+};
+GradientError compare(const StepMeasurement& step, const StepMeasurement& reference);
+
+class StepBench {
+ public:
+  // Initialises the model from stream "init" of a generator seeded with
+  // `seed`, samples one (batch, seq) batch from `data` and remembers the
+  // generator state after it: every measured step starts from there.
+  StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch, int64_t seq,
+            uint64_t seed);
+
+  // Runs `warmup` unmeasured steps (a budget planner records in the first),
+  // then `repeats` >= 1 measured ones, all from the same state; the
+  // gradients, peaks, counters and mismatches are those of the first
+  // measured step, the time the median of all of them.
+  StepMeasurement run(const nn::ActivationCheckpointing& checkpointing, int warmup, int repeats);
+
+  nn::LlamaForCausalLM& model() { return model_; }
+
+ private:
+  StepMeasurement step(bool read_grads);
+
+  rng::Generator gen_;
+  nn::LlamaForCausalLM model_;
+  nn::Batch batch_;  // input_ids, labels: (B, T) i64
+  rng::GeneratorState start_;
+};
+
+}  // namespace study
