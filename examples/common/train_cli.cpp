@@ -322,6 +322,11 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   if (resumed) nn::load_train_state(trainer, o.resume);
   if (!o.init_from.empty())
     nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
+  if (!o.save_router) {
+    nn::ActivationCheckpointing ac = trainer.model().checkpointing();
+    ac.save_router = false;
+    trainer.model().set_checkpointing(std::move(ac));
+  }
 
   const nn::TrainConfig& c = trainer.config();
   const nn::CorpusEntropy entropy = nn::corpus_entropy();
@@ -344,9 +349,11 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       (long long)c.steps, (long long)c.batch, (long long)c.seq, c.lr, c.min_lr, (long long)c.warmup,
       c.weight_decay, c.grad_clip, c.model.dropout, c.model.attention_dropout,
       (unsigned long long)c.seed);
-  std::printf("compute  checkpoint %s, rng replay %s, verify %s, noise %d ulps, %d threads\n",
-              c.checkpoint_policy.c_str(), autograd::rng_replay_name(c.rng_replay),
-              autograd::verify_name(c.verify), c.recompute_noise_ulps, threads::num_threads());
+  std::printf("compute  checkpoint %s, ", c.checkpoint_policy.c_str());
+  if (c.model.moe) std::printf("router %s, ", o.save_router ? "saved" : "recomputed");
+  std::printf("rng replay %s, verify %s, noise %d ulps, %d threads\n",
+              autograd::rng_replay_name(c.rng_replay), autograd::verify_name(c.verify),
+              c.recompute_noise_ulps, threads::num_threads());
   std::printf("peak     %s\n", peak.how.c_str());
   if (resumed) {
     std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
@@ -391,6 +398,8 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     const bool eval = (o.eval_every > 0 && s.step % o.eval_every == 0) || last;
     if (!(eval || last || s.step == first_step || s.step % o.log_every == 0)) continue;
 
+    StepLog extra;
+    if (program.on_log) program.on_log(trainer, extra);
     std::optional<double> val;
     if (eval && data->num_val_windows(c.seq) > 0) val = last_val = trainer.evaluate(o.eval_batches);
     const double tokens_per_s = double(window_tokens) / window_seconds;
@@ -408,8 +417,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     const autograd::RecomputeStats& r = autograd::recompute_stats();
     m.set("recompute_replays", r.replays);
     m.set("recompute_mismatches", r.mismatches);
-    StepLog extra;
-    if (program.on_log) program.on_log(trainer, s, extra, m);
+    for (auto& [key, value] : extra.metrics) m.set(std::move(key), std::move(value));
 
     std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
                 (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);

@@ -40,6 +40,10 @@ struct Options {
   std::string data, metrics, save, resume, init_from, export_dir, dump_grads;
   int64_t save_every = 0, log_every = 10, eval_every = 100, eval_batches = 4, stop_after = 0;
   int threads = 0;
+  // MoE models: checkpointed layers force-save the router's outputs
+  // (nn::ActivationCheckpointing::save_router). Not part of the saved run:
+  // exact replay makes it a matter of memory and time, like the policy.
+  bool save_router = true;
   bool help = false;
 };
 
@@ -50,15 +54,16 @@ struct Flag {
 };
 using FlagTable = std::map<std::string, Flag>;
 
-// What a program adds to the progress line of a logged step: `columns` are
-// appended to the step line (" | aux 0.012"), `lines` are printed under it,
-// and `metrics` is that step's JSONL object, to add fields to.
+// What a program adds to a logged step: `columns` are appended to the step
+// line (" | aux 0.012"), `lines` are printed under it and `metrics` are
+// appended to the step's JSONL object. The hook runs right after the step,
+// before any evaluation, so the model's state is the training step's.
 struct StepLog {
   std::string columns;
   std::vector<std::string> lines;
+  json::Object metrics;
 };
-using LogHook = std::function<void(const nn::Trainer& trainer, const nn::Trainer::StepStats& step,
-                                   StepLog& log, json::Value& metrics)>;
+using LogHook = std::function<void(const nn::Trainer& trainer, StepLog& log)>;
 
 struct Program {
   std::string name;           // "llama_train": the usage line and messages
