@@ -106,6 +106,11 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
       (x.dim() == 2 || x.dim() == 3) && (x.dtype() == DType::f32 || x.dtype() == DType::f64),
       "MoE layer '", layer, "': expected x of shape (B, T, C) or (N, C), f32 or f64, got ",
       x.describe());
+  REPRISE_CHECK(w.gate.defined() && w.gate.dim() == 2 && x.size(-1) == w.gate.size(1),
+                "MoE layer '", layer, "': x ", x.describe(), " has C = ", x.size(-1),
+                " features, but the gate ",
+                w.gate.defined() ? w.gate.describe() : std::string("undefined"),
+                " expects C = ", w.gate.defined() && w.gate.dim() == 2 ? w.gate.size(1) : 0);
   check_weights(x, w, c, layer);
   const int64_t E = c.num_local_experts, k = c.num_experts_per_tok, C = x.size(-1);
   const Tensor x2 = ops::reshape(x, {-1, C});  // (N, C)

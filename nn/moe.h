@@ -68,7 +68,8 @@ enum class RouterDType {
   f32,   // default
   bf16,  // the gate's input, weight and logits rounded to bf16 (round to
          // nearest even), the matmul accumulated in f32 from the rounded
-         // values: a bf16 router as mixed-precision training runs it
+         // values: a bf16 router as mixed-precision training runs it.
+         // Gradients pass through the roundings unchanged (ops::cast).
 };
 const char* router_dtype_name(RouterDType d);  // "float32", "bfloat16"
 
