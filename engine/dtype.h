@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "engine/error.h"
 #include "engine/half.h"
@@ -121,14 +122,53 @@ decltype(auto) dispatch_index(DType t, const char* op, F&& f) {
   REPRISE_FAIL(op, ": expected an index tensor of dtype i32 or i64, got ", dtype_name(t));
 }
 
-// Converts between any two element types; 16-bit floats go through float.
+namespace detail {
+
+// Rounds to f32 "to odd": truncate, and set the last mantissa bit when the
+// result is inexact. A second round-to-nearest-even into a format with at
+// least two fewer mantissa bits (bf16: 8, f16: 11, f32: 24) then gives the
+// correctly rounded result (Boldo and Melquiond, "Emulation of FMA and
+// correctly rounded sums: proved algorithms using rounding to odd", 2008),
+// where rounding to the nearest f32 first can land on a 16-bit tie and then
+// round the wrong way.
+REPRISE_HD float to_float_odd(double v) {
+  const float f = static_cast<float>(v);  // nearest; inf past the f32 range
+  if (v != v || double(f) == v) return f;
+  uint32_t bits = float_bits(f);
+  if ((f < 0 ? -double(f) : double(f)) > (v < 0 ? -v : v)) --bits;  // one step toward zero
+  return bits_float(bits | 1u);
+}
+
+// The same for an integer: keep the top 24 significant bits, OR the
+// dropped bits into the last one.
+REPRISE_HD float to_float_odd(int64_t v) {
+  const uint64_t a = v < 0 ? uint64_t(0) - uint64_t(v) : uint64_t(v);
+  int shift = 0;
+  while ((a >> shift) >= (uint64_t(1) << 24)) ++shift;
+  uint64_t m = a >> shift;
+  if ((a & ((uint64_t(1) << shift) - 1)) != 0) m |= 1u;
+  const float f = float(m) * bits_float(uint32_t(127 + shift) << 23);  // exact: m < 2^24
+  return v < 0 ? -f : f;
+}
+
+}  // namespace detail
+
+// Converts between any two element types, rounding to nearest even once.
+// 16-bit floats widen exactly through float; f64 and integers narrow to
+// them through detail::to_float_odd, not through the nearest float.
 template <class To, class From>
 REPRISE_HD To convert(From v) {
+  constexpr bool kFromHalf = std::is_same_v<From, bfloat16> || std::is_same_v<From, float16>;
+  constexpr bool kToHalf = std::is_same_v<To, bfloat16> || std::is_same_v<To, float16>;
   if constexpr (std::is_same_v<To, From>) {
     return v;
-  } else if constexpr (std::is_same_v<From, bfloat16> || std::is_same_v<From, float16>) {
+  } else if constexpr (kFromHalf) {
     return convert<To>(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<To, bfloat16> || std::is_same_v<To, float16>) {
+  } else if constexpr (kToHalf && std::is_same_v<From, double>) {
+    return To(detail::to_float_odd(v));
+  } else if constexpr (kToHalf && std::is_integral_v<From> && !std::is_same_v<From, bool>) {
+    return To(detail::to_float_odd(int64_t(v)));
+  } else if constexpr (kToHalf) {
     return To(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);

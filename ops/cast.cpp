@@ -1,16 +1,13 @@
 // cast: forward kernel, backward rule (cast the gradient back) and OpInfo.
 //
-// Most conversions are Tensor::copy_ (engine/dtype.h convert: one rounding
-// to nearest even through half.h). Two cases need more to avoid a silent
-// wrong answer: sources wider than f32 (f64, i32, i64) going to bf16/f16,
-// which copy_ would round twice (to f32, then to 16 bits), and floats or
-// i64 going to a narrower integer, where a static_cast of an
-// unrepresentable value is undefined or wraps.
+// The conversion is Tensor::copy_ (engine/dtype.h convert: one rounding to
+// nearest even, also from f64 and integers to bf16/f16). One case needs more
+// to avoid a silent wrong answer: floats or i64 going to a narrower integer,
+// where a static_cast of an unrepresentable value is undefined or wraps, so
+// those are checked first.
 #include "ops/cast.h"
 
 #include <atomic>
-#include <bit>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -26,60 +23,6 @@ using autograd::Tensors;
 
 double no_flops(const Tensors&, const Tensors&) { return 0; }
 const autograd::OpInfo kCast{"cast", false, no_flops};
-
-bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
-
-// Rounds to f32 "to odd": truncate, and set the last mantissa bit when the
-// result is inexact. A second round-to-nearest-even into a format with at
-// least two fewer mantissa bits (bf16: 8, f16: 11, f32: 24) then gives the
-// correctly rounded result (Boldo and Melquiond, "Emulation of FMA and
-// correctly rounded sums: proved algorithms using rounding to odd", 2008).
-float to_float_odd(double v) {
-  float f = static_cast<float>(v);  // nearest; inf past the f32 range
-  if (std::isnan(v) || double(f) == v) return f;
-  if (std::abs(double(f)) > std::abs(v)) f = std::nextafter(f, 0.0f);  // toward zero
-  return detail::bits_float(detail::float_bits(f) | 1u);
-}
-
-// The same for an integer: keep the top 24 significant bits, OR the
-// dropped bits into the last one.
-float to_float_odd(int64_t v) {
-  const uint64_t a = v < 0 ? uint64_t(0) - uint64_t(v) : uint64_t(v);
-  const int shift = std::max(0, int(std::bit_width(a)) - 24);
-  uint64_t m = a >> shift;
-  if (shift > 0 && (a & ((uint64_t(1) << shift) - 1)) != 0) m |= 1u;
-  const float f = std::ldexp(float(m), shift);  // exact: m has at most 24 bits
-  return v < 0 ? -f : f;
-}
-
-// out = x rounded once to the 16-bit type To; From is f64, i32 or i64.
-template <class To, class From>
-void round_once(const Tensor& x, const Tensor& out) {
-  const From* in = x.data<From>();
-  To* o = out.data<To>();
-  for_each_run<2>(x.shape(), {out.strides(), x.strides()}, [&](auto off, int64_t n, auto st) {
-    for (int64_t j = 0; j < n; ++j) {
-      const From v = in[off[1] + j * st[1]];
-      if constexpr (std::is_floating_point_v<From>) {
-        o[off[0] + j * st[0]] = To(to_float_odd(double(v)));
-      } else {
-        o[off[0] + j * st[0]] = To(to_float_odd(int64_t(v)));
-      }
-    }
-  });
-}
-
-template <class To>
-void round_once_from(const Tensor& x, const Tensor& out) {
-  switch (x.dtype()) {
-    case DType::f64:
-      return round_once<To, double>(x, out);
-    case DType::i32:
-      return round_once<To, int32_t>(x, out);
-    default:
-      return round_once<To, int64_t>(x, out);
-  }
-}
 
 // Whether v converts to the integer type To without undefined behaviour
 // or wrap-around (floats truncate toward zero first).
@@ -132,16 +75,7 @@ Tensor cast_kernel(const Tensor& x, DType to) {
   if (to == x.dtype()) return x;
   check_representable(x, to);
   Tensor out = Tensor::empty(x.shape(), to);
-  const DType from = x.dtype();
-  if (is_half(to) && (from == DType::f64 || from == DType::i32 || from == DType::i64)) {
-    if (to == DType::bf16) {
-      round_once_from<bfloat16>(x, out);
-    } else {
-      round_once_from<float16>(x, out);
-    }
-  } else {
-    out.copy_(x);
-  }
+  out.copy_(x);
   return out;
 }
 

@@ -171,6 +171,48 @@ TEST(Cast, WideSourcesRoundOnceNotThroughF32) {
   EXPECT_EQ(bits16(ops::cast(extreme, DType::bf16)), (std::vector<uint16_t>{0x5f00, 0xdf00}));
 }
 
+// The same single rounding in engine/dtype.h convert, which Tensor::copy_,
+// fill_ and from_vector use: each value lies just past a 16-bit tie whose
+// nearest f32 is the tie itself (through f32 they would round to even, the
+// wrong way), or exactly on one. Subnormals and the overflow threshold too.
+TEST(Cast, ConvertRoundsOnceFromF64AndIntegers) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<Known> to_bf16{
+      {1 + 0x1p-8 + 0x1p-40, 0x3f81},
+      {1 + 0x1p-8, 0x3f80},
+      {0x1p-134 + 0x1p-170, 0x0001},
+      {-(0x1p-134 + 0x1p-170), 0x8001},
+      {0x1p-134, 0x0000},
+      {0x1p128 - 0x1p119 - 0x1p80, 0x7f7f},
+      {0x1p128 - 0x1p119, 0x7f80},
+      {-std::numeric_limits<double>::infinity(), 0xff80},
+  };
+  for (const Known& k : to_bf16)
+    EXPECT_EQ(convert<bfloat16>(k.value).bits, k.bits) << std::hexfloat << k.value;
+  const std::vector<Known> to_f16{
+      {1 + 0x1p-11 + 0x1p-40, 0x3c01}, {0x1p-25 + 0x1p-60, 0x0001}, {0x1p-25, 0x0000},
+      {65519.99999, 0x7bff},           {65520.0, 0x7c00},
+  };
+  for (const Known& k : to_f16)
+    EXPECT_EQ(convert<float16>(k.value).bits, k.bits) << std::hexfloat << k.value;
+  EXPECT_TRUE(std::isnan(float(convert<bfloat16>(nan))));
+  EXPECT_TRUE(std::isnan(float(convert<float16>(nan))));
+
+  const int64_t big = (int64_t(1) << 24) + (int64_t(1) << 16) + 1;  // f32 rounds it onto a tie
+  EXPECT_EQ(convert<bfloat16>(big).bits, 0x4b81);
+  EXPECT_EQ(convert<bfloat16>(-big).bits, 0xcb81);
+  EXPECT_EQ(convert<bfloat16>(int32_t(big)).bits, 0x4b81);
+  EXPECT_EQ(convert<float16>((int64_t(1) << 40) + 1).bits, 0x7c00);
+  EXPECT_EQ(convert<float16>(int32_t(65519)).bits, 0x7bff);
+  EXPECT_EQ(convert<bfloat16>(std::numeric_limits<int64_t>::min()).bits, 0xdf00);
+
+  Tensor filled = Tensor::zeros({2}, DType::bf16).fill_(1 + 0x1p-8 + 0x1p-40);
+  EXPECT_EQ(bits16(filled), (std::vector<uint16_t>{0x3f81, 0x3f81}));
+  Tensor copied = Tensor::zeros({1}, DType::f16);
+  copied.copy_(Tensor::from_vector<double>({1 + 0x1p-11 + 0x1p-40}, {1}));
+  EXPECT_EQ(bits16(copied), (std::vector<uint16_t>{0x3c01}));
+}
+
 TEST(Cast, NaNStaysNaN) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (DType from : {DType::f32, DType::f64}) {
