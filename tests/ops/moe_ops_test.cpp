@@ -1,0 +1,106 @@
+// grouped_linear and moe_route: gradient-check cases (f64, central
+// differences; routing stays fixed because the step is far below every
+// score gap of the test data), the dispatch order moe_route promises, and
+// their errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/grad_mode.h"
+#include "ops/grouped_linear.h"
+#include "ops/matmul.h"
+#include "ops/moe_route.h"
+#include "ops/softmax.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::ops {
+namespace {
+
+using testing::Inputs;
+using testing::param;
+using testing::RegisterOpCases;
+
+Tensor i64(std::vector<int64_t> v) {
+  const int64_t n = int64_t(v.size());
+  return Tensor::from_vector(v, {n});
+}
+
+// Blocks of 3, 0 (an empty expert) and 4 rows.
+Inputs grouped_inputs() {
+  return Inputs{param({7, 5}, 71), i64({3, 0, 4}), param({6, 5}, 72), param({6, 5}, 73),
+                param({6, 5}, 74)};
+}
+
+const RegisterOpCases moe_cases({
+    {"grouped_linear/3_empty_4", grouped_inputs,
+     [](const Inputs& in) {
+       return grouped_linear(in[0], in[1], {in[2], in[3], in[4]});
+     }},
+    {"moe_route/top2_of_5_renormalized",
+     [] {
+       return Inputs{param({6, 5}, 75)};
+     },
+     [](const Inputs& in) { return moe_route(softmax(in[0], -1), 2, true).weights; }},
+    {"moe_route/top3_of_4_raw_capacity_2",
+     [] {
+       return Inputs{param({6, 4}, 76)};
+     },
+     [](const Inputs& in) { return moe_route(softmax(in[0], -1), 3, false, 2).weights; }},
+});
+
+TEST(GroupedLinear, EachBlockIsItsOwnProduct) {
+  NoGradGuard no_grad;
+  Inputs in = grouped_inputs();
+  Tensor y = grouped_linear(in[0], in[1], {in[2], in[3], in[4]});  // (7, 6)
+  EXPECT_EQ(y.shape(), (Shape{7, 6}));
+  Tensor first = linear(in[0].slice(0, 0, 3), in[2]);
+  Tensor last = linear(in[0].slice(0, 3, 7), in[4]);
+  EXPECT_LT(testing::max_abs_diff(y.slice(0, 0, 3), first), 1e-15);
+  EXPECT_LT(testing::max_abs_diff(y.slice(0, 3, 7), last), 1e-15);
+}
+
+TEST(MoeRoute, SortsByExpertThenTokenAndDropsOverCapacity) {
+  // Scores of 4 tokens for 3 experts, top-1 / top-2.
+  Tensor s = Tensor::from_vector(
+      std::vector<double>{0.1, 0.7, 0.2, 0.6, 0.3, 0.1, 0.2, 0.2, 0.6, 0.5, 0.4, 0.1}, {4, 3});
+  MoeRoute r = moe_route(s, 2, true);
+  EXPECT_EQ(r.indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 0, 1, 2, 0, 0, 1}));
+  // Expert 0: tokens 1, 2, 3; expert 1: tokens 0, 1, 3; expert 2: tokens 0, 2.
+  EXPECT_EQ(r.token.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 0, 1, 3, 0, 2}));
+  EXPECT_EQ(r.counts.to_vector<int64_t>(), (std::vector<int64_t>{3, 3, 2}));
+  EXPECT_EQ(r.routed.to_vector<int64_t>(), (std::vector<int64_t>{3, 3, 2}));
+  const std::vector<double> w = r.weights.to_vector<double>();
+  EXPECT_DOUBLE_EQ(w[0], 0.6 / 0.9);  // token 1's gate for expert 0
+  EXPECT_DOUBLE_EQ(w[6], 0.2 / 0.9);  // token 0's gate for expert 2
+  // Ties (token 2: 0.2 and 0.2) go to the lower expert: 2 (0.6), then 0.
+  // Capacity 2: expert 0 keeps tokens 1 and 2, expert 1 tokens 0 and 1.
+  MoeRoute c = moe_route(s, 2, true, 2);
+  EXPECT_EQ(c.token.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 0, 1, 0, 2}));
+  EXPECT_EQ(c.counts.to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(c.routed.to_vector<int64_t>(), (std::vector<int64_t>{3, 3, 2}));
+}
+
+TEST(MoeOps, BadInputsNameTheOpAndShapes) {
+  auto message = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Tensor x = Tensor::zeros({5, 4}), w = Tensor::zeros({3, 4});
+  std::string m = message([&] { grouped_linear(x, i64({2, 2}), {w, w}); });
+  EXPECT_NE(m.find("counts sum to 4 but x f32[5, 4]"), std::string::npos) << m;
+  m = message([&] { grouped_linear(x, i64({5}), {w, w}); });
+  EXPECT_NE(m.find("E = 2 weights"), std::string::npos) << m;
+  m = message([&] { grouped_linear(x, i64({5, 0}), {w, Tensor::zeros({3, 5})}); });
+  EXPECT_NE(m.find("weights[1] f32[3, 5]"), std::string::npos) << m;
+  m = message([&] { moe_route(x, 5, true); });
+  EXPECT_NE(m.find("moe_route: k = 5 must be in [1, E = 4]"), std::string::npos) << m;
+  m = message([&] { moe_route(Tensor::full({2, 3}, std::nan("")), 1, true); });
+  EXPECT_NE(m.find("NaN"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace reprise::ops
