@@ -1,7 +1,7 @@
 #include "autograd/checkpoint.h"
 
+#include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "autograd/recompute_noise.h"
 #include "autograd/scope.h"
@@ -22,20 +22,38 @@ struct ValueRef {
 
 using ValueKey = uint64_t;
 ValueKey key_of(int32_t node, uint32_t output) { return (uint64_t(node) << 32) | output; }
+ValueRef ref_of(ValueKey key) {
+  return {ValueRef::Kind::produced, int32_t(key >> 32), uint32_t(key & 0xffffffffu)};
+}
+
+// What the region keeps of one output of a recorded node.
+struct RecordedOutput {
+  Decision decision = Decision::prefer_recompute;
+  int64_t bytes = 0;
+  bool read_by_backward = false;  // a saved slot of the tape reads it
+  bool counted_dropped = false;   // counted once in recompute_stats().values_dropped
+  // After exit: dropped saved slots of live nodes that read it, and replayed
+  // nodes that read it.
+  int64_t dropped_slots = 0;
+  int64_t replay_readers = 0;
+  // A kept value replay may read: held from record to exit, then only when
+  // a replayed node reads it.
+  SavedTensor held;
+  bool held_for_replay = false;
+  Fingerprint fingerprint;  // when verifying
+};
 
 // What the region keeps of one recorded node to replay it.
 struct RecordedNode {
   std::weak_ptr<Node> node;
   const OpInfo* op;
-  std::string scope;
+  std::shared_ptr<const std::string> scope;
   uint64_t sequence_nr;
   Node::ForwardFn forward;
   std::optional<rng::Reservation> rng;
   std::vector<ValueRef> inputs;
   double flops;
-  std::vector<int64_t> output_bytes;      // one per output
-  std::vector<Decision> decisions;        // one per output
-  std::vector<Fingerprint> fingerprints;  // one per output when verifying
+  std::vector<RecordedOutput> outputs;
 };
 
 class Region;
@@ -44,12 +62,17 @@ std::vector<Region*>& region_stack() {
   return stack;
 }
 
+// Bookkeeping is per node and per output, in vectors: recording a region
+// allocates little beyond the nodes themselves (bench_checkpoint's
+// BM_Region_* cases measure it).
 class Region final : public TapeObserver, public std::enable_shared_from_this<Region> {
  public:
-  Region(std::string scope, Policy policy, CheckpointOptions options)
-      : scope_(std::move(scope)), policy_(std::move(policy)), options_(options) {}
+  // `policy` is read only while recording and at exit (finish), which the
+  // caller's policy outlives.
+  Region(std::string scope, const Policy& policy, CheckpointOptions options)
+      : scope_(std::move(scope)), policy_(&policy), options_(std::move(options)) {}
 
-  const Policy& policy() const { return policy_; }
+  const Policy& policy() const { return *policy_; }
   rng::Generator& generator() const {
     return options_.generator ? *options_.generator : rng::default_generator();
   }
@@ -66,80 +89,88 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
                  const Tensors& outputs) override {
     if (region_stack().back() != this) return;  // an inner region records its own nodes
     int32_t index = int32_t(nodes_.size());
-    RecordedNode r{node,      &node->op(), node->scope(), node->sequence_nr(), node->forward,
-                   node->rng, {},          node->flops};
+    RecordedNode& r = nodes_.emplace_back(RecordedNode{node,
+                                                       &node->op(),
+                                                       node->scope_path(),
+                                                       node->sequence_nr(),
+                                                       node->forward,
+                                                       node->rng,
+                                                       {},
+                                                       node->flops,
+                                                       {}});
+    r.inputs.reserve(inputs.size());
     for (const Tensor& t : inputs) r.inputs.push_back(resolve_input(t));
-    int64_t ordinal = op_counts_[node->name()]++;
+    int64_t ordinal = next_ordinal(node->name());
+    r.outputs.resize(outputs.size());
     for (uint32_t j = 0; j < outputs.size(); ++j) {
-      const TensorMeta& meta = node->outputs[j];
+      RecordedOutput& out = r.outputs[j];
+      out.bytes = int64_t(outputs[j].nbytes());
       ValueInfo info{node->name(),
                      node->scope(),
                      scope_,
                      j,
                      j >= node->num_public_outputs,
                      node->op().is_random,
-                     meta,
-                     int64_t(outputs[j].nbytes()),
+                     node->outputs[j],
+                     out.bytes,
                      node->flops,
                      ordinal,
                      index};
-      Decision d = decide(info);
-      r.decisions.push_back(d);
-      r.output_bytes.push_back(int64_t(outputs[j].nbytes()));
+      out.decision = decide(info);
       // A value the policy keeps may be needed to replay a later node, and
       // may have no other owner by region exit: hold it until then.
-      if (is_save(d)) held_.emplace(key_of(index, j), SavedTensor(outputs[j]));
+      if (is_save(out.decision)) out.held = SavedTensor(outputs[j]);
       if (j < node->num_public_outputs) {
         produced_index_[outputs[j].impl()] = {outputs[j].impl_ptr(), key_of(index, j)};
       }
       if (options_.verify != Verify::none) {
-        r.fingerprints.push_back(Fingerprint::of(outputs[j], options_.verify));
+        out.fingerprint = Fingerprint::of(outputs[j], options_.verify);
       }
     }
-    nodes_.push_back(std::move(r));
     drop_saved(index, *node);
   }
 
-  // Region exit: drop what the policies recompute, keep what replay needs.
   // Region exit: plan the replay of what was dropped; keep only what it reads.
   void finish() {
-    // Count the dropped slots of nodes still alive (a dead node's slots can
-    // never be read).
+    // Nodes to replay: producers of dropped values that a live node reads
+    // (a dead node's slots can never be read) and, transitively, of the
+    // recomputed values they read. Producers precede consumers, so one
+    // backward pass over the recording order closes the set.
+    std::vector<bool> needed(nodes_.size(), false);
+    bool replays = false;
     for (const auto& [node, key] : dropped_) {
-      if (!node.expired()) ++slot_counts_[key];
+      if (node.expired()) continue;
+      ++output(ref_of(key)).dropped_slots;
+      needed[size_t(key >> 32)] = replays = true;
     }
     dropped_.clear();
 
-    if (policy_.region_hook()) policy_.region_hook()(graph());
+    if (policy_->region_hook()) policy_->region_hook()(graph());
+    policy_ = nullptr;
 
-    // Nodes to replay: producers of dropped values and, transitively, of
-    // the recomputed values they read. Producers precede consumers, so one
-    // backward pass over the recording order closes the set.
-    std::vector<bool> needed(nodes_.size(), false);
-    for (const auto& [key, count] : slot_counts_) needed[size_t(key >> 32)] = true;
     std::vector<bool> external_needed(externals_.size(), false);
-    std::unordered_map<ValueKey, SavedTensor> held_needed;
     for (size_t i = nodes_.size(); i-- > 0;) {
       if (!needed[i]) continue;
       for (const ValueRef& ref : nodes_[i].inputs) {
         if (ref.kind == ValueRef::Kind::external) {
           external_needed[size_t(ref.index)] = true;
         } else if (ref.kind == ValueRef::Kind::produced) {
-          ValueKey key = key_of(ref.index, ref.output);
-          if (is_save(decision(ref))) {
-            auto it = held_.find(key);
-            if (it != held_.end()) held_needed.emplace(key, std::move(it->second));
+          RecordedOutput& in = output(ref);
+          if (is_save(in.decision)) {
+            in.held_for_replay = true;
           } else {
             needed[size_t(ref.index)] = true;
-            ++replay_uses_[key];
+            ++in.replay_readers;
           }
         }
       }
     }
     for (size_t i = 0; i < nodes_.size(); ++i) {
       if (needed[i]) replay_order_.push_back(int32_t(i));
+      for (RecordedOutput& out : nodes_[i].outputs) {
+        if (!out.held_for_replay) out.held = SavedTensor();
+      }
     }
-    held_ = std::move(held_needed);
     for (size_t e = 0; e < externals_.size(); ++e) {
       if (!external_needed[e]) externals_[e].release();
     }
@@ -147,29 +178,43 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     external_index_.clear();
 
     // Nothing left to replay: release what was recorded for it.
-    if (slot_counts_.empty()) nodes_.clear();
+    if (!replays) nodes_.clear();
   }
 
  private:
+  RecordedOutput& output(const ValueRef& ref) {
+    return nodes_[size_t(ref.index)].outputs[ref.output];
+  }
+
+  // Earlier nodes of op `name` in this region; counts this one.
+  int64_t next_ordinal(std::string_view name) {
+    for (auto& [op, count] : op_counts_) {
+      if (op == name) return count++;
+    }
+    op_counts_.emplace_back(name, 1);
+    return 0;
+  }
+
   // Drops the node's saved tensors whose values the policies recompute,
   // right away, so that the region's own forward runs in less memory.
   void drop_saved(int32_t index, Node& node) {
-    std::weak_ptr<Node> weak = nodes_[size_t(index)].node;
+    const RecordedNode& r = nodes_[size_t(index)];
     for (size_t k = 0; k < node.saved_slots.size(); ++k) {
       const SavedSlot& slot = node.saved_slots[k];
       ValueRef ref = slot.source == SavedSlot::Source::output
                          ? ValueRef{ValueRef::Kind::produced, index, slot.index}
-                         : nodes_[size_t(index)].inputs[slot.index];
+                         : r.inputs[slot.index];
       if (ref.kind != ValueRef::Kind::produced) continue;
-      ValueKey key = key_of(ref.index, ref.output);
-      int64_t bytes = int64_t(node.saved[k].value().nbytes());
-      read_by_backward_[key] = bytes;
-      if (is_save(decision(ref))) continue;
-      if (dropped_values_.insert(key).second) {
+      RecordedOutput& value = output(ref);
+      value.read_by_backward = true;
+      if (is_save(value.decision)) continue;
+      if (!value.counted_dropped) {
+        value.counted_dropped = true;
         ++recompute_stats().values_dropped;
-        recompute_stats().bytes_dropped += bytes;
+        recompute_stats().bytes_dropped += int64_t(node.saved[k].value().nbytes());
       }
-      dropped_.emplace_back(weak, key);
+      ValueKey key = key_of(ref.index, ref.output);
+      dropped_.emplace_back(r.node, key);
       // The closure owns the region: it lives while a dropped tensor may be read.
       node.saved[k].drop([self = shared_from_this(), key] { return self->take(key); });
     }
@@ -179,20 +224,19 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   RegionGraph graph() const {
     RegionGraph g;
     g.region = scope_;
-    std::unordered_map<ValueKey, int32_t> value_index;
+    std::vector<int32_t> first_value(nodes_.size());  // node -> index of its output 0
     for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
       const RecordedNode& r = nodes_[size_t(i)];
       RegionGraph::NodeInfo info{r.op->name, r.flops, {}};
       for (const ValueRef& ref : r.inputs) {
         if (ref.kind == ValueRef::Kind::produced) {
-          info.reads.push_back(value_index.at(key_of(ref.index, ref.output)));
+          info.reads.push_back(first_value[size_t(ref.index)] + int32_t(ref.output));
         }
       }
       g.nodes.push_back(std::move(info));
-      for (uint32_t j = 0; j < r.output_bytes.size(); ++j) {
-        ValueKey key = key_of(i, j);
-        value_index[key] = int32_t(g.values.size());
-        g.values.push_back({i, j, r.output_bytes[j], read_by_backward_.count(key) > 0});
+      first_value[size_t(i)] = int32_t(g.values.size());
+      for (uint32_t j = 0; j < r.outputs.size(); ++j) {
+        g.values.push_back({i, j, r.outputs[j].bytes, r.outputs[j].read_by_backward});
       }
     }
     for (const SavedTensor& e : externals_) {
@@ -203,24 +247,20 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     return g;
   }
 
-  Decision decision(const ValueRef& ref) const {
-    return nodes_[size_t(ref.index)].decisions[ref.output];
-  }
-
   // Innermost region first; a region recomputes when every policy abstains.
-  Decision decide(const ValueInfo& info) const {
-    std::vector<std::optional<Decision>> votes;
+  Decision decide(const ValueInfo& info) {
+    votes_.clear();
     const auto& stack = region_stack();
-    for (auto it = stack.rbegin(); it != stack.rend(); ++it) votes.push_back((*it)->policy()(info));
-    return resolve(votes).value_or(Decision::prefer_recompute);
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it)
+      votes_.push_back((*it)->policy()(info));
+    return resolve(votes_).value_or(Decision::prefer_recompute);
   }
 
   ValueRef resolve_input(const Tensor& t) {
     if (!t.defined()) return {};
     auto p = produced_index_.find(t.impl());
     if (p != produced_index_.end() && p->second.first.lock() == t.impl_ptr()) {
-      return {ValueRef::Kind::produced, int32_t(p->second.second >> 32),
-              uint32_t(p->second.second & 0xffffffffu)};
+      return ref_of(p->second.second);
     }
     auto e = external_index_.find(t.impl());
     if (e != external_index_.end() && e->second.first.lock() == t.impl_ptr()) {
@@ -272,15 +312,15 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     NoGradGuard no_grad;
     for (int32_t index : replay_order_) {
       RecordedNode& r = nodes_[size_t(index)];
-      std::string where = std::string(r.op->name) + " at '" + r.scope + "'";
+      std::string where = std::string(r.op->name) + " at '" + *r.scope + "'";
       Tensors inputs;
       for (const ValueRef& ref : r.inputs) {
         if (ref.kind == ValueRef::Kind::none) {
           inputs.emplace_back();
         } else if (ref.kind == ValueRef::Kind::external) {
           inputs.push_back(externals_[size_t(ref.index)].unpack(where));
-        } else if (is_save(decision(ref))) {
-          inputs.push_back(held_.at(key_of(ref.index, ref.output)).unpack(where));
+        } else if (const RecordedOutput& in = output(ref); is_save(in.decision)) {
+          inputs.push_back(in.held.unpack(where));
         } else {
           inputs.push_back(live.at(key_of(ref.index, ref.output)).first);
         }
@@ -294,20 +334,19 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
       }
       ++stats.nodes_replayed;
       for (uint32_t j = 0; j < outputs.size(); ++j) {
-        if (options_.recompute_noise_ulps > 0 && glob_match(options_.noise_scopes, r.scope)) {
+        if (options_.recompute_noise_ulps > 0 && glob_match(options_.noise_scopes, *r.scope)) {
           outputs[j] = perturb_ulps(outputs[j], options_.recompute_noise_ulps, options_.noise_seed,
                                     r.sequence_nr * 1031 + j);
         }
         if (options_.verify != Verify::none) verify(r, j, outputs[j]);
+        const RecordedOutput& out = r.outputs[j];
         ValueKey key = key_of(index, j);
-        auto slots = slot_counts_.find(key);
-        if (slots != slot_counts_.end()) cache_[key] = {outputs[j], slots->second};
-        auto uses = replay_uses_.find(key);
-        if (uses != replay_uses_.end()) live[key] = {outputs[j], uses->second};
+        if (out.dropped_slots > 0) cache_[key] = {outputs[j], out.dropped_slots};
+        if (out.replay_readers > 0) live[key] = {outputs[j], out.replay_readers};
       }
       // Free intermediates whose last replay reader has run.
       for (const ValueRef& ref : r.inputs) {
-        if (ref.kind != ValueRef::Kind::produced || is_save(decision(ref))) continue;
+        if (ref.kind != ValueRef::Kind::produced || is_save(output(ref).decision)) continue;
         auto it = live.find(key_of(ref.index, ref.output));
         if (it != live.end() && --it->second.second == 0) live.erase(it);
       }
@@ -315,10 +354,10 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   }
 
   void verify(const RecordedNode& r, uint32_t output, const Tensor& replayed) {
-    std::optional<Mismatch> m = r.fingerprints[output].compare(replayed, options_.verify);
+    std::optional<Mismatch> m = r.outputs[output].fingerprint.compare(replayed, options_.verify);
     if (!m) return;
     m->region = scope_;
-    m->scope = r.scope;
+    m->scope = *r.scope;
     m->op = r.op->name;
     m->output = output;
     ++recompute_stats().mismatches;
@@ -327,25 +366,21 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   }
 
   std::string scope_;
-  Policy policy_;
+  const Policy* policy_;  // while recording and at exit; nullptr after
   CheckpointOptions options_;
   std::optional<rng::GeneratorState> stash_;
 
   std::vector<RecordedNode> nodes_;
-  std::vector<SavedTensor> externals_;              // inputs from outside the region
-  std::unordered_map<ValueKey, SavedTensor> held_;  // kept values that replay reads
-  std::unordered_map<std::string, int64_t> op_counts_;
-  std::unordered_map<ValueKey, int64_t> read_by_backward_;         // value -> bytes
+  std::vector<SavedTensor> externals_;                             // inputs from outside the region
+  std::vector<std::pair<std::string_view, int64_t>> op_counts_;    // op name -> nodes so far
+  std::vector<std::optional<Decision>> votes_;                     // scratch of decide()
   std::vector<std::pair<std::weak_ptr<Node>, ValueKey>> dropped_;  // slots dropped while recording
-  std::unordered_set<ValueKey> dropped_values_;
   // While recording: which tensor is which value (weak: an address can be reused).
   std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, ValueKey>> produced_index_;
   std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, int32_t>> external_index_;
 
   // After exit: the replay plan and the values it hands to backward.
-  std::vector<int32_t> replay_order_;                  // node indices, recording order
-  std::unordered_map<ValueKey, int64_t> slot_counts_;  // dropped value -> saved slots reading it
-  std::unordered_map<ValueKey, int64_t> replay_uses_;  // recomputed value -> replayed readers
+  std::vector<int32_t> replay_order_;                               // node indices, recording order
   std::unordered_map<ValueKey, std::pair<Tensor, int64_t>> cache_;  // replayed, awaiting readers
 };
 

@@ -101,6 +101,7 @@ class Node {
   const char* name() const { return op_->name; }
   uint64_t sequence_nr() const { return sequence_nr_; }
   const std::string& scope() const { return *scope_; }
+  const std::shared_ptr<const std::string>& scope_path() const { return scope_; }
   // "matmul at layers.3.attn" for messages.
   std::string where() const;
 
