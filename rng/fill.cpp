@@ -81,20 +81,27 @@ void for_each_chunk(T* out, int64_t n, const Reservation& r, const Body& body) {
   static_assert(kChunk % Group == 0);
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
   const bool stream = size_t(n) * sizeof(T) > kStreamBytes;
-#pragma omp parallel if (n >= kParallelMin)
+  auto chunk = [&](int64_t c) {
+    alignas(64) uint32_t words[WordsPerElement * kChunk];
+    alignas(64) T staged[kChunk];
+    const int64_t begin = c * kChunk;
+    const int64_t end = std::min(n, begin + kChunk);
+    const int64_t grouped = (end - begin + Group - 1) / Group * Group;
+    generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
+                   size_t(grouped * WordsPerElement));
+    body(words, stream ? staged : out + begin, begin, end);
+    if (stream) stream_store(out + begin, staged, size_t(end - begin) * sizeof(T));
+  };
+  // Small fills stay on this thread without entering an OpenMP region at
+  // all: even a region whose `if` clause is false wakes the pool's threads.
+  if (n < kParallelMin) {
+    for (int64_t c = 0; c < nchunks; ++c) chunk(c);
+    return;
+  }
+#pragma omp parallel
   {
 #pragma omp for schedule(static) nowait
-    for (int64_t c = 0; c < nchunks; ++c) {
-      alignas(64) uint32_t words[WordsPerElement * kChunk];
-      alignas(64) T staged[kChunk];
-      const int64_t begin = c * kChunk;
-      const int64_t end = std::min(n, begin + kChunk);
-      const int64_t grouped = (end - begin + Group - 1) / Group * Group;
-      generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
-                     size_t(grouped * WordsPerElement));
-      body(words, stream ? staged : out + begin, begin, end);
-      if (stream) stream_store(out + begin, staged, size_t(end - begin) * sizeof(T));
-    }
+    for (int64_t c = 0; c < nchunks; ++c) chunk(c);
 #if defined(__AVX512F__) || defined(__AVX2__)
     // Streaming stores are weakly ordered: fence once per thread, not per
     // chunk (a fence waits for the write-combining buffers to drain).
