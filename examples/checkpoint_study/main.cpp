@@ -96,6 +96,9 @@ struct Sizes {
   nn::LlamaConfig dense;  // dropout set per model below
   int64_t batch, seq;     // of the measured step
   int repeats;            // timed repeats per scenario
+  nn::MoeConfig moe;      // the MoE models' layers
+  int64_t expert_ffn;     // their experts' intermediate size
+  int noise_draws;        // noise seeds per noisy scenario
   nn::TrainConfig curves;
   int64_t eval_batches;
 };
@@ -115,6 +118,10 @@ Sizes sizes(bool quick) {
   s.batch = quick ? 2 : 8;
   s.seq = quick ? 32 : 64;
   s.repeats = quick ? 1 : 5;
+  s.moe.num_local_experts = quick ? 4 : 8;
+  s.moe.num_experts_per_tok = 2;
+  s.expert_ffn = quick ? 32 : 64;
+  s.noise_draws = quick ? 1 : 8;
   s.curves.model = c;
   s.curves.model.dropout = 0.1;
   s.curves.model.attention_dropout = 0.1;
@@ -132,6 +139,11 @@ struct Model {
 };
 
 enum class Expect { equal, differs };
+// MoE models: whether checkpointed layers force-save the router
+// (ActivationCheckpointing::save_router) and where noise is injected.
+enum class Router { saved, recomputed };
+enum class NoiseOn { all, router };
+constexpr const char* kRouterScopes = "*.block_sparse_moe.gate";
 
 struct Scenario {
   size_t model;        // index into the models
@@ -142,7 +154,28 @@ struct Scenario {
   Expect expect;  // against the same model without checkpointing
   bool quick;     // also part of --quick
   std::string what;
+  Router router = Router::saved;
+  NoiseOn noise_on = NoiseOn::all;
 };
+
+// What a replay changed in the routing, from the verifier's reports on
+// moe_route's outputs, summed over layers: `slots` counts (token, top-k
+// slot) entries of the indices output (1) whose expert differs (a token
+// whose two experts swap rank counts 2), `experts` the experts whose kept
+// token count (the counts output, 3) differs: torchtitan's symptom.
+struct RoutingChange {
+  int64_t slots = 0;
+  int64_t experts = 0;
+};
+RoutingChange routing_change(const std::vector<autograd::Mismatch>& mismatches) {
+  RoutingChange c;
+  for (const autograd::Mismatch& m : mismatches) {
+    if (m.op != "moe_route") continue;
+    if (m.output == 1) c.slots += m.differing;
+    if (m.output == 3) c.experts += m.differing;
+  }
+  return c;
+}
 
 std::string mismatch_summary(const autograd::Mismatch& m) {
   char buf[96];
@@ -156,6 +189,91 @@ struct Claim {
   bool holds;
 };
 
+// The model's reference step (no checkpointing), then each scenario's
+// step against it: one table row and the claims it checks per scenario.
+void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
+                   const nn::TextDataset& data, const Sizes& sz, uint64_t seed,
+                   std::vector<study::Row>& rows, std::vector<Claim>& claims) {
+  const bool moe = model.config.moe.has_value();
+  study::StepBench bench(model.config, data, sz.batch, sz.seq, seed);
+  const study::StepMeasurement ref =
+      bench.run(nn::ActivationCheckpointing::parse("none"), 1, sz.repeats);
+  rows.push_back({model.label, "none", "recorded", "none", "0", "reference: no checkpointing", 0, 0,
+                  true, moe ? 0.0 : -1.0, moe ? 0.0 : -1.0, ref.peak_saved_activation, ref.seconds,
+                  0, 0, ""});
+  for (const Scenario& s : scenarios) {
+    std::string policy = s.policy;
+    if (policy == "budget") {
+      policy = "budget:" + std::to_string(ref.peak_saved_activation / 2 / 1024) + "K";
+    }
+    nn::ActivationCheckpointing ac = nn::ActivationCheckpointing::parse(policy);
+    ac.options.rng = s.rng;
+    ac.options.verify = s.verify;
+    ac.options.recompute_noise_ulps = s.noise_ulps;
+    ac.options.on_mismatch = autograd::OnMismatch::report;
+    ac.save_router = s.router == Router::saved;
+    std::string noise = std::to_string(s.noise_ulps);
+    if (moe) {
+      policy += s.router == Router::saved ? ", router saved" : ", router recomputed";
+      if (s.noise_ulps > 0) noise += s.noise_on == NoiseOn::all ? " (all)" : " (router)";
+      if (s.noise_on == NoiseOn::router) ac.options.noise_scopes = kRouterScopes;
+    }
+    // Noise is one draw per (noise seed, node, element): average what it
+    // does over several seeds. The first draw is the timed one.
+    const int draws = s.noise_ulps > 0 ? sz.noise_draws : 1;
+    const study::StepMeasurement m = bench.run(ac, 1, sz.repeats);
+    bool equal_bits = true;
+    double max_abs = 0, rel_l2 = 0, slots = 0, experts = 0, mismatches = 0;
+    for (int d = 0; d < draws; ++d) {
+      ac.options.noise_seed = autograd::CheckpointOptions{}.noise_seed + uint64_t(d);
+      const study::StepMeasurement md = d == 0 ? m : bench.run(ac, 0, 1);
+      const study::GradientError e = study::compare(md, ref);
+      const RoutingChange routing = routing_change(md.mismatches);
+      equal_bits = equal_bits && e.bitwise_equal;
+      max_abs = std::max(max_abs, e.max_abs);
+      rel_l2 += e.rel_l2 / draws;
+      slots += double(routing.slots) / draws;
+      experts += double(routing.experts) / draws;
+      mismatches += double(md.stats.mismatches) / draws;
+    }
+    study::Row r{model.label,
+                 policy,
+                 autograd::rng_replay_name(s.rng),
+                 autograd::verify_name(s.verify),
+                 noise,
+                 s.what,
+                 max_abs,
+                 rel_l2,
+                 equal_bits,
+                 moe ? slots : -1,
+                 moe ? experts : -1,
+                 m.peak_saved_activation,
+                 m.seconds,
+                 m.stats.rng_bytes_stashed,
+                 mismatches,
+                 m.mismatches.empty() ? "" : mismatch_summary(m.mismatches.front())};
+    const std::string name =
+        model.label + ", " + policy + ", " + r.rng + ", verify " + r.verifier + ", noise " + noise;
+    const bool equal = s.expect == Expect::equal;
+    claims.push_back({name + (equal ? ": gradients bitwise equal to no checkpointing"
+                                    : ": gradients differ from no checkpointing"),
+                      equal_bits == equal});
+    if (s.verify == Verify::bitwise) {
+      claims.push_back({name + ": the verifier reports " + (equal ? "nothing" : "a mismatch"),
+                        (mismatches == 0) == equal});
+    }
+    if (moe && (s.router == Router::saved || s.noise_ulps == 0) && s.rng != RngReplay::fresh) {
+      claims.push_back({name + ": routing unchanged", slots == 0 && experts == 0});
+    }
+    claims.push_back(
+        {name + (s.rng == RngReplay::stash ? ": RNG state stashed" : ": no RNG state stashed"),
+         (m.stats.rng_bytes_stashed > 0) == (s.rng == RngReplay::stash)});
+    rows.push_back(std::move(r));
+    std::printf(".");
+    std::fflush(stdout);
+  }
+}
+
 int run(const Options& o) {
   threads::set_num_threads(o.threads);
   const double start = study::process_cpu_seconds();
@@ -166,12 +284,23 @@ int run(const Options& o) {
   nn::LlamaConfig plain = sz.dense, dropout = sz.dense;
   dropout.dropout = 0.1;
   dropout.attention_dropout = 0.1;
+  nn::LlamaConfig moe = dropout, moe_bf16 = dropout;
+  moe.intermediate_size = moe_bf16.intermediate_size = sz.expert_ffn;
+  moe.moe = moe_bf16.moe = sz.moe;
+  moe_bf16.moe->router_dtype = nn::RouterDType::bf16;
   models.push_back({"llama p=0", plain});
   models.push_back({"llama p=0.1", dropout});
+  models.push_back({"moe p=0.1", moe});
+  models.push_back({"moe p=0.1 bf16 gate", moe_bf16});
 
   const RngReplay rec = RngReplay::recorded, stash = RngReplay::stash, fresh = RngReplay::fresh;
   const Verify none = Verify::none, bitwise = Verify::bitwise;
   const Expect eq = Expect::equal, ne = Expect::differs;
+  const Router saved = Router::saved, recomputed = Router::recomputed;
+  const NoiseOn all = NoiseOn::all, router = NoiseOn::router;
+  // model, policy, rng, verifier, noise ulps, expected, in --quick, what it
+  // stands for; for MoE models: router saved or recomputed, noise on all
+  // replayed nodes or the router's only.
   const std::vector<Scenario> scenarios{
       {0, "full", fresh, none, 0, eq, true, "no dropout: preserve_rng_state=False is harmless"},
       {1, "full", fresh, none, 0, ne, true, "PyTorch preserve_rng_state=False"},
@@ -185,71 +314,40 @@ int run(const Options& o) {
       {1, "op-sac", rec, none, 0, eq, false, "torchtitan op-level SAC"},
       {1, "budget", rec, none, 0, eq, false, "planner at half the reference's peak"},
       {1, "full", rec, bitwise, 1, ne, false, "non-bit-exact kernels, emulated (1 ulp)"},
+      {2, "full", fresh, bitwise, 0, ne, false, "preserve_rng_state=False", recomputed},
+      {2, "full", stash, bitwise, 0, eq, false, "preserve_rng_state=True", recomputed},
+      {2, "full", rec, bitwise, 0, eq, true, "exact replay: recomputing the router is safe",
+       recomputed},
+      {2, "full", rec, bitwise, 0, eq, false, "router force-saved (what frameworks do)", saved},
+      {2, "full", rec, bitwise, 1, ne, false, "non-bit-exact router kernel", recomputed, router},
+      {2, "full", rec, bitwise, 1, eq, true, "... with the router saved", saved, router},
+      {2, "full", rec, bitwise, 1, ne, false, "non-bit-exact kernels everywhere", recomputed, all},
+      {2, "full", rec, bitwise, 1, ne, false, "... with the router saved", saved, all},
+      {2, "full", rec, bitwise, 16, ne, false, "a noisier router kernel", recomputed, router},
+      {2, "full", rec, bitwise, 256, ne, false, "a noisier router kernel", recomputed, router},
+      {2, "op-sac", rec, bitwise, 1, ne, false, "op-level SAC, noisy router", recomputed, router},
+      {3, "full", rec, bitwise, 0, eq, false, "exact replay", recomputed},
+      {3, "full", rec, bitwise, 1, ne, false, "non-bit-exact router kernel", recomputed, router},
+      {3, "full", rec, bitwise, 1, eq, false, "... with the router saved", saved, router},
+      {3, "full", rec, bitwise, 1, ne, false, "non-bit-exact kernels everywhere", recomputed, all},
+      {3, "full", rec, bitwise, 1, ne, false, "... with the router saved", saved, all},
   };
 
   const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
   std::printf("study    %s, step of %lld x %lld tokens, %d threads%s\n",
               sz.dense.describe().c_str(), (long long)sz.batch, (long long)sz.seq,
               threads::num_threads(), o.quick ? " (quick)" : "");
+  std::printf("moe      %s\n", moe.describe().c_str());
   std::fflush(stdout);
 
   std::vector<study::Row> rows;
   std::vector<Claim> claims;
   for (size_t mi = 0; mi < models.size(); ++mi) {
-    const Model& model = models[mi];
-    study::StepBench bench(model.config, *data, sz.batch, sz.seq, seed);
-    const study::StepMeasurement ref =
-        bench.run(nn::ActivationCheckpointing::parse("none"), 1, sz.repeats);
-    rows.push_back({model.label, "none", "recorded", "none", "0", "reference: no checkpointing", 0,
-                    0, true, -1, ref.peak_saved_activation, ref.seconds, 0, 0, ""});
+    std::vector<Scenario> mine;
     for (const Scenario& s : scenarios) {
-      if (s.model != mi || (o.quick && !s.quick)) continue;
-      nn::ActivationCheckpointing ac;
-      std::string policy = s.policy;
-      if (policy == "budget") {
-        const int64_t kib = ref.peak_saved_activation / 2 / 1024;
-        policy = "budget:" + std::to_string(kib) + "K";
-      }
-      ac = nn::ActivationCheckpointing::parse(policy);
-      ac.options.rng = s.rng;
-      ac.options.verify = s.verify;
-      ac.options.recompute_noise_ulps = s.noise_ulps;
-      ac.options.on_mismatch = autograd::OnMismatch::report;
-      const study::StepMeasurement m = bench.run(ac, 1, sz.repeats);
-      const study::GradientError e = study::compare(m, ref);
-      study::Row r{model.label,
-                   policy,
-                   autograd::rng_replay_name(s.rng),
-                   autograd::verify_name(s.verify),
-                   std::to_string(s.noise_ulps),
-                   s.what,
-                   e.max_abs,
-                   e.rel_l2,
-                   e.bitwise_equal,
-                   -1,
-                   m.peak_saved_activation,
-                   m.seconds,
-                   m.stats.rng_bytes_stashed,
-                   m.stats.mismatches,
-                   m.mismatches.empty() ? "" : mismatch_summary(m.mismatches.front())};
-      const std::string name = model.label + ", " + policy + ", " + r.rng + ", verify " +
-                               r.verifier + ", noise " + r.noise;
-      if (s.expect == Expect::equal) {
-        claims.push_back({name + ": gradients bitwise equal to no checkpointing", e.bitwise_equal});
-      } else {
-        claims.push_back({name + ": gradients differ from no checkpointing", !e.bitwise_equal});
-      }
-      if (s.verify == Verify::bitwise) {
-        claims.push_back({name + ": the verifier reports " +
-                              (s.expect == Expect::equal ? "nothing" : "a mismatch"),
-                          (m.stats.mismatches == 0) == (s.expect == Expect::equal)});
-      }
-      claims.push_back({name + (s.rng == stash ? ": RNG state stashed" : ": no RNG state stashed"),
-                        (m.stats.rng_bytes_stashed > 0) == (s.rng == stash)});
-      rows.push_back(std::move(r));
-      std::printf(".");
-      std::fflush(stdout);
+      if (s.model == mi && (!o.quick || s.quick)) mine.push_back(s);
     }
+    if (!mine.empty()) measure_model(models[mi], mine, *data, sz, seed, rows, claims);
   }
   std::printf("\n\n%s\n", study::format_text(rows).c_str());
 

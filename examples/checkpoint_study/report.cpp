@@ -17,9 +17,10 @@ std::string printf_string(const char* format, double v) {
 
 const std::vector<std::string>& headers() {
   static const std::vector<std::string> h{
-      "model",       "policy",         "rng",        "verifier",       "noise ulps",
-      "max |dgrad|", "rel L2 |dgrad|", "bitwise",    "tokens flipped", "peak saved act",
-      "step CPU ms", "RNG stashed",    "mismatches", "first mismatch", "stands for"};
+      "model",          "policy",         "rng",         "verifier",      "noise ulps",
+      "max |dgrad|",    "rel L2 |dgrad|", "bitwise",     "routing flips", "expert loads changed",
+      "peak saved act", "step CPU ms",    "RNG stashed", "mismatches",    "first mismatch",
+      "stands for"};
   return h;
 }
 
@@ -34,11 +35,12 @@ std::vector<std::string> display_cells(const Row& r) {
           exact ? "0" : printf_string("%.2e", r.max_abs_grad_diff),
           exact ? "0" : printf_string("%.2e", r.rel_l2_grad_diff),
           exact ? "yes" : "no",
-          r.tokens_flipped < 0 ? "-" : std::to_string(r.tokens_flipped),
+          r.routing_flips < 0 ? "-" : printf_string("%.4g", r.routing_flips),
+          r.expert_loads_changed < 0 ? "-" : printf_string("%.4g", r.expert_loads_changed),
           printf_string("%.0f KiB", double(r.peak_saved_activation) / 1024.0),
           printf_string("%.1f", r.step_seconds * 1e3),
           std::to_string(r.rng_bytes_stashed) + " B",
-          std::to_string(r.mismatches),
+          printf_string("%.4g", r.mismatches),
           r.first_mismatch.empty() ? "-" : r.first_mismatch,
           r.what};
 }
@@ -53,11 +55,12 @@ std::vector<std::string> raw_cells(const Row& r) {
           printf_string("%.9g", r.max_abs_grad_diff),
           printf_string("%.9g", r.rel_l2_grad_diff),
           r.bitwise_equal ? "1" : "0",
-          std::to_string(r.tokens_flipped),
+          printf_string("%.9g", r.routing_flips),
+          printf_string("%.9g", r.expert_loads_changed),
           std::to_string(r.peak_saved_activation),
           printf_string("%.6f", r.step_seconds),
           std::to_string(r.rng_bytes_stashed),
-          std::to_string(r.mismatches),
+          printf_string("%.9g", r.mismatches),
           r.first_mismatch,
           r.what};
 }
@@ -129,8 +132,8 @@ std::string format_csv(const std::vector<Row>& rows) {
     out += '\n';
   };
   line({"model", "policy", "rng", "verifier", "noise_ulps", "max_abs_grad_diff", "rel_l2_grad_diff",
-        "bitwise_equal", "tokens_flipped", "peak_saved_activation_bytes", "step_seconds",
-        "rng_bytes_stashed", "mismatches", "first_mismatch", "stands_for"});
+        "bitwise_equal", "routing_flips", "expert_loads_changed", "peak_saved_activation_bytes",
+        "step_seconds", "rng_bytes_stashed", "mismatches", "first_mismatch", "stands_for"});
   for (const Row& r : rows) line(raw_cells(r));
   return out;
 }

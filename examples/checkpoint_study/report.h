@@ -18,11 +18,16 @@ struct Row {
   double max_abs_grad_diff = 0;
   double rel_l2_grad_diff = 0;
   bool bitwise_equal = true;
-  int64_t tokens_flipped = -1;        // -1: no router in the model
+  // Over all layers, on recompute: (token, top-k slot) entries routed to
+  // another expert, and experts whose token count changed; -1: no router.
+  // Noisy scenarios give the mean over noise seeds (as for rel_l2 and
+  // mismatches; max_abs is the largest, bitwise_equal holds for all).
+  double routing_flips = -1;
+  double expert_loads_changed = -1;
   int64_t peak_saved_activation = 0;  // bytes
   double step_seconds = 0;
   int64_t rng_bytes_stashed = 0;
-  int64_t mismatches = 0;
+  double mismatches = 0;
   std::string first_mismatch;  // "model.layers.3 dropout: 412 elements" or empty
 };
 

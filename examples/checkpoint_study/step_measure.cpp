@@ -58,8 +58,8 @@ StepMeasurement StepBench::step(bool read_grads) {
   const double t0 = process_cpu_seconds();
   StepMeasurement m;
   {
-    const Tensor logits = model_.forward(batch_.input_ids);  // (B, T, V)
-    const Tensor loss = nn::LlamaForCausalLM::loss(logits, batch_.labels);
+    const Tensor logits = model_.forward(batch_.input_ids);            // (B, T, V)
+    const Tensor loss = model_.causal_lm_loss(logits, batch_.labels);  // with MoE router losses
     autograd::backward(loss);
     m.loss = loss.item<float>();
   }
