@@ -11,8 +11,8 @@
 // Before timing, the forward is checked against a plain double-precision
 // loop (routing, gates and experts) on a sample of tokens.
 //
-// The step runs about 30 parallel regions per expert block pass; on a
-// machine whose cores are busy with other work, OpenMP's spinning waits
+// The step runs many short parallel regions (each op, each expert's GEMM);
+// on a machine whose cores are busy with other work, OpenMP's spinning waits
 // dominate (measured 2026-12-02, load 6 on 2 cores: 1.37 s per step with
 // the default wait policy, 56 ms with OMP_WAIT_POLICY=passive, 58 ms at
 // REPRISE_NUM_THREADS=1), so run it on idle cores or with the passive policy.
