@@ -35,8 +35,10 @@ std::vector<Curve> train_curves(const nn::TrainConfig& base,
                                 const std::shared_ptr<const nn::TextDataset>& data,
                                 int64_t eval_batches);
 
-// Mean training loss over the last `n` steps (all steps when fewer).
-double tail_mean(const Curve& c, size_t n);
+// A Markdown table, one row per curve: the loss of step 1, the mean
+// training loss over each quarter of the run, the held-out loss and its
+// gap to the first curve, and the CPU time.
+std::string curves_markdown(const std::vector<Curve>& curves);
 
 // "step,<label>,<label>,..." then one line per step; raises an Error naming
 // the file when it cannot be written.

@@ -363,22 +363,8 @@ int run(const Options& o) {
   std::fflush(stdout);
   const std::vector<study::Curve> curves =
       study::train_curves(sz.curves, variants, data, sz.eval_batches);
-  const size_t tail = std::min<size_t>(50, curves[0].losses.size());
-  std::string curve_md =
-      "| run | loss step 1 | mean loss, last " + std::to_string(tail) +
-      " steps | held-out loss | vs none | CPU s |\n| --- | --- | --- | --- | --- | --- |\n";
-  for (const study::Curve& c : curves) {
-    const double mean = study::tail_mean(c, tail);
-    const double gap = c.val_loss - curves[0].val_loss;
-    std::printf("  %-14s loss step 1 %.4f, mean of last %zu %.4f, held-out %.4f (%+.4f), %.1f s\n",
-                c.variant.label.c_str(), double(c.losses.front()), tail, mean, c.val_loss, gap,
-                c.seconds);
-    char line[256];
-    std::snprintf(line, sizeof line, "| %s | %.4f | %.4f | %.4f | %+.4f | %.1f |\n",
-                  c.variant.label.c_str(), double(c.losses.front()), mean, c.val_loss, gap,
-                  c.seconds);
-    curve_md += line;
-  }
+  const std::string curve_md = study::curves_markdown(curves);
+  std::printf("%s", curve_md.c_str());
   claims.push_back({"training: full/recorded logs the losses of no checkpointing, bit for bit",
                     curves[1].losses == curves[0].losses});
   claims.push_back({"training: full/fresh logs other losses than no checkpointing",
@@ -386,14 +372,19 @@ int run(const Options& o) {
 
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
-    char header[512];
+    char header[1024];
     std::snprintf(
         header, sizeof header,
-        "Model: %s. One step of %lld x %lld tokens of the built-in corpus, seed %llu; "
-        "%d threads; step ms is the process CPU time of a step (forward, loss, backward), "
-        "the median of %d.\n\n",
-        sz.dense.describe().c_str(), (long long)sz.batch, (long long)sz.seq,
-        (unsigned long long)seed, threads::num_threads(), sz.repeats);
+        "Llama: %s; p=0.1 is residual and attention dropout 0.1. MoE: the same with %s, experts "
+        "of ffn %lld (%lld routing slots per step: tokens x top-k x layers). One step of "
+        "%lld x %lld tokens of the built-in corpus, seed %llu, against the same step without "
+        "checkpointing; %d thread(s). step CPU ms: process CPU time of forward, loss and "
+        "backward, the median of %d. Rows with noise: the mean over %d noise seeds (max |dgrad|: "
+        "the largest).\n\n",
+        sz.dense.describe().c_str(), sz.moe.describe().c_str(), (long long)sz.expert_ffn,
+        (long long)(sz.batch * sz.seq * sz.moe.num_experts_per_tok * sz.dense.num_hidden_layers),
+        (long long)sz.batch, (long long)sz.seq, (unsigned long long)seed, threads::num_threads(),
+        sz.repeats, sz.noise_draws);
     char curve_header[256];
     std::snprintf(curve_header, sizeof curve_header,
                   "\nTraining, %lld AdamW steps of %lld x %lld tokens, dropout %.2g/%.2g, "
