@@ -379,7 +379,8 @@ int run(const Options& o) {
         "of ffn %lld (%lld routing slots per step: tokens x top-k x layers). One step of "
         "%lld x %lld tokens of the built-in corpus, seed %llu, against the same step without "
         "checkpointing; %d thread(s). step CPU ms: process CPU time of forward, loss and "
-        "backward, the median of %d. Rows with noise: the mean over %d noise seeds (max |dgrad|: "
+        "backward, the best of %d (the least disturbed by other work on the machine). Rows with "
+        "noise: the mean over %d noise seeds (max |dgrad|: "
         "the largest).\n\n",
         sz.dense.describe().c_str(), sz.moe.describe().c_str(), (long long)sz.expert_ffn,
         (long long)(sz.batch * sz.seq * sz.moe.num_experts_per_tok * sz.dense.num_hidden_layers),

@@ -24,7 +24,7 @@ struct StepMeasurement {
   float loss = 0;
   int64_t peak_saved_activation = 0;           // bytes, peak during the step
   int64_t peak_total = 0;                      // bytes of everything MemoryStats counts
-  double seconds = 0;                          // median over the timed repeats
+  double seconds = 0;                          // process CPU time, the least over the timed repeats
   autograd::RecomputeStats stats;              // counters of one step
   std::vector<autograd::Mismatch> mismatches;  // verifier reports of one step
 };
@@ -53,7 +53,7 @@ class StepBench {
   // Runs `warmup` unmeasured steps (a budget planner records in the first),
   // then `repeats` >= 1 measured ones, all from the same state; the
   // gradients, peaks, counters and mismatches are those of the first
-  // measured step, the time the median of all of them.
+  // measured step, the time the least of all of them.
   StepMeasurement run(const nn::ActivationCheckpointing& checkpointing, int warmup, int repeats);
 
   nn::LlamaForCausalLM& model() { return model_; }
