@@ -1,9 +1,11 @@
 #include "nn/moe.h"
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "autograd/scope.h"
+#include "engine/grad_mode.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
 #include "ops/grouped_linear.h"
@@ -162,14 +164,22 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
     out = ops::add(out, d);
   }
 
-  // Router loss terms: probability mass per expert, and logsumexp^2.
+  // Router loss terms: probability mass per expert, and logsumexp^2. A
+  // term whose coefficient is 0 is computed without recording, so no graph
+  // that no loss reads keeps activations (or checkpoint regions) alive.
   MoeResult r;
   {
+    std::optional<NoGradGuard> off;
+    if (c.router_aux_loss_coef == 0) off.emplace();
     Tensor probs = c.scoring_func == RouterScoring::softmax
                        ? scores
                        : ops::div(scores, ops::sum(scores, {1}, true));  // (N, E)
     r.terms.prob_sum = ops::sum(probs, {0});                             // (E)
-    Tensor m = ops::max(logits, 1, true).values.detach();                // (N, 1)
+  }
+  {
+    std::optional<NoGradGuard> off;
+    if (c.router_z_loss_coef == 0) off.emplace();
+    Tensor m = ops::max(logits, 1, true).values.detach();  // (N, 1)
     Tensor lse = ops::add(ops::log(ops::sum(ops::exp(ops::sub(logits, m)), {1}, true)), m);
     r.terms.z_sum = ops::sum(ops::mul(lse, lse));  // ()
   }

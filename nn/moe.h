@@ -112,7 +112,9 @@ struct MoeLayerStats {
 // the sums that combine across layers (see LlamaForCausalLM::router_losses):
 //   aux = E * sum_e (routed_e / R) (prob_sum_e / R)   (HF's load_balancing_loss_func)
 //   z   = z_sum / R                                   (mean of logsumexp(logits)^2)
-// with R the rows summed over the layers combined.
+// with R the rows summed over the layers combined. A term whose coefficient
+// (router_aux_loss_coef, router_z_loss_coef) is 0 is computed without
+// recording: its value is right, it carries no gradient.
 struct MoeRouterTerms {
   Tensor prob_sum;              // (E) f32, sum over tokens of the router probabilities
                                 // (softmax(logits); for sigmoid scoring s / sum(s))

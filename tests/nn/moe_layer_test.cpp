@@ -80,10 +80,12 @@ MoeWeights unflatten(const std::vector<Tensor>& in, const MoeConfig& c) {
   return w;
 }
 
+// Both router loss terms recorded (a zero coefficient records neither).
 MoeConfig small(int64_t E = 4, int64_t k = 2) {
   MoeConfig c;
   c.num_local_experts = E;
   c.num_experts_per_tok = k;
+  c.router_z_loss_coef = 1e-3;
   return c;
 }
 
@@ -265,6 +267,22 @@ TEST(MoeLayer, AuxAndZLossesMatchValuesComputedByHand) {
   }
   EXPECT_EQ(u.stats.tokens_per_expert, (std::vector<int64_t>{2, 0, 1}));
   EXPECT_NEAR(u.stats.aux_loss, 3 * (2.0 / 3 * P[0] + 1.0 / 3 * P[2]), 1e-14);
+}
+
+TEST(MoeLayer, ATermWithAZeroCoefficientRecordsNothing) {
+  MoeConfig c = small();
+  Tensor x = uniform({5, 6}, -1, 1, 8, DType::f32).requires_grad(true);
+  MoeWeights w = make_weights(c, 6, 5, DType::f32, 450);
+  MoeResult both = moe_forward(x, w, c, "moe");
+  EXPECT_TRUE(both.terms.prob_sum.requires_grad());
+  EXPECT_TRUE(both.terms.z_sum.requires_grad());
+  c.router_aux_loss_coef = 0;
+  c.router_z_loss_coef = 0;
+  MoeResult none = moe_forward(x, w, c, "moe");
+  EXPECT_FALSE(none.terms.prob_sum.requires_grad());
+  EXPECT_FALSE(none.terms.z_sum.requires_grad());
+  EXPECT_EQ(none.stats.z_loss, both.stats.z_loss);  // the values are the same
+  EXPECT_EQ(none.stats.aux_loss, both.stats.aux_loss);
 }
 
 TEST(MoeLayer, TheRouterIsRecordedUnderTheGateScope) {
