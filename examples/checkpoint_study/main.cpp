@@ -1,19 +1,22 @@
 // checkpoint_study: the scenarios of the preserve_rng_state debate, run on a
-// small Llama with dropout on, in one command. For each scenario (model,
-// checkpoint policy, RNG replay mode, verifier, recompute noise) it runs one
-// training step from the same weights, batch and generator state as a step
-// without checkpointing, and reports how far the gradients are from that
-// reference, whether they are bitwise equal, the peak saved-activation
-// bytes, the step time, the RNG state stashed and what the verifier saw.
-// Then it trains the same small model a few hundred steps with correct and
-// with fresh (wrong) recompute randomness and compares the loss curves.
+// small Llama and a small MoE with dropout on, in one command. For each
+// scenario (model, checkpoint policy, RNG replay mode, verifier, recompute
+// noise, router saved or recomputed) it runs one training step from the same
+// weights, batch and generator state as a step without checkpointing, and
+// reports how far the gradients are from that reference, whether they are
+// bitwise equal, how much routing changed on recompute, the peak
+// saved-activation bytes, the step time, the RNG state stashed and what the
+// verifier saw. Then it trains the small Llama a few hundred steps with
+// correct and with fresh (wrong) recompute randomness and compares the loss
+// curves. docs/checkpointing-study.md explains the results.
 //
 //   checkpoint_study [--out DIR] [--quick] [--threads N]
 //
 // --out writes DIR/table.md, DIR/table.csv and DIR/loss_curves.csv. Every
 // run checks the study's claims (recorded and stash replay bitwise equal to
-// no checkpointing, fresh replay with dropout not, ...) and exits 1 when one
-// fails; --quick runs the same checks on a tiny model in seconds.
+// no checkpointing, fresh replay with dropout not, a saved router never
+// re-routes, ...) and exits 1 when one fails; --quick runs the same checks
+// on a tiny model in well under a second.
 
 #include <algorithm>
 #include <cstdio>
@@ -42,8 +45,9 @@ using autograd::Verify;
 constexpr const char* kUsage = R"(usage: checkpoint_study [--out DIR] [--quick] [--threads N]
 
 Runs the activation-checkpointing scenarios (policy x RNG replay mode x verifier
-x recompute noise) on a small Llama with dropout, prints the table, trains the
-model with correct and with fresh recompute randomness, and checks the claims.
+x recompute noise x router saved or recomputed) on a small Llama and a small
+MoE with dropout, prints the table, trains the Llama with correct and with
+fresh recompute randomness, and checks the claims.
 
   --out DIR     write DIR/table.md, DIR/table.csv and DIR/loss_curves.csv
   --quick       a tiny model and a few steps (a smoke test: seconds)
