@@ -266,6 +266,9 @@ void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
       claims.push_back({name + ": the verifier reports " + (equal ? "nothing" : "a mismatch"),
                         (mismatches == 0) == equal});
     }
+    if (s.verify == Verify::metadata) {
+      claims.push_back({name + ": the metadata verifier reports nothing", mismatches == 0});
+    }
     if (moe && (s.router == Router::saved || s.noise_ulps == 0) && s.rng != RngReplay::fresh) {
       claims.push_back({name + ": routing unchanged", slots == 0 && experts == 0});
     }
@@ -308,6 +311,8 @@ int run(const Options& o) {
   const std::vector<Scenario> scenarios{
       {0, "full", fresh, none, 0, eq, true, "no dropout: preserve_rng_state=False is harmless"},
       {1, "full", fresh, none, 0, ne, true, "PyTorch preserve_rng_state=False"},
+      {1, "full", fresh, Verify::metadata, 0, ne, false,
+       "... which PyTorch's determinism_check (shapes) passes"},
       {1, "full", fresh, bitwise, 0, ne, true, "... and the verifier names the first node"},
       {1, "op-sac", fresh, none, 0, ne, false, "selective AC does not avoid it"},
       {1, "full", stash, none, 0, eq, true, "PyTorch preserve_rng_state=True (default)"},
