@@ -14,10 +14,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <string>
 
 #include "autograd/backward.h"
+#include "bench/support.h"
 #include "engine/memory_stats.h"
 
 namespace {
@@ -25,16 +24,6 @@ namespace {
 using namespace reprise;
 
 constexpr int64_t kB = 8, kHq = 8, kHkv = 4, kD = 32;
-
-Tensor filled(const Shape& shape, uint64_t seed) {
-  std::vector<float> v(size_t(numel(shape)));
-  uint64_t s = seed;
-  for (float& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = float(double(s >> 40) / double(1 << 24) * 2.0 - 1.0);
-  }
-  return Tensor::from_vector(v, shape);
-}
 
 // Checks a few output rows against a direct f64 evaluation before timing.
 void check_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out) {
@@ -69,28 +58,12 @@ void check_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   }
 }
 
-// A field of /proc/self/status in MiB ("VmRSS", "VmHWM"); -1 where absent.
-double proc_status_mib(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;
-  }
-  return -1;
-}
-
-// Resets the peak resident set to the current one (Linux >= 4.0).
-bool reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  return bool(clear.flush());
-}
-
 void BM_attention_fwd_bwd(benchmark::State& state) {
   const int64_t T = state.range(0);
-  Tensor q = filled({kB, kHq, T, kD}, 1).requires_grad(true);
-  Tensor k = filled({kB, kHkv, T, kD}, 2).requires_grad(true);
-  Tensor v = filled({kB, kHkv, T, kD}, 3).requires_grad(true);
-  Tensor dout = filled({kB, kHq, T, kD}, 4);
+  Tensor q = bench::lcg_tensor({kB, kHq, T, kD}, 1).requires_grad(true);
+  Tensor k = bench::lcg_tensor({kB, kHkv, T, kD}, 2).requires_grad(true);
+  Tensor v = bench::lcg_tensor({kB, kHkv, T, kD}, 3).requires_grad(true);
+  Tensor dout = bench::lcg_tensor({kB, kHq, T, kD}, 4);
   const ops::AttentionOptions opt{.causal = true};
   {
     NoGradGuard no_grad;
@@ -98,8 +71,8 @@ void BM_attention_fwd_bwd(benchmark::State& state) {
   }
   memory_stats::reset_peaks();
   const int64_t live = memory_stats::snapshot().total.live;
-  const bool rss = reset_peak_rss();
-  const double rss_base = proc_status_mib("VmRSS");
+  const bool rss = bench::reset_peak_rss();
+  const double rss_base = bench::proc_status_mib("VmRSS");
   for (auto _ : state) {
     Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
     autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
@@ -110,7 +83,7 @@ void BM_attention_fwd_bwd(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
   state.counters["peak_MiB"] =
       double(memory_stats::snapshot().total.peak - live) / (1024.0 * 1024.0);
-  if (rss) state.counters["rss_MiB"] = proc_status_mib("VmHWM") - rss_base;
+  if (rss) state.counters["rss_MiB"] = bench::proc_status_mib("VmHWM") - rss_base;
 }
 
 BENCHMARK(BM_attention_fwd_bwd)

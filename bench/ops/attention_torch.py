@@ -21,15 +21,17 @@ Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import (alternate, google_benchmark, reset_peak_rss,  # noqa: E402
+                          status_mib, time_calls)
 
 B, HQ, HKV, D = 8, 8, 4, 32
 LENGTHS = (256, 512, 1024)
@@ -62,32 +64,21 @@ VARIANTS = {"explicit": explicit, "sdpa": sdpa}
 
 
 def time_torch(fn, T, reps):
+    """Best wall seconds of `reps` single forward + backward calls."""
     q, k, v, dout = inputs(T)
-    fn(q, k, v).backward(dout)  # warm up
-    times = []
-    for _ in range(reps):
+
+    def call():
         q.grad = k.grad = v.grad = None
-        t0 = time.perf_counter()
         fn(q, k, v).backward(dout)
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    call()  # warm up
+    return min(time_calls(call, 0, warmup=False)[0] for _ in range(reps))
 
 
 def time_ours(bench, T):
-    out = subprocess.run(
-        [bench, f"--benchmark_filter=BM_attention_fwd_bwd/{T}/", "--benchmark_format=json",
-         "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=false"],
-        check=True, capture_output=True, text=True, env={**os.environ, "REPRISE_NUM_THREADS": "2"})
-    runs = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("run_type") == "iteration"]
-    return min(b["real_time"] for b in runs) / 1e3, runs[0]["peak_MiB"], runs[0]["rss_MiB"]
-
-
-def status_mib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
+    runs = google_benchmark(
+        bench, [f"--benchmark_filter=BM_attention_fwd_bwd/{T}/", "--benchmark_repetitions=3",
+                "--benchmark_report_aggregates_only=false"], {"REPRISE_NUM_THREADS": "2"})
+    return min(b["real_s"] for b in runs), runs[0]["peak_MiB"], runs[0]["rss_MiB"]
 
 
 def peak_rss_mib(variant, T):
@@ -95,8 +86,7 @@ def peak_rss_mib(variant, T):
     torch.set_num_threads(2)
     q, k, v, dout = inputs(T)
     base = status_mib("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
+    reset_peak_rss()
     VARIANTS[variant](q, k, v).backward(dout)
     return status_mib("VmHWM") - base
 
@@ -122,12 +112,12 @@ def main():
           f"{'sdpa/ours':>9}   peak MiB: {'ours stats':>10} {'ours rss':>8} {'explicit rss':>12} "
           f"{'sdpa rss':>8}")
     for T in LENGTHS:
-        t = {"ours": [], "explicit": [], "sdpa": []}
-        for _ in range(args.rounds):
-            ours, stats, rss = time_ours(args.bench, T)
-            t["ours"].append(ours)
-            for name, fn in VARIANTS.items():
-                t[name].append(time_torch(fn, T, args.reps))
+        sides = {"ours": lambda: time_ours(args.bench, T)}
+        for name, fn in VARIANTS.items():
+            sides[name] = lambda fn=fn: time_torch(fn, T, args.reps)
+        t = alternate(args.rounds, sides)
+        _, stats, rss = t["ours"][-1]
+        t["ours"] = [r[0] for r in t["ours"]]
         med = {name: statistics.median(v) * 1e3 for name, v in t.items()}
         mem = {name: torch_peak_mib(name, T) for name in VARIANTS}
         print(f"{T:>5} {med['ours']:>8.1f} {med['explicit']:>11.1f} {med['sdpa']:>8.1f} "

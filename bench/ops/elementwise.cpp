@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "autograd/backward.h"
+#include "bench/support.h"
 #include "engine/threads.h"
 #include "ops/binary.h"
 #include "ops/unary.h"
@@ -23,21 +24,6 @@
 namespace {
 
 using namespace reprise;
-
-Tensor filled(int64_t n, uint64_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  uint64_t s = seed;
-  for (float& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = float(double(s >> 40) / double(1 << 24) * 8.0 - 4.0);
-  }
-  return Tensor::from_vector(v, {n});
-}
-
-void set_bandwidth(benchmark::State& state, double bytes_per_iteration) {
-  state.counters["GB/s"] = benchmark::Counter(
-      bytes_per_iteration * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-}
 
 void check_silu(const Tensor& x, const Tensor& y) {
   const float* px = x.data<float>();
@@ -53,7 +39,7 @@ void check_silu(const Tensor& x, const Tensor& y) {
 
 void BM_copy(benchmark::State& state) {
   const int64_t n = state.range(0);
-  Tensor src = filled(n, 1), dst = Tensor::empty({n});
+  Tensor src = bench::lcg_tensor({n}, 1, -4, 4), dst = Tensor::empty({n});
   const float* s = src.data<float>();
   float* d = dst.data<float>();
   for (auto _ : state) {
@@ -64,25 +50,25 @@ void BM_copy(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   if (std::memcmp(s, d, size_t(n) * sizeof(float)) != 0) std::abort();
-  set_bandwidth(state, 2.0 * double(n) * 4);
+  bench::set_bandwidth(state, 2.0 * double(n) * 4);
 }
 
 void BM_silu_fwd(benchmark::State& state) {
   const int64_t n = state.range(0);
-  Tensor x = filled(n, 2);
+  Tensor x = bench::lcg_tensor({n}, 2, -4, 4);
   NoGradGuard no_grad;
   check_silu(x, ops::silu(x));
   for (auto _ : state) {
     Tensor y = ops::silu(x);
     benchmark::DoNotOptimize(y.raw_data());
   }
-  set_bandwidth(state, 2.0 * double(n) * 4);
+  bench::set_bandwidth(state, 2.0 * double(n) * 4);
 }
 
 void BM_silu_fwd_bwd(benchmark::State& state) {
   const int64_t n = state.range(0);
-  Tensor x = filled(n, 3).requires_grad(true);
-  Tensor g = filled(n, 4);
+  Tensor x = bench::lcg_tensor({n}, 3, -4, 4).requires_grad(true);
+  Tensor g = bench::lcg_tensor({n}, 4, -4, 4);
   {
     NoGradGuard no_grad;
     check_silu(x, ops::silu(x));
@@ -92,12 +78,12 @@ void BM_silu_fwd_bwd(benchmark::State& state) {
     autograd::Tensors dx = autograd::grad({y}, {x}, {g});
     benchmark::DoNotOptimize(dx[0].raw_data());
   }
-  set_bandwidth(state, 5.0 * double(n) * 4);
+  bench::set_bandwidth(state, 5.0 * double(n) * 4);
 }
 
 void BM_add(benchmark::State& state) {
   const int64_t n = state.range(0);
-  Tensor a = filled(n, 5), b = filled(n, 6);
+  Tensor a = bench::lcg_tensor({n}, 5, -4, 4), b = bench::lcg_tensor({n}, 6, -4, 4);
   NoGradGuard no_grad;
   Tensor check = ops::add(a, b);
   for (int64_t i = 0; i < n; i += 4099) {
@@ -107,7 +93,7 @@ void BM_add(benchmark::State& state) {
     Tensor y = ops::add(a, b);
     benchmark::DoNotOptimize(y.raw_data());
   }
-  set_bandwidth(state, 3.0 * double(n) * 4);
+  bench::set_bandwidth(state, 3.0 * double(n) * 4);
 }
 
 constexpr int64_t kSmall = 2048 * 256, kLarge = 8192 * 2048;

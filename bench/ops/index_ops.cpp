@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bench/support.h"
 #include "engine/threads.h"
 #include "ops/cast.h"
 #include "ops/indexing.h"
@@ -27,13 +28,6 @@ using reprise::Tensor;
 namespace ops = reprise::ops;
 
 constexpr int64_t kB = 4096, kC = 512, kV = 32000;
-
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "bench_index_ops: check failed: %s\n", what);
-    std::exit(1);
-  }
-}
 
 void use_threads() {
   const char* env = std::getenv("REPRISE_BENCH_THREADS");
@@ -63,11 +57,6 @@ Tensor indices(const reprise::Shape& shape, int64_t hi) {
   return t;
 }
 
-void set_bytes(benchmark::State& state, double bytes) {
-  state.counters["GB/s"] =
-      benchmark::Counter(bytes * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-}
-
 // Embedding lookup: (V, C) table, B token ids -> (B, C).
 void BM_IndexSelectRows(benchmark::State& state) {
   use_threads();
@@ -75,9 +64,10 @@ void BM_IndexSelectRows(benchmark::State& state) {
   Tensor ids = indices({kB}, kV);
   Tensor y = ops::index_select(table, 0, ids);
   const int64_t row = ids.data<int64_t>()[17];
-  check(y.data<float>()[17 * kC + 5] == table.data<float>()[row * kC + 5], "index_select");
+  reprise::bench::check(y.data<float>()[17 * kC + 5] == table.data<float>()[row * kC + 5],
+                        "index_select");
   for (auto _ : state) benchmark::DoNotOptimize(ops::index_select(table, 0, ids).raw_data());
-  set_bytes(state, double(2 * y.nbytes() + ids.nbytes()));
+  reprise::bench::set_bandwidth(state, double(2 * y.nbytes() + ids.nbytes()));
 }
 
 // Its backward: B rows of (B, C) added into a (V, C) zero table, repeats
@@ -92,9 +82,9 @@ void BM_IndexAddRows(benchmark::State& state) {
   double want = 0;
   for (int64_t j = 0; j < kB; ++j)
     if (ids.data<int64_t>()[j] == 3) want += src.data<float>()[j * kC];
-  check(std::abs(y.data<float>()[3 * kC] - want) < 1e-3, "index_add");
+  reprise::bench::check(std::abs(y.data<float>()[3 * kC] - want) < 1e-3, "index_add");
   for (auto _ : state) benchmark::DoNotOptimize(ops::index_add(zeros, 0, ids, src).raw_data());
-  set_bytes(state, double(2 * zeros.nbytes() + src.nbytes() + ids.nbytes()));
+  reprise::bench::set_bandwidth(state, double(2 * zeros.nbytes() + src.nbytes() + ids.nbytes()));
 }
 
 // MoE router: (B, E) logits, top-2 experts per token.
@@ -105,9 +95,10 @@ void BM_TopkRouter(benchmark::State& state) {
   const float* row = logits.data<float>();
   float best = row[0];
   for (int64_t e = 1; e < 64; ++e) best = std::max(best, row[e]);
-  check(r.values.data<float>()[0] == best, "topk router");
+  reprise::bench::check(r.values.data<float>()[0] == best, "topk router");
   for (auto _ : state) benchmark::DoNotOptimize(ops::topk(logits, 2, -1).values.raw_data());
-  set_bytes(state, double(logits.nbytes() + r.values.nbytes() + r.indices.nbytes()));
+  reprise::bench::set_bandwidth(state,
+                                double(logits.nbytes() + r.values.nbytes() + r.indices.nbytes()));
 }
 
 // Sampler: (64, V) logits, top-50 per row.
@@ -115,9 +106,10 @@ void BM_TopkVocab(benchmark::State& state) {
   use_threads();
   Tensor logits = values({64, kV});
   ops::TopKResult r = ops::topk(logits, 50, -1);
-  check(r.values.data<float>()[0] >= r.values.data<float>()[1], "topk vocab");
+  reprise::bench::check(r.values.data<float>()[0] >= r.values.data<float>()[1], "topk vocab");
   for (auto _ : state) benchmark::DoNotOptimize(ops::topk(logits, 50, -1).values.raw_data());
-  set_bytes(state, double(logits.nbytes() + r.values.nbytes() + r.indices.nbytes()));
+  reprise::bench::set_bandwidth(state,
+                                double(logits.nbytes() + r.values.nbytes() + r.indices.nbytes()));
 }
 
 // Per-row gather along the last dim: (B, 1024), 8 picks per row.
@@ -126,9 +118,10 @@ void BM_GatherLastDim(benchmark::State& state) {
   Tensor x = values({kB, 1024});
   Tensor idx = indices({kB, 8}, 1024);
   Tensor y = ops::gather(x, 1, idx);
-  check(y.data<float>()[9] == x.data<float>()[1024 + idx.data<int64_t>()[9]], "gather");
+  reprise::bench::check(y.data<float>()[9] == x.data<float>()[1024 + idx.data<int64_t>()[9]],
+                        "gather");
   for (auto _ : state) benchmark::DoNotOptimize(ops::gather(x, 1, idx).raw_data());
-  set_bytes(state, double(2 * y.nbytes() + idx.nbytes()));
+  reprise::bench::set_bandwidth(state, double(2 * y.nbytes() + idx.nbytes()));
 }
 
 // Its backward shape: 8 values per row added into a (B, 1024) zero tensor.
@@ -141,9 +134,10 @@ void BM_ScatterAddLastDim(benchmark::State& state) {
   double want = 0;
   for (int64_t j = 0; j < 8; ++j)
     if (idx.data<int64_t>()[j] == idx.data<int64_t>()[0]) want += src.data<float>()[j];
-  check(std::abs(y.data<float>()[idx.data<int64_t>()[0]] - want) < 1e-5, "scatter_add");
+  reprise::bench::check(std::abs(y.data<float>()[idx.data<int64_t>()[0]] - want) < 1e-5,
+                        "scatter_add");
   for (auto _ : state) benchmark::DoNotOptimize(ops::scatter_add(zeros, 1, idx, src).raw_data());
-  set_bytes(state, double(2 * zeros.nbytes() + src.nbytes() + idx.nbytes()));
+  reprise::bench::set_bandwidth(state, double(2 * zeros.nbytes() + src.nbytes() + idx.nbytes()));
 }
 
 // Three (B, C) activations joined along channels -> (B, 3C).
@@ -151,9 +145,9 @@ void BM_CatLastDim(benchmark::State& state) {
   use_threads();
   Tensor a = values({kB, kC}), b = values({kB, kC}), c = values({kB, kC});
   Tensor y = ops::cat({a, b, c}, 1);
-  check(y.data<float>()[3 * kC + kC + 7] == b.data<float>()[kC + 7], "cat");
+  reprise::bench::check(y.data<float>()[3 * kC + kC + 7] == b.data<float>()[kC + 7], "cat");
   for (auto _ : state) benchmark::DoNotOptimize(ops::cat({a, b, c}, 1).raw_data());
-  set_bytes(state, double(2 * y.nbytes()));
+  reprise::bench::set_bandwidth(state, double(2 * y.nbytes()));
 }
 
 // Masked select of two (B, 1024) tensors, half the mask true at random.
@@ -164,9 +158,11 @@ void BM_Where(benchmark::State& state) {
   Tensor cond = Tensor::empty({kB, 1024}, DType::boolean);
   for (int64_t i = 0; i < u.numel(); ++i) cond.data<bool>()[i] = u.data<float>()[i] < 0.5f;
   Tensor y = ops::where(cond, a, b);
-  check(y.data<float>()[11] == (cond.data<bool>()[11] ? a : b).data<float>()[11], "where");
+  reprise::bench::check(y.data<float>()[11] == (cond.data<bool>()[11] ? a : b).data<float>()[11],
+                        "where");
   for (auto _ : state) benchmark::DoNotOptimize(ops::where(cond, a, b).raw_data());
-  set_bytes(state, double(a.nbytes() + b.nbytes() + cond.nbytes() + y.nbytes()));
+  reprise::bench::set_bandwidth(state,
+                                double(a.nbytes() + b.nbytes() + cond.nbytes() + y.nbytes()));
 }
 
 // f32 -> bf16 over 2^24 elements.
@@ -174,10 +170,11 @@ void BM_CastF32ToBf16(benchmark::State& state) {
   use_threads();
   Tensor x = values({int64_t(1) << 24});
   Tensor y = ops::cast(x, DType::bf16);
-  check(float(y.data<reprise::bfloat16>()[3]) == float(reprise::bfloat16(x.data<float>()[3])),
-        "cast");
+  reprise::bench::check(
+      float(y.data<reprise::bfloat16>()[3]) == float(reprise::bfloat16(x.data<float>()[3])),
+      "cast");
   for (auto _ : state) benchmark::DoNotOptimize(ops::cast(x, DType::bf16).raw_data());
-  set_bytes(state, double(x.nbytes() + y.nbytes()));
+  reprise::bench::set_bandwidth(state, double(x.nbytes() + y.nbytes()));
 }
 
 BENCHMARK(BM_IndexSelectRows)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -23,13 +23,14 @@ Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import time
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import alternate, google_benchmark, time_calls  # noqa: E402
 
 B, C, V = 4096, 512, 32000
 
@@ -69,27 +70,14 @@ def torch_ops():
 
 
 def time_torch(fn, seconds=0.3):
-    """Mean time per call over at least `seconds`, as Google Benchmark
-    reports ours (a median of single calls would hide the preemptions that a
-    mean of ours includes)."""
-    fn()
-    calls = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds or calls < 5:
-        fn()
-        calls += 1
-    return (time.perf_counter() - start) / calls
+    """Mean wall seconds per call (side_by_side.time_calls)."""
+    return time_calls(fn, seconds, min_calls=5)[0]
 
 
 def time_ours(bench, threads):
-    env = dict(os.environ, REPRISE_BENCH_THREADS=str(threads))
-    out = subprocess.run([bench, "--benchmark_format=json", "--benchmark_min_time=0.3"],
-                         check=True, capture_output=True, text=True, env=env).stdout
-    result = {}
-    for b in json.loads(out)["benchmarks"]:
-        scale = {"us": 1e-6, "ms": 1e-3, "ns": 1e-9}[b["time_unit"]]
-        result[b["name"].split("/")[0]] = (b["real_time"] * scale, b.get("GB/s", 0.0))
-    return result
+    runs = google_benchmark(bench, ["--benchmark_min_time=0.3"],
+                            {"REPRISE_BENCH_THREADS": str(threads)})
+    return {b["run_name"].split("/")[0]: (b["real_s"], b.get("GB/s", 0.0)) for b in runs}
 
 
 def main():
@@ -100,16 +88,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     ops = torch_ops()
-    ours = {k: [] for k in ROWS}
-    theirs = {k: [] for k in ROWS}
-    gbs = {k: [] for k in ROWS}
-    for _ in range(args.rounds):
-        run = time_ours(args.bench, args.threads)
-        for key, name in ROWS.items():
-            ours[key].append(run[name][0])
-            gbs[key].append(run[name][1])
-        for key in ROWS:
-            theirs[key].append(time_torch(ops[key]))
+    runs = alternate(args.rounds, {
+        "ours": lambda: time_ours(args.bench, args.threads),
+        "theirs": lambda: {key: time_torch(ops[key]) for key in ROWS},
+    })
+    ours = {key: [run[name][0] for run in runs["ours"]] for key, name in ROWS.items()}
+    gbs = {key: [run[name][1] for run in runs["ours"]] for key, name in ROWS.items()}
+    theirs = {key: [run[key] for run in runs["theirs"]] for key in ROWS}
     print(f"{'op':14} {'reprise us':>11} {'GB/s':>6} {'torch us':>10} {'torch/reprise':>14} "
           f"{'best: reprise':>14} {'torch':>9} {'ratio':>6}")
     for key in ROWS:

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/support.h"
+
 namespace {
 
 using namespace reprise;
@@ -44,16 +46,6 @@ const Case kCases[] = {
     {"dw_down", 256, 688, 2048, Form::matmul_at},
 };
 
-Tensor filled(const Shape& shape, uint64_t seed) {
-  std::vector<float> v(size_t(numel(shape)));
-  uint64_t s = seed;
-  for (float& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = float(double(s >> 40) / double(1 << 24) * 2.0 - 1.0);
-  }
-  return Tensor::from_vector(v, shape);
-}
-
 // The operands as stored (x and w for linear, a^T's buffer for matmul_at),
 // and the product.
 struct Operands {
@@ -67,9 +59,11 @@ struct Operands {
 };
 
 Operands make(const Case& c) {
-  if (c.form == Form::linear) return {filled({c.M, c.K}, 1), filled({c.N, c.K}, 2), c.form};
-  if (c.form == Form::matmul_at) return {filled({c.K, c.M}, 1), filled({c.K, c.N}, 2), c.form};
-  return {filled({c.M, c.K}, 1), filled({c.K, c.N}, 2), c.form};
+  if (c.form == Form::linear)
+    return {bench::lcg_tensor({c.M, c.K}, 1), bench::lcg_tensor({c.N, c.K}, 2), c.form};
+  if (c.form == Form::matmul_at)
+    return {bench::lcg_tensor({c.K, c.M}, 1), bench::lcg_tensor({c.K, c.N}, 2), c.form};
+  return {bench::lcg_tensor({c.M, c.K}, 1), bench::lcg_tensor({c.K, c.N}, 2), c.form};
 }
 
 // Checks 64 elements of c against f64 dot products of the logical

@@ -12,7 +12,7 @@ median GFLOP/s of each and the ratio ours / torch of the medians. Ours is one
 run of bench_matmul per round (Google Benchmark, --benchmark_min_time); torch
 is timed the same way: as many calls as fit in the same minimum time.
 
---clock cpu (with --threads 1) times by the calling thread's CPU time instead
+--clock cpu (with --threads 1) times by process CPU time instead
 of wall time on both sides: on a loaded machine it measures the kernels
 rather than the scheduler.
 
@@ -21,14 +21,15 @@ Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import time
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import alternate, google_benchmark, time_calls  # noqa: E402
 
 # name: (M, N, K, form), as in bench/ops/matmul.cpp.
 CASES = {
@@ -58,29 +59,17 @@ def torch_fn(M, N, K, form):
 
 def time_torch(case, args):
     M, N, K, form = CASES[case]
-    fn = torch_fn(M, N, K, form)
-    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
-    fn()  # warm up
-    n, t0 = 0, clock()
-    while True:
-        fn()
-        n += 1
-        elapsed = clock() - t0
-        if elapsed >= args.min_time:
-            break
-    return 2 * M * N * K * n / elapsed / 1e9
+    wall, cpu = time_calls(torch_fn(M, N, K, form), args.min_time)
+    return 2 * M * N * K / (cpu if args.clock == "cpu" else wall) / 1e9
 
 
 def time_ours(case, args):
-    out = subprocess.run(
-        [args.bench, f"--benchmark_filter=^{case}/", "--benchmark_format=json",
-         f"--benchmark_min_time={args.min_time}"],
-        check=True, capture_output=True, text=True,
-        env={**os.environ, "REPRISE_NUM_THREADS": str(args.threads)})
-    (run,) = json.loads(out.stdout)["benchmarks"]
+    (run,) = google_benchmark(
+        args.bench, [f"--benchmark_filter=^{case}/", f"--benchmark_min_time={args.min_time}"],
+        {"REPRISE_NUM_THREADS": str(args.threads)})
     if args.clock == "cpu":
         M, N, K, _ = CASES[case]
-        return 2 * M * N * K / (run["cpu_time"] * 1e-3) / 1e9  # cpu_time in ms
+        return 2 * M * N * K / run["cpu_s"] / 1e9
     return run["GFLOP"]  # a rate counter over wall time: GFLOP per second
 
 
@@ -104,11 +93,8 @@ def main():
     print("|---|---|---:|---:|---:|")
     for case in args.cases.split(","):
         M, N, K, _ = CASES[case]
-        timers = {"ours": lambda: time_ours(case, args), "torch": lambda: time_torch(case, args)}
-        runs = {"ours": [], "torch": []}
-        for r in range(args.rounds):
-            for side in ("ours", "torch") if r % 2 == 0 else ("torch", "ours"):
-                runs[side].append(timers[side]())
+        runs = alternate(args.rounds, {"ours": lambda: time_ours(case, args),
+                                       "torch": lambda: time_torch(case, args)})
         mo, mt = statistics.median(runs["ours"]), statistics.median(runs["torch"])
         print(f"| {case} | {M}x{N}x{K} | {mo:.1f} | {mt:.1f} | {mo / mt:.2f} |", flush=True)
 

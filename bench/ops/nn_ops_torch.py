@@ -12,8 +12,8 @@ Bytes per call are counted the same way on both sides (see the headers of
 bench/ops/norm.cpp and bench/ops/elementwise.cpp), so GB/s are comparable.
 
 The machine is shared, so the script alternates ours and theirs for several
-rounds (each round runs both Google Benchmark programs once, then every torch
-case) and reports the median of each and ratio = torch time / our time
+rounds (each round runs both Google Benchmark programs once and every torch
+case, the two sides in turn first) and reports the median of each and ratio = torch time / our time
 (> 1: ours is faster). --clock cpu (with --threads 1) times CPU time instead
 of wall time on both sides, which holds up when the machine is oversubscribed
 and wall times of multithreaded runs mostly measure the scheduler.
@@ -23,15 +23,16 @@ Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import time
+import sys
 from functools import partial
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import alternate, google_benchmark, time_calls  # noqa: E402
 
 EPS = 1e-6
 NORM_SHAPES = ((2048, 256), (8192, 2048))
@@ -100,38 +101,22 @@ def torch_cases():
 
 
 def time_torch(setup, min_seconds, clock):
-    """Best mean seconds per call over 3 timed loops of at least min_seconds."""
-    now = time.process_time if clock == "cpu" else time.perf_counter
+    """Best mean seconds per call over 3 timed loops of at least min_seconds
+    (as ours: the best of Google Benchmark's 3 repetitions)."""
     call = setup()
-    call()  # warm up
-    t0, n = now(), 0
-    while now() - t0 < min_seconds / 4 or n == 0:
-        call()
-        n += 1
-    best = float("inf")
-    for _ in range(3):
-        t0 = now()
-        for _ in range(n):
-            call()
-        best = min(best, (now() - t0) / n)
-    return best
+    which = 1 if clock == "cpu" else 0
+    return min(time_calls(call, min_seconds, warmup=i == 0)[which] for i in range(3))
 
 
 def time_ours(bench, threads, clock):
     """name -> best seconds per iteration, from one run of a bench program."""
-    out = subprocess.run(
-        [bench, "--benchmark_format=json", "--benchmark_repetitions=3",
-         "--benchmark_min_time=0.2"],
-        check=True, capture_output=True, text=True,
-        env={**os.environ, "REPRISE_NUM_THREADS": str(threads)})
-    key = "cpu_time" if clock == "cpu" else "real_time"
+    runs = google_benchmark(bench, ["--benchmark_repetitions=3", "--benchmark_min_time=0.2"],
+                            {"REPRISE_NUM_THREADS": str(threads)})
+    key = "cpu_s" if clock == "cpu" else "real_s"
     best = {}
-    for b in json.loads(out.stdout)["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
+    for b in runs:
         name = b["run_name"].removeprefix("BM_").removesuffix("/real_time")
-        scale = {"us": 1e-6, "ms": 1e-3, "ns": 1e-9}[b["time_unit"]]
-        best[name] = min(best.get(name, float("inf")), b[key] * scale)
+        best[name] = min(best.get(name, float("inf")), b[key])
     return best
 
 
@@ -149,16 +134,23 @@ def main():
     torch.set_num_threads(args.threads)
     benches = [os.path.join(args.build, "bench", b) for b in ("bench_elementwise", "bench_norm")]
     cases = torch_cases()
-    ours = {name: [] for name in cases}
-    theirs = {(name, v): [] for name, (variants, _) in cases.items() for v in variants}
-    for _ in range(args.rounds):
+    def run_ours():
+        times = {}
         for bench in benches:
-            for name, t in time_ours(bench, args.threads, args.clock).items():
-                ours[name].append(t)
+            times.update(time_ours(bench, args.threads, args.clock))
+        return times
+
+    def run_theirs():
+        times = {}
         for name, (variants, _) in cases.items():
             for v, setup in variants.items():
                 with torch.no_grad() if "bwd" not in name else torch.enable_grad():
-                    theirs[(name, v)].append(time_torch(setup, args.min_seconds, args.clock))
+                    times[(name, v)] = time_torch(setup, args.min_seconds, args.clock)
+        return times
+
+    runs = alternate(args.rounds, {"ours": run_ours, "theirs": run_theirs})
+    ours = {name: [r[name] for r in runs["ours"]] for name in cases}
+    theirs = {key: [r[key] for r in runs["theirs"]] for key in runs["theirs"][0]}
     print(f"torch {torch.__version__}, threads {args.threads}, {args.clock} clock, f32, "
           f"{args.rounds} alternating rounds, medians; ratio = torch time / ours")
     print(f"{'case':<26} {'ours us':>9} {'ours GB/s':>9}  torch variants (us, GB/s, ratio)")

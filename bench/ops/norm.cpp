@@ -18,20 +18,11 @@
 #include <cstdlib>
 
 #include "autograd/backward.h"
+#include "bench/support.h"
 
 namespace {
 
 using namespace reprise;
-
-Tensor filled(const Shape& shape, uint64_t seed, float lo, float hi) {
-  std::vector<float> v(size_t(numel(shape)));
-  uint64_t s = seed;
-  for (float& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = lo + (hi - lo) * float(double(s >> 40) / double(1 << 24));
-  }
-  return Tensor::from_vector(v, shape);
-}
 
 // Checks a few rows of y against a direct f64 evaluation before timing.
 void check_rows(const Tensor& x, const Tensor& w, const Tensor& y, double eps) {
@@ -54,28 +45,23 @@ void check_rows(const Tensor& x, const Tensor& w, const Tensor& y, double eps) {
   }
 }
 
-void set_bandwidth(benchmark::State& state, double bytes_per_iteration) {
-  state.counters["GB/s"] = benchmark::Counter(
-      bytes_per_iteration * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-}
-
 void BM_rmsnorm_fwd(benchmark::State& state) {
   const int64_t N = state.range(0), C = state.range(1);
-  Tensor x = filled({N, C}, 1, -2, 2), w = filled({C}, 2, 0.5, 1.5);
+  Tensor x = bench::lcg_tensor({N, C}, 1, -2, 2), w = bench::lcg_tensor({C}, 2, 0.5, 1.5);
   NoGradGuard no_grad;
   check_rows(x, w, ops::rmsnorm(x, w, 1e-6), 1e-6);
   for (auto _ : state) {
     Tensor y = ops::rmsnorm(x, w, 1e-6);
     benchmark::DoNotOptimize(y.raw_data());
   }
-  set_bandwidth(state, 2.0 * double(N * C) * 4);
+  bench::set_bandwidth(state, 2.0 * double(N * C) * 4);
 }
 
 void BM_rmsnorm_fwd_bwd(benchmark::State& state) {
   const int64_t N = state.range(0), C = state.range(1);
-  Tensor x = filled({N, C}, 1, -2, 2).requires_grad(true);
-  Tensor w = filled({C}, 2, 0.5, 1.5).requires_grad(true);
-  Tensor g = filled({N, C}, 3, -1, 1);
+  Tensor x = bench::lcg_tensor({N, C}, 1, -2, 2).requires_grad(true);
+  Tensor w = bench::lcg_tensor({C}, 2, 0.5, 1.5).requires_grad(true);
+  Tensor g = bench::lcg_tensor({N, C}, 3, -1, 1);
   {
     NoGradGuard no_grad;
     check_rows(x, w, ops::rmsnorm(x, w, 1e-6), 1e-6);
@@ -85,7 +71,7 @@ void BM_rmsnorm_fwd_bwd(benchmark::State& state) {
     autograd::Tensors grads = autograd::grad({y}, {x, w}, {g});
     benchmark::DoNotOptimize(grads[0].raw_data());
   }
-  set_bandwidth(state, 5.0 * double(N * C) * 4);
+  bench::set_bandwidth(state, 5.0 * double(N * C) * 4);
 }
 
 BENCHMARK(BM_rmsnorm_fwd)

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/support.h"
 #include "rng/distributions.h"
 #include "rng/fill.h"
 #include "rng/generator.h"
@@ -38,18 +39,10 @@ constexpr int64_t kN = int64_t{1} << 24;
 constexpr double kP = 0.1;  // dropout probability
 constexpr uint64_t kSeed = 1234;
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "bench_rng: check failed: %s\n", what);
-    std::exit(1);
-  }
-}
-
 void set_counters(benchmark::State& state, double bytes_per_element) {
   const double n = double(kN) * double(state.iterations());
   state.counters["Gfloat/s"] = benchmark::Counter(n / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GB/s"] =
-      benchmark::Counter(n * bytes_per_element / 1e9, benchmark::Counter::kIsRate);
+  reprise::bench::set_bandwidth(state, double(kN) * bytes_per_element);
 }
 
 Reservation reservation(uint64_t words) {
@@ -75,7 +68,7 @@ void BM_Copy(benchmark::State& state) {
     }
   };
   copy();
-  check(y == x, "copy");
+  reprise::bench::check(y == x, "copy");
   for (auto _ : state) {
     copy();
     benchmark::DoNotOptimize(y.data());
@@ -88,7 +81,7 @@ void BM_UniformFloat(benchmark::State& state) {
   std::vector<float> y = buffer(0.0f);
   const Reservation r = reservation(uniform_words<float>(kN));
   fill_uniform(y.data(), kN, r);
-  check(y[kN - 1] == uniform_float(stream_word(kSeed, 0, kN - 1)), "uniform");
+  reprise::bench::check(y[kN - 1] == uniform_float(stream_word(kSeed, 0, kN - 1)), "uniform");
   for (auto _ : state) {
     fill_uniform(y.data(), kN, r);
     benchmark::ClobberMemory();
@@ -102,7 +95,7 @@ void BM_NormalFloat(benchmark::State& state) {
   fill_normal(y.data(), kN, r);
   float z0, z1;
   box_muller(stream_word(kSeed, 0, kN - 2), stream_word(kSeed, 0, kN - 1), z0, z1);
-  check(y[kN - 1] == z1, "normal");
+  reprise::bench::check(y[kN - 1] == z1, "normal");
   for (auto _ : state) {
     fill_normal(y.data(), kN, r);
     benchmark::ClobberMemory();
@@ -116,7 +109,8 @@ void BM_BernoulliMask(benchmark::State& state) {
   fill_bernoulli(y.data(), kN, 1.0 - kP, r);
   double kept = 0;
   for (float v : y) kept += v;
-  check(std::abs(kept / double(kN) - (1.0 - kP)) < 1e-3, "bernoulli mask keep rate");
+  reprise::bench::check(std::abs(kept / double(kN) - (1.0 - kP)) < 1e-3,
+                        "bernoulli mask keep rate");
   for (auto _ : state) {
     fill_bernoulli(y.data(), kN, 1.0 - kP, r);
     benchmark::ClobberMemory();
@@ -130,7 +124,7 @@ void BM_DropoutForward(benchmark::State& state) {
   dropout(x.data(), y.data(), kN, kP, r);
   double sum = 0;
   for (float v : y) sum += v;
-  check(std::abs(sum / double(kN) - 1.0) < 2e-3, "dropout preserves the mean");
+  reprise::bench::check(std::abs(sum / double(kN) - 1.0) < 2e-3, "dropout preserves the mean");
   for (auto _ : state) {
     dropout(x.data(), y.data(), kN, kP, r);
     benchmark::ClobberMemory();
@@ -142,9 +136,11 @@ void BM_DropoutForward(benchmark::State& state) {
 struct HostGenerator {
   curandGenerator_t g = nullptr;
   HostGenerator() {
-    check(curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) == CURAND_STATUS_SUCCESS,
-          "curandCreateGeneratorHost");
-    check(curandSetPseudoRandomGeneratorSeed(g, kSeed) == CURAND_STATUS_SUCCESS, "seed");
+    reprise::bench::check(
+        curandCreateGeneratorHost(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10) == CURAND_STATUS_SUCCESS,
+        "curandCreateGeneratorHost");
+    reprise::bench::check(curandSetPseudoRandomGeneratorSeed(g, kSeed) == CURAND_STATUS_SUCCESS,
+                          "seed");
   }
   ~HostGenerator() { curandDestroyGenerator(g); }
 };
@@ -152,10 +148,10 @@ struct HostGenerator {
 void BM_CuRandHostUniformFloat(benchmark::State& state) {
   HostGenerator gen;
   std::vector<float> y = buffer(0.0f);
-  check(curandGenerateUniform(gen.g, y.data(), size_t(kN)) == CURAND_STATUS_SUCCESS,
-        "curand uniform");
+  reprise::bench::check(curandGenerateUniform(gen.g, y.data(), size_t(kN)) == CURAND_STATUS_SUCCESS,
+                        "curand uniform");
   // Its first four words are the first block of subsequence 0.
-  check(y[3] == uniform_float(stream_word(kSeed, 0, 3)), "curand uniform word 3");
+  reprise::bench::check(y[3] == uniform_float(stream_word(kSeed, 0, 3)), "curand uniform word 3");
   for (auto _ : state) {
     curandGenerateUniform(gen.g, y.data(), size_t(kN));
     benchmark::ClobberMemory();
@@ -166,8 +162,9 @@ void BM_CuRandHostUniformFloat(benchmark::State& state) {
 void BM_CuRandHostNormalFloat(benchmark::State& state) {
   HostGenerator gen;
   std::vector<float> y = buffer(0.0f);
-  check(curandGenerateNormal(gen.g, y.data(), size_t(kN), 0.0f, 1.0f) == CURAND_STATUS_SUCCESS,
-        "curand normal");
+  reprise::bench::check(
+      curandGenerateNormal(gen.g, y.data(), size_t(kN), 0.0f, 1.0f) == CURAND_STATUS_SUCCESS,
+      "curand normal");
   for (auto _ : state) {
     curandGenerateNormal(gen.g, y.data(), size_t(kN), 0.0f, 1.0f);
     benchmark::ClobberMemory();
@@ -189,7 +186,8 @@ void BM_CuRandHostDropoutForward(benchmark::State& state) {
   run();
   double sum = 0;
   for (float v : y) sum += v;
-  check(std::abs(sum / double(kN) - 1.0) < 2e-3, "curand dropout preserves the mean");
+  reprise::bench::check(std::abs(sum / double(kN) - 1.0) < 2e-3,
+                        "curand dropout preserves the mean");
   for (auto _ : state) {
     run();
     benchmark::ClobberMemory();

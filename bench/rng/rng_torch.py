@@ -23,13 +23,15 @@ Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
 """
 
 import argparse
-import json
+import os
 import statistics
-import subprocess
-import time
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from side_by_side import alternate, google_benchmark, time_calls  # noqa: E402
 
 N = 1 << 24
 P = 0.1
@@ -70,28 +72,16 @@ def check_torch(ops):
 
 
 def time_torch(fn, iters):
-    """(real seconds, process CPU seconds) of each call."""
-    fn()
-    times = []
-    for _ in range(iters):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        times.append((time.perf_counter() - t0, time.process_time() - c0))
-    return times
+    """(real seconds, process CPU seconds) of each of `iters` calls."""
+    fn()  # warm up
+    return [time_calls(fn, 0, warmup=False) for _ in range(iters)]
 
 
 def time_ours(bench):
-    out = subprocess.run(
-        [bench, "--benchmark_format=json", "--benchmark_min_time=0.3", "--benchmark_repetitions=3"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    """name -> (real seconds, process CPU seconds) of each repetition."""
     times = {}
-    for b in json.loads(out)["benchmarks"]:
-        if b.get("run_type") == "iteration":
-            name = b["name"].split("/")[0]
-            times.setdefault(name, []).append((b["real_time"] * 1e-3, b["cpu_time"] * 1e-3))
+    for b in google_benchmark(bench, ["--benchmark_min_time=0.3", "--benchmark_repetitions=3"]):
+        times.setdefault(b["run_name"].split("/")[0], []).append((b["real_s"], b["cpu_s"]))
     return times
 
 
@@ -129,12 +119,17 @@ def main():
     ops = torch_ops()
     check_torch(ops)
 
+    runs = alternate(args.rounds, {
+        "ours": lambda: time_ours(args.bench),
+        "theirs": lambda: {row: time_torch(fn, args.iters) for row, fn in ops.items()},
+    })
     ours, theirs = {}, {}
-    for _ in range(args.rounds):
-        for name, times in time_ours(args.bench).items():
+    for run in runs["ours"]:
+        for name, times in run.items():
             ours.setdefault(name, []).extend(times)
-        for row, fn in ops.items():
-            theirs.setdefault(row, []).extend(time_torch(fn, args.iters))
+    for run in runs["theirs"]:
+        for row, times in run.items():
+            theirs.setdefault(row, []).extend(times)
 
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]

@@ -14,6 +14,7 @@
 #include "rng/distributions.h"
 #include "rng/generator.h"
 #include "rng/philox.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
 
@@ -260,15 +261,10 @@ TEST(AttentionForward, NoQueriesGiveEmptyOutputAndZeroKvGradients) {
   EXPECT_EQ(grads[2].to_vector<double>(), std::vector<double>(48, 0.0));
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error raised";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("scaled_dot_product_attention"), std::string::npos) << msg;
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  }
+// expect_error, and the message names the op.
+void expect_sdpa_error(const std::function<void()>& f, std::vector<std::string> parts) {
+  parts.insert(parts.begin(), "scaled_dot_product_attention");
+  expect_error(f, parts);
 }
 
 TEST(AttentionBadInput, NamesTheOpAndTheShapes) {
@@ -277,18 +273,20 @@ TEST(AttentionBadInput, NamesTheOpAndTheShapes) {
   auto call = [](Tensor a, Tensor b, Tensor c, AttentionOptions o = {}) {
     return [=] { ops::scaled_dot_product_attention(a, b, c, o); };
   };
-  expect_error(call(Tensor::zeros({4, 7, 5}), k, v), {"f32[4, 7, 5] cpu", "(B, Hq, T, D)"});
-  expect_error(call(Tensor::zeros({2, 3, 7, 5}), k, v), {"f32[2, 3, 7, 5] cpu", "multiple"});
-  expect_error(call(q, Tensor::zeros({2, 2, 7, 6}), v), {"f32[2, 2, 7, 6] cpu", "head sizes"});
-  expect_error(call(q, k, Tensor::zeros({2, 2, 8, 5})), {"f32[2, 2, 8, 5] cpu", "(B, Hkv, S)"});
-  expect_error(call(Tensor::zeros({3, 4, 7, 5}), k, v), {"f32[3, 4, 7, 5] cpu", "batch"});
-  expect_error(call(q, Tensor::zeros({2, 2, 7, 5}, DType::f64), v), {"f64[2, 2, 7, 5] cpu"});
-  expect_error(call(Tensor::zeros({2, 4, 7, 5}, DType::i64), k, v), {"i64[2, 4, 7, 5] cpu"});
-  expect_error(call(q, Tensor::zeros({2, 2, 0, 5}), Tensor::zeros({2, 2, 0, 5})), {"S = 0"});
-  expect_error(call(q, k, v, {.dropout_p = 1.5}), {"dropout_p"});
+  expect_sdpa_error(call(Tensor::zeros({4, 7, 5}), k, v), {"f32[4, 7, 5] cpu", "(B, Hq, T, D)"});
+  expect_sdpa_error(call(Tensor::zeros({2, 3, 7, 5}), k, v), {"f32[2, 3, 7, 5] cpu", "multiple"});
+  expect_sdpa_error(call(q, Tensor::zeros({2, 2, 7, 6}), v), {"f32[2, 2, 7, 6] cpu", "head sizes"});
+  expect_sdpa_error(call(q, k, Tensor::zeros({2, 2, 8, 5})),
+                    {"f32[2, 2, 8, 5] cpu", "(B, Hkv, S)"});
+  expect_sdpa_error(call(Tensor::zeros({3, 4, 7, 5}), k, v), {"f32[3, 4, 7, 5] cpu", "batch"});
+  expect_sdpa_error(call(q, Tensor::zeros({2, 2, 7, 5}, DType::f64), v), {"f64[2, 2, 7, 5] cpu"});
+  expect_sdpa_error(call(Tensor::zeros({2, 4, 7, 5}, DType::i64), k, v), {"i64[2, 4, 7, 5] cpu"});
+  expect_sdpa_error(call(q, Tensor::zeros({2, 2, 0, 5}), Tensor::zeros({2, 2, 0, 5})), {"S = 0"});
+  expect_sdpa_error(call(q, k, v, {.dropout_p = 1.5}), {"dropout_p"});
   // A reservation short of B Hq T S = 392 words.
-  expect_error(call(q, k, v, {.dropout_p = 0.1, .dropout_rng = rng::Reservation{.count = 391}}),
-               {"392 random words", "count=391"});
+  expect_sdpa_error(
+      call(q, k, v, {.dropout_p = 0.1, .dropout_rng = rng::Reservation{.count = 391}}),
+      {"392 random words", "count=391"});
 }
 
 }  // namespace

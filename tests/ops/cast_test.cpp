@@ -9,6 +9,7 @@
 
 #include "autograd/backward.h"
 #include "ops/reduce.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
 
@@ -70,16 +71,6 @@ Tensor all_patterns(DType dtype) {
 
 bool is_nan16(uint16_t b, DType dtype) {
   return dtype == DType::bf16 ? (b & 0x7fff) > 0x7f80 : (b & 0x7fff) > 0x7c00;
-}
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error mentioning " << parts[0];
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks " << p;
-  }
 }
 
 struct Known {

@@ -13,6 +13,7 @@
 #include "engine/threads.h"
 #include "ops/unary.h"
 #include "ops/views.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
 
@@ -117,16 +118,6 @@ const RegisterOpCases indexing_cases({
     {"topk/k_all_257", [] { return Inputs{param({257}, 83)}; },
      [](const Inputs& in) { return ops::topk(in[0], 257, 0).values; }},
 });
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error mentioning " << parts[0];
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks " << p;
-  }
-}
 
 std::vector<uint32_t> bits(const Tensor& t) {
   std::vector<float> v = t.to_vector<float>();

@@ -11,6 +11,7 @@
 #include "autograd/node.h"
 #include "engine/threads.h"
 #include "ops/views.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
 
@@ -259,17 +260,6 @@ TEST(Matmul, SavesOnlyWhatBackwardReads) {
   ASSERT_EQ(m.saved_slots.size(), 1u);
   EXPECT_EQ(m.saved_slots[0].index, 1u);
   EXPECT_EQ(m.flops, 2.0 * 2 * 3 * 7 * 5);
-}
-
-// Runs f, expecting an Error whose message contains every part.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error raised; expected one naming " << parts[0];
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << msg;
-  }
 }
 
 TEST(Matmul, BadInputNamesOpAndShapes) {

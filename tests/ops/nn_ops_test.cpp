@@ -18,6 +18,7 @@
 #include "ops/row_math.h"
 #include "ops/softmax.h"
 #include "ops/views.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/gradcheck.h"
 
 namespace reprise::testing {
@@ -315,20 +316,6 @@ TEST(NnOpsDeterminism, IndependentOfThreadCount) {
 }
 
 // ---- bad input -----------------------------------------------------------------
-
-// Expects fn to raise an Error whose message contains every one of `parts`.
-template <class F>
-void expect_error(F fn, std::initializer_list<const char*> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing " << *parts.begin();
-  } catch (const Error& e) {
-    for (const char* p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "missing '" << p << "' in: " << e.what();
-    }
-  }
-}
 
 TEST(NnOpsBadInput, MessagesNameOpAndShapes) {
   Tensor x = Tensor::zeros({4, 6});

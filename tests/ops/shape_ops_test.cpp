@@ -5,6 +5,7 @@
 #include "ops/shape.h"
 #include "ops/unary.h"
 #include "ops/views.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/gradcheck.h"
 
 namespace reprise::testing {
@@ -63,16 +64,6 @@ const RegisterOpCases shape_cases({
        return ops::stack({in[0], in[1]}, -1);
      }},
 });
-
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error mentioning " << parts[0];
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks " << p;
-  }
-}
 
 TEST(ShapeOps, CatValues) {
   Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});

@@ -1,0 +1,20 @@
+#include "tests/support/expect_error.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+
+namespace reprise::testing {
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error mentioning " << (parts.empty() ? "anything" : parts[0]);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(message.find(p), std::string::npos) << message << "\n  lacks " << p;
+  }
+}
+
+}  // namespace reprise::testing
