@@ -72,29 +72,47 @@ std::vector<bool> plan_exhaustive(const RegionGraph& g, int64_t budget) {
 }
 
 std::vector<bool> plan_greedy(const RegionGraph& g, int64_t budget) {
+  // Moves: keep one candidate value, or every candidate output of one node
+  // at once. A node replays while any output that is read stays dropped, so
+  // keeping one output of a multi-output node (an attention kernel's output
+  // and its logsumexp, a norm's output and its rstd) alone saves nothing and
+  // a single-value greedy would never take it.
   std::vector<int32_t> cand = candidates(g);
+  std::vector<std::vector<int32_t>> moves;
+  std::vector<std::vector<int32_t>> by_node(g.nodes.size());
+  for (int32_t v : cand) {
+    moves.push_back({v});
+    by_node[size_t(g.values[size_t(v)].node)].push_back(v);
+  }
+  for (auto& group : by_node) {
+    if (group.size() > 1) moves.push_back(std::move(group));
+  }
   std::vector<bool> keep(g.values.size(), false);
   RegionGraph::Cost cur = g.evaluate(keep);
   for (;;) {
-    int32_t pick = -1;
+    const std::vector<int32_t>* pick = nullptr;
     double best_score = 0;
     RegionGraph::Cost pick_cost = cur;
-    for (int32_t v : cand) {
-      if (keep[size_t(v)]) continue;
-      keep[size_t(v)] = true;
-      RegionGraph::Cost c = g.evaluate(keep);
-      keep[size_t(v)] = false;
+    for (const auto& move : moves) {
+      std::vector<bool> trial = keep;
+      bool adds = false;
+      for (int32_t v : move) {
+        adds = adds || !trial[size_t(v)];
+        trial[size_t(v)] = true;
+      }
+      if (!adds) continue;
+      RegionGraph::Cost c = g.evaluate(trial);
       double saved = cur.flops - c.flops;
       if (c.bytes > budget || saved <= 0) continue;
       double score = saved / double(std::max<int64_t>(c.bytes - cur.bytes, 1));
       if (score > best_score) {
         best_score = score;
-        pick = v;
+        pick = &move;
         pick_cost = c;
       }
     }
-    if (pick < 0) return keep;
-    keep[size_t(pick)] = true;
+    if (pick == nullptr) return keep;
+    for (int32_t v : *pick) keep[size_t(v)] = true;
     cur = pick_cost;
   }
 }
