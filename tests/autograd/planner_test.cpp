@@ -53,6 +53,19 @@ TEST(Planner, EvaluateMatchesHandCounts) {
   EXPECT_EQ(keep_ac.flops, 0);
 }
 
+// An attention-like node with two outputs that backward reads (the output
+// and its logsumexp): keeping either alone still replays the node, so only
+// keeping both saves its flops. Greedy must take them as one move.
+TEST(Planner, GreedyKeepsAllOutputsOfANodeTogether) {
+  RegionGraph g;
+  g.nodes = {{"sdpa", 1000, {}}, {"cheap", 1, {}}};
+  g.values = {{0, 0, 8, true}, {0, 1, 2, true}, {1, 0, 4, true}};
+  std::vector<bool> keep = plan_greedy(g, 10);
+  EXPECT_EQ(keep, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(g.evaluate(keep).flops, 1);
+  EXPECT_EQ(keep, plan_exhaustive(g, 10));
+}
+
 TEST(Planner, PlanRegionIsOptimalAndGreedyGapIsSmall) {
   double worst_gap = 1.0;
   for (uint32_t seed = 1; seed <= 40; ++seed) {
