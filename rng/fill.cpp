@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/error.h"
 #include "rng/distributions.h"
+#include "rng/philox_avx512.h"
 #include "rng/words.h"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -76,20 +78,23 @@ void stream_store(void* dst, const void* src, size_t bytes) {
 // Element i reads WordsPerElement words, and elements go in groups of Group
 // (Box-Muller pairs) that a chunk never splits, so a ragged last group still
 // gets its words.
+// WordsPerElement = 0: the body makes its own words (and gets nullptr).
 template <int WordsPerElement, int Group, class T, class Body>
 void for_each_chunk(T* out, int64_t n, const Reservation& r, const Body& body) {
   static_assert(kChunk % Group == 0);
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
   const bool stream = size_t(n) * sizeof(T) > kStreamBytes;
   auto chunk = [&](int64_t c) {
-    alignas(64) uint32_t words[WordsPerElement * kChunk];
+    alignas(64) uint32_t words[std::max(WordsPerElement, 1) * kChunk];
     alignas(64) T staged[kChunk];
     const int64_t begin = c * kChunk;
     const int64_t end = std::min(n, begin + kChunk);
     const int64_t grouped = (end - begin + Group - 1) / Group * Group;
-    generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
-                   size_t(grouped * WordsPerElement));
-    body(words, stream ? staged : out + begin, begin, end);
+    if constexpr (WordsPerElement > 0) {
+      generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
+                     size_t(grouped * WordsPerElement));
+    }
+    body(WordsPerElement > 0 ? words : nullptr, stream ? staged : out + begin, begin, end);
     if (stream) stream_store(out + begin, staged, size_t(end - begin) * sizeof(T));
   };
   // Small fills stay on this thread without entering an OpenMP region at
@@ -172,6 +177,35 @@ void bernoulli_impl(T* out, int64_t n, double p, const Reservation& r) {
   });
 }
 
+// y[i] = x[i] * scale where word i keeps element i, else 0, for i in [0, len).
+template <class T>
+void dropout_words(const uint32_t* w, const T* x, T* y, int64_t len, float keep, T scale) {
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) y[i] = bernoulli(w[i], keep) ? x[i] * scale : T(0);
+}
+
+#if defined(__AVX512F__)
+// f32 dropout of elements [0, len) whose first word `first` starts a Philox
+// block, with the words used in registers as they are made: Philox's
+// arithmetic then overlaps the loads of x and stores of y, which a chunk of
+// words generated ahead of its mask-and-scale pass leaves to the prefetcher.
+// Returns the elements done, whole steps of 128; the caller does the rest.
+int64_t dropout_fused_avx512(const float* x, float* y, int64_t len, const Reservation& r,
+                             uint64_t first, float keep, float scale) {
+  const detail::RoundKeys keys(seed_key(r.seed));
+  const __m512 keep_v = _mm512_set1_ps(keep), scale_v = _mm512_set1_ps(scale);
+  const __m512 ulp = _mm512_set1_ps(0x1p-32f), half_ulp = _mm512_set1_ps(0x1p-33f);
+  auto mask_and_scale = [&](size_t i, __m512i words) {
+    // uniform_float and bernoulli of distributions.h, 16 at a time.
+    const __m512 u = _mm512_fmadd_ps(_mm512_cvtepu32_ps(words), ulp, half_ulp);
+    const __mmask16 kept = _mm512_cmp_ps_mask(u, keep_v, _CMP_LE_OQ);
+    _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(x + i), scale_v));
+  };
+  return 4 * int64_t(detail::philox_steps_avx512<4>(keys, r.subsequence, first / 4, size_t(len) / 4,
+                                                    mask_and_scale));
+}
+#endif
+
 template <class T>
 void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
   check_probability("dropout", p);
@@ -179,14 +213,26 @@ void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
   const float keep = bernoulli_threshold(1.0 - p);
   // p == 1 keeps nothing, so the infinite scale is never used.
   const T scale = p < 1.0 ? T(1.0 / (1.0 - p)) : T(0);
-  for_each_chunk<1, 1>(y, n, r,
-                       [x, keep, scale](const uint32_t* w, T* yi, int64_t begin, int64_t end) {
-                         const T* xi = x + begin;
-                         const int64_t len = end - begin;
-#pragma omp simd
-                         for (int64_t i = 0; i < len; ++i)
-                           yi[i] = bernoulli(w[i], keep) ? xi[i] * scale : T(0);
-                       });
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.offset % 4 == 0) {  // chunks start on blocks (kChunk is a multiple of 4)
+      for_each_chunk<0, 1>(y, n, r, [&](const uint32_t*, T* yi, int64_t begin, int64_t end) {
+        const int64_t len = end - begin;
+        const int64_t done =
+            dropout_fused_avx512(x + begin, yi, len, r, r.offset + uint64_t(begin), keep, scale);
+        if (done == len) return;
+        alignas(64) uint32_t w[kChunk];
+        generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin + done), w,
+                       size_t(len - done));
+        dropout_words(w, x + begin + done, yi + done, len - done, keep, scale);
+      });
+      return;
+    }
+  }
+#endif
+  for_each_chunk<1, 1>(y, n, r, [&](const uint32_t* w, T* yi, int64_t begin, int64_t end) {
+    dropout_words(w, x + begin, yi, end - begin, keep, scale);
+  });
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 // words distributions.h assigns to it (word offset + i for float uniforms and
 // Bernoulli draws) and of nothing else: not of the thread count, the chunking
 // or the vector width. Large fills run on the OpenMP pool, in chunks whose
-// words are generated into an L1-resident buffer and transformed from there;
-// outputs larger than 16 MiB are written with non-temporal stores.
+// words are generated into an L1-resident buffer and transformed from there
+// (with AVX-512, f32 dropout on a block-aligned reservation instead uses
+// each 16 words in registers as Philox makes them); outputs larger than
+// 16 MiB are written with non-temporal stores.
 //
 // Each function checks that the reservation holds enough words (see
 // uniform_words, normal_words, bernoulli_words) and throws reprise::Error if

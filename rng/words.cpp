@@ -4,6 +4,7 @@
 
 #include "engine/error.h"
 #include "rng/philox.h"
+#include "rng/philox_avx512.h"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which it
@@ -17,18 +18,6 @@
 namespace reprise::rng {
 namespace {
 
-// The ten round keys, computed once per call instead of once per step.
-struct RoundKeys {
-  uint32_t k0[10];
-  uint32_t k1[10];
-  explicit RoundKeys(Key key) {
-    for (int r = 0; r < 10; ++r) {
-      k0[r] = key.w[0] + uint32_t(r) * kPhiloxW0;
-      k1[r] = key.w[1] + uint32_t(r) * kPhiloxW1;
-    }
-  }
-};
-
 // Whole blocks [block, block + nblocks) of a subsequence, one at a time.
 void blocks_scalar(Key key, uint64_t subsequence, uint64_t block, uint32_t* out, size_t nblocks) {
   for (size_t b = 0; b < nblocks; ++b) {
@@ -37,73 +26,27 @@ void blocks_scalar(Key key, uint64_t subsequence, uint64_t block, uint32_t* out,
   }
 }
 
-// The vector paths keep one Philox block per 64-bit lane, each counter word
-// in the low half of its own vector (c0 .. c3). _mm*_mul_epu32 reads only the
-// low halves and returns the full 64-bit products, so a round is two
-// multiplies, two shifts and two three-way xors: the high halves carry junk
-// that no multiply reads and the final pack drops. Sets independent vectors
-// per step hide the multiply latency (a round's chain is mul -> shift -> xor).
+// The vector paths: see rng/philox_avx512.h for the lane layout.
 
 #if defined(__AVX512F__)
-// Blocks [block, block + 8 * Sets * steps) where steps = nblocks / (8 * Sets);
-// returns how many it did.
-template <int Sets>
-size_t steps_avx512(const RoundKeys& keys, uint64_t subsequence, uint64_t block, uint32_t* out,
-                    size_t nblocks) {
-  const __m512i lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m512i m0 = _mm512_set1_epi64(kPhiloxM0), m1 = _mm512_set1_epi64(kPhiloxM1);
-  const __m512i sub_lo = _mm512_set1_epi64(int64_t(uint32_t(subsequence)));
-  const __m512i sub_hi = _mm512_set1_epi64(int64_t(subsequence >> 32));
-  // Blocks 0..3 and 4..7 of a vector: (words 0,1) of lane j, then (2,3).
-  const __m512i first_half = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
-  const __m512i second_half = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
-  constexpr size_t kStep = 8 * Sets;
-  size_t b = 0;
-  for (; b + kStep <= nblocks; b += kStep) {
-    __m512i c0[Sets], c1[Sets], c2[Sets], c3[Sets];
-    for (int s = 0; s < Sets; ++s) {
-      // The 64-bit block index: its carry into counter word 1 is free.
-      c0[s] = _mm512_add_epi64(_mm512_set1_epi64(int64_t(block + b + 8 * s)), lane);
-      c1[s] = _mm512_srli_epi64(c0[s], 32);
-      c2[s] = sub_lo;
-      c3[s] = sub_hi;
-    }
-    for (int r = 0; r < 10; ++r) {
-      const __m512i k0 = _mm512_set1_epi64(keys.k0[r]), k1 = _mm512_set1_epi64(keys.k1[r]);
-      for (int s = 0; s < Sets; ++s) {
-        const __m512i p0 = _mm512_mul_epu32(c0[s], m0);
-        const __m512i p1 = _mm512_mul_epu32(c2[s], m1);
-        // 0x96 is the truth table of a ^ b ^ c.
-        c0[s] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1[s], k0, 0x96);
-        c2[s] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3[s], k1, 0x96);
-        c1[s] = p1;
-        c3[s] = p0;
-      }
-    }
-    for (int s = 0; s < Sets; ++s) {
-      const __m512i q01 = _mm512_mask_blend_epi32(0xAAAA, c0[s], _mm512_slli_epi64(c1[s], 32));
-      const __m512i q23 = _mm512_mask_blend_epi32(0xAAAA, c2[s], _mm512_slli_epi64(c3[s], 32));
-      uint32_t* o = out + 4 * (b + 8 * s);
-      _mm512_storeu_si512(o, _mm512_permutex2var_epi64(q01, first_half, q23));
-      _mm512_storeu_si512(o + 16, _mm512_permutex2var_epi64(q01, second_half, q23));
-    }
-  }
-  return b;
-}
-
 void blocks_avx512(Key key, uint64_t subsequence, uint64_t block, uint32_t* out, size_t nblocks) {
-  const RoundKeys keys(key);
-  size_t b = steps_avx512<4>(keys, subsequence, block, out, nblocks);
-  b += steps_avx512<1>(keys, subsequence, block + b, out + 4 * b, nblocks - b);
+  const detail::RoundKeys keys(key);
+  auto store = [out](size_t w, __m512i words) { _mm512_storeu_si512(out + w, words); };
+  size_t b = detail::philox_steps_avx512<4>(keys, subsequence, block, nblocks, store);
+  auto store_rest = [out = out + 4 * b](size_t w, __m512i words) {
+    _mm512_storeu_si512(out + w, words);
+  };
+  b += detail::philox_steps_avx512<1>(keys, subsequence, block + b, nblocks - b, store_rest);
   blocks_scalar(key, subsequence, block + b, out + 4 * b, nblocks - b);
 }
 #endif
 
 #if defined(__AVX2__)
-// The AVX2 form of steps_avx512: 4 blocks per vector, xors in two steps.
+// The AVX2 form of detail::philox_steps_avx512: 4 blocks per vector, xors in
+// two steps.
 template <int Sets>
-size_t steps_avx2(const RoundKeys& keys, uint64_t subsequence, uint64_t block, uint32_t* out,
-                  size_t nblocks) {
+size_t steps_avx2(const detail::RoundKeys& keys, uint64_t subsequence, uint64_t block,
+                  uint32_t* out, size_t nblocks) {
   const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
   const __m256i m0 = _mm256_set1_epi64x(kPhiloxM0), m1 = _mm256_set1_epi64x(kPhiloxM1);
   const __m256i sub_lo = _mm256_set1_epi64x(int64_t(uint32_t(subsequence)));
@@ -143,7 +86,7 @@ size_t steps_avx2(const RoundKeys& keys, uint64_t subsequence, uint64_t block, u
 }
 
 void blocks_avx2(Key key, uint64_t subsequence, uint64_t block, uint32_t* out, size_t nblocks) {
-  const RoundKeys keys(key);
+  const detail::RoundKeys keys(key);
   size_t b = steps_avx2<4>(keys, subsequence, block, out, nblocks);
   b += steps_avx2<1>(keys, subsequence, block + b, out + 4 * b, nblocks - b);
   blocks_scalar(key, subsequence, block + b, out + 4 * b, nblocks - b);

@@ -116,6 +116,29 @@ TEST(Fill, BernoulliAndDropoutUseWordI) {
   }
 }
 
+// f32 dropout on a block-aligned reservation uses its words in registers as
+// Philox makes them (steps of 128 elements, the rest of a chunk from a
+// buffer): sizes around both, offsets on and off blocks, in place too.
+TEST(Fill, DropoutIsTheWordMappingAtAnySizeAndOffset) {
+  const double p = 0.25;
+  const float keep = bernoulli_threshold(1.0 - p), scale = float(1.0 / (1.0 - p));
+  for (int64_t n : {1, 16, 127, 128, 129, 1000, 1024, 1153, 40001}) {
+    for (uint64_t off : {0, 2, 4, 4096 + 8}) {
+      const Reservation r = make_reservation(77, 2, off, uint64_t(n));
+      std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(i % 13) - 6.5f;
+      std::vector<float> in_place = x;
+      dropout(x.data(), y.data(), n, p, r);
+      dropout(in_place.data(), in_place.data(), n, p, r);
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = bernoulli(word(r, i), keep) ? x[size_t(i)] * scale : 0.0f;
+        ASSERT_TRUE(same_bits(y[size_t(i)], want)) << "n " << n << " off " << off << " i " << i;
+        ASSERT_TRUE(same_bits(in_place[size_t(i)], want)) << "n " << n << " off " << off;
+      }
+    }
+  }
+}
+
 TEST(Fill, DropoutEdgeProbabilities) {
   const int64_t n = 1000;
   const Reservation r = make_reservation(1, 0, 0, n);
