@@ -115,20 +115,67 @@ void for_each_chunk(T* out, int64_t n, const Reservation& r, const Body& body) {
   }
 }
 
+#if defined(__AVX512F__)
+// One word per element for the `len` elements of a chunk whose first word
+// `first` starts a Philox block, used in registers as Philox makes them:
+// vec(i, words) for each 16 elements [i, i + 16) of the whole 128-element
+// steps, then rest(words, i, count) for the last elements from a buffer.
+// Philox's arithmetic then overlaps the output's (and dropout's input's)
+// memory traffic, which a chunk of words generated ahead of its transform
+// leaves to the prefetcher, and the words never go through memory.
+template <class Vec, class Rest>
+void fused_words_avx512(const Reservation& r, uint64_t first, int64_t len, const Vec& vec,
+                        const Rest& rest) {
+  const detail::RoundKeys keys(seed_key(r.seed));
+  const int64_t done = 4 * int64_t(detail::philox_steps_avx512<4>(keys, r.subsequence, first / 4,
+                                                                  size_t(len) / 4, vec));
+  if (done == len) return;
+  alignas(64) uint32_t w[kChunk];
+  generate_words(r.seed, r.subsequence, first + uint64_t(done), w, size_t(len - done));
+  rest(w, done, len - done);
+}
+
+// uniform_float of 16 words.
+inline __m512 uniform_float16(__m512i words) {
+  return _mm512_fmadd_ps(_mm512_cvtepu32_ps(words), _mm512_set1_ps(0x1p-32f),
+                         _mm512_set1_ps(0x1p-33f));
+}
+#endif
+
+// o[i] = the uniform of element i, for i in [0, len), from its words.
+template <class T>
+void uniform_from_words(const uint32_t* w, T* o, int64_t len) {
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i) {
+    if constexpr (sizeof(T) == 4) {
+      o[i] = uniform_float(w[i]);
+    } else {
+      o[i] = uniform_double(w[2 * i], w[2 * i + 1]);
+    }
+  }
+}
+
 template <class T>
 void uniform_impl(T* out, int64_t n, const Reservation& r) {
   check_args("fill_uniform", n, uniform_words<T>(uint64_t(n)), r);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.offset % 4 == 0) {  // chunks start on blocks (kChunk is a multiple of 4)
+      for_each_chunk<0, 1>(out, n, r, [&](const uint32_t*, T* o, int64_t begin, int64_t end) {
+        fused_words_avx512(
+            r, r.offset + uint64_t(begin), end - begin,
+            [o](size_t i, __m512i words) { _mm512_storeu_ps(o + i, uniform_float16(words)); },
+            [o](const uint32_t* w, int64_t i, int64_t count) {
+              uniform_from_words(w, o + i, count);
+            });
+      });
+      return;
+    }
+  }
+#endif
   for_each_chunk<sizeof(T) / 4, 1>(out, n, r,
                                    [](const uint32_t* w, T* o, int64_t begin, int64_t end) {
-                                     const int64_t len = end - begin;
-#pragma omp simd
-                                     for (int64_t i = 0; i < len; ++i) {
-                                       if constexpr (sizeof(T) == 4) {
-                                         o[i] = uniform_float(w[i]);
-                                       } else {
-                                         o[i] = uniform_double(w[2 * i], w[2 * i + 1]);
-                                       }
-                                     }
+                                     uniform_from_words(w, o, end - begin);
                                    });
 }
 
@@ -184,28 +231,6 @@ void dropout_words(const uint32_t* w, const T* x, T* y, int64_t len, float keep,
   for (int64_t i = 0; i < len; ++i) y[i] = bernoulli(w[i], keep) ? x[i] * scale : T(0);
 }
 
-#if defined(__AVX512F__)
-// f32 dropout of elements [0, len) whose first word `first` starts a Philox
-// block, with the words used in registers as they are made: Philox's
-// arithmetic then overlaps the loads of x and stores of y, which a chunk of
-// words generated ahead of its mask-and-scale pass leaves to the prefetcher.
-// Returns the elements done, whole steps of 128; the caller does the rest.
-int64_t dropout_fused_avx512(const float* x, float* y, int64_t len, const Reservation& r,
-                             uint64_t first, float keep, float scale) {
-  const detail::RoundKeys keys(seed_key(r.seed));
-  const __m512 keep_v = _mm512_set1_ps(keep), scale_v = _mm512_set1_ps(scale);
-  const __m512 ulp = _mm512_set1_ps(0x1p-32f), half_ulp = _mm512_set1_ps(0x1p-33f);
-  auto mask_and_scale = [&](size_t i, __m512i words) {
-    // uniform_float and bernoulli of distributions.h, 16 at a time.
-    const __m512 u = _mm512_fmadd_ps(_mm512_cvtepu32_ps(words), ulp, half_ulp);
-    const __mmask16 kept = _mm512_cmp_ps_mask(u, keep_v, _CMP_LE_OQ);
-    _mm512_storeu_ps(y + i, _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(x + i), scale_v));
-  };
-  return 4 * int64_t(detail::philox_steps_avx512<4>(keys, r.subsequence, first / 4, size_t(len) / 4,
-                                                    mask_and_scale));
-}
-#endif
-
 template <class T>
 void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
   check_probability("dropout", p);
@@ -216,15 +241,18 @@ void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
     if (r.offset % 4 == 0) {  // chunks start on blocks (kChunk is a multiple of 4)
+      const __m512 keep_v = _mm512_set1_ps(keep), scale_v = _mm512_set1_ps(scale);
       for_each_chunk<0, 1>(y, n, r, [&](const uint32_t*, T* yi, int64_t begin, int64_t end) {
-        const int64_t len = end - begin;
-        const int64_t done =
-            dropout_fused_avx512(x + begin, yi, len, r, r.offset + uint64_t(begin), keep, scale);
-        if (done == len) return;
-        alignas(64) uint32_t w[kChunk];
-        generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin + done), w,
-                       size_t(len - done));
-        dropout_words(w, x + begin + done, yi + done, len - done, keep, scale);
+        const float* xi = x + begin;
+        fused_words_avx512(
+            r, r.offset + uint64_t(begin), end - begin,
+            [&](size_t i, __m512i words) {
+              const __mmask16 kept = _mm512_cmp_ps_mask(uniform_float16(words), keep_v, _CMP_LE_OQ);
+              _mm512_storeu_ps(yi + i, _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(xi + i), scale_v));
+            },
+            [&](const uint32_t* w, int64_t i, int64_t count) {
+              dropout_words(w, xi + i, yi + i, count, keep, scale);
+            });
       });
       return;
     }

@@ -4,8 +4,8 @@
 // Bernoulli draws) and of nothing else: not of the thread count, the chunking
 // or the vector width. Large fills run on the OpenMP pool, in chunks whose
 // words are generated into an L1-resident buffer and transformed from there
-// (with AVX-512, f32 dropout on a block-aligned reservation instead uses
-// each 16 words in registers as Philox makes them); outputs larger than
+// (with AVX-512, f32 uniform and dropout on a block-aligned reservation use
+// each 16 words in registers as Philox makes them instead); outputs larger than
 // 16 MiB are written with non-temporal stores.
 //
 // Each function checks that the reservation holds enough words (see
