@@ -1,0 +1,211 @@
+"""What the training-step side-by-sides share (llama_step_torch.py,
+moe_step_torch.py): one training step of a Hugging Face causal LM on PyTorch
+CPU beside the same step of reprise's bench program (bench/nn/train_step.h),
+on the same weights and batch, in alternating rounds, with wall and CPU time
+and peak memory.
+
+A step is zero_grad, forward, HF's causal-LM loss (with the router's
+load-balancing loss for an MoE model whose config sets
+output_router_logits), backward and an AdamW update (lr 1e-3, weight decay
+0.1 on the 2-D projections only, as reprise's default). Both sides train the
+same weights (the caller writes them with save_pretrained and the bench
+program loads them from the folder named by its environment variable) on the
+same batch (bytes from the same 64-bit LCG), and compare() checks that the
+first step's losses agree before it reports any timing. Checkpointing
+"full" is HF's activation_checkpointing_enable(use_reentrant=False), one
+region per decoder layer, as reprise's "full".
+
+The machine is shared, so rounds alternate ours and theirs (each side first
+in every other round, side_by_side.alternate) and the report
+gives the median over rounds of each side's mean step time, and the ratio
+of medians; CPU time (all threads of the process) is reported beside wall
+time because it suffers less from other processes' load.
+
+Peak memory of a step above the parameters, optimizer state and batch that
+live throughout (gradients, activations, temporaries), after a warm-up step:
+  tensors: exact allocation bytes. Ours by MemoryStats (the bench's
+           peak_MiB); torch's from its profiler's memory timeline
+           (profile_memory=True: every CPU allocation and free in order,
+           summed; the step after zero_grad).
+  rss:     the rise of the process's peak resident set over a step, the
+           same way on both sides (VmHWM reset through /proc/self/clear_refs).
+           It depends on what malloc kept from earlier steps, so it is
+           noisy; the tensor figures are the comparison.
+Each torch measurement runs in a fresh process. rounds = 0 measures memory
+only.
+
+A variant is a name and the keyword arguments of from_pretrained that
+select it (attn_implementation, experts_implementation).
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+from transformers import AutoModelForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import side_by_side  # noqa: E402
+
+
+def batch(B, T):
+    """The bytes of bench::lcg_batch: s <- s * a + c mod 2^64, byte = s >> 56."""
+    s, out = 12345, []
+    for _ in range(B * T):
+        s = (s * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        out.append(s >> 56)
+    return torch.tensor(out, dtype=torch.int64).view(B, T)
+
+
+def load(model_dir, variant, policy):
+    model = AutoModelForCausalLM.from_pretrained(model_dir, **variant)
+    model.train()
+    if policy == "full":
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embed_tokens" not in n]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embed_tokens" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": rest, "weight_decay": 0.0}], lr=1e-3)
+    return model, opt
+
+
+def step(model, opt, ids):
+    opt.zero_grad(set_to_none=True)
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def peak_rss_mib(model_dir, variant, policy, B, T):
+    """Rise of the peak resident set over one step after a warm-up step."""
+    torch.set_num_threads(2)
+    model, opt = load(model_dir, variant, policy)
+    ids = batch(B, T)
+    step(model, opt, ids)
+    base = side_by_side.status_mib("VmRSS")
+    side_by_side.reset_peak_rss()
+    step(model, opt, ids)
+    return side_by_side.status_mib("VmHWM") - base
+
+
+def peak_tensor_mib(model_dir, variant, policy, B, T):
+    """Peak of torch's CPU allocations over one step (after a warm-up step
+    and zero_grad), above what was allocated when the step began."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action
+
+    torch.set_num_threads(2)
+    model, opt = load(model_dir, variant, policy)
+    ids = batch(B, T)
+    step(model, opt, ids)
+    opt.zero_grad(set_to_none=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                 with_stack=True) as prof:
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    live = peak = 0
+    for _, action, (key, _), size in prof._memory_profile().timeline:
+        if key.device.type != "cpu" or action == Action.PREEXISTING:
+            continue
+        live += size if action == Action.CREATE else -size if action == Action.DESTROY else 0
+        peak = max(peak, live)
+    return peak / 2**20
+
+
+def in_fresh_process(fn, *args):
+    """fn(*args) of this module in a new interpreter, so earlier runs leave
+    nothing behind."""
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r});"
+            f"import train_step_torch as m; print(m.{fn}(*{args!r}))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def run_ours(bench, case, model_env, model_dir):
+    """One run of the bench program's case `case` ("BM_llama_step/0/") on
+    the folder's weights, at 2 threads: its record (side_by_side)."""
+    b = side_by_side.google_benchmark(bench, [f"--benchmark_filter={case}"],
+                                      env={"REPRISE_NUM_THREADS": "2", model_env: model_dir})[0]
+    if "error_message" in b:
+        raise RuntimeError(f"{os.path.basename(bench)}: {b['error_message']}")
+    return b
+
+
+def ours_seconds(bench, case, model_env, model_dir):
+    """(wall, cpu) seconds of one of our steps: a mean over the bench's iterations."""
+    b = run_ours(bench, case, model_env, model_dir)
+    return b["real_s"], b["cpu_s"]
+
+
+def time_torch(model, opt, ids, reps):
+    """(wall, cpu) seconds of one torch step: a mean over `reps` steps."""
+    wall, cpu = [], []
+    for _ in range(reps):
+        w0, c0 = time.perf_counter(), time.process_time()
+        step(model, opt, ids)
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    return statistics.mean(wall), statistics.mean(cpu)
+
+
+def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
+    """Saves `model` (a freshly initialised HF model) and runs the side by
+    side: for each (label, ours, policy) in `cases` (ours: the bench
+    program's case; policy: "none" or "full" for torch), the first-loss
+    check, `rounds` alternating rounds against every variant (a dict name ->
+    from_pretrained keyword arguments), and both sides' peak memory."""
+    torch.set_num_threads(2)
+    ids = batch(B, T)
+    with tempfile.TemporaryDirectory() as model_dir:
+        model.save_pretrained(model_dir, safe_serialization=True)
+        print(f"torch {torch.__version__}, threads 2, B={B} T={T}, {rounds} alternating "
+              f"rounds; medians of per-round mean step times (ms); ratio = ours / torch")
+        for label, case, policy in cases:
+            torch_runs = {v: load(model_dir, kw, policy) for v, kw in variants.items()}
+            # Same weights, same batch: the first losses must agree (f32
+            # summation orders differ, so not bitwise).
+            first = {v: step(*torch_runs[v], ids) for v in variants}
+            ours = run_ours(bench, case, model_env, model_dir)  # its memory figures are printed below
+            ours0 = ours["loss0"]
+            for v, l in first.items():
+                if abs(l - ours0) > 1e-4 * abs(l):
+                    raise SystemExit(f"{label}/{v}: first loss {l} vs ours {ours0}")
+            sides = {"ours": lambda: ours_seconds(bench, case, model_env, model_dir)}
+            for v in variants:
+                sides[v] = lambda v=v: time_torch(*torch_runs[v], ids, reps)
+            # name -> [(wall, cpu) per round], each side first in every other round
+            times = side_by_side.alternate(rounds, sides)
+            name = next(iter(variants))
+            print(f"checkpointing {label}: first loss ours {ours0:.6f}, torch {first[name]:.6f}")
+            if rounds > 0:
+                for clock, i in (("wall", 0), ("cpu ", 1)):
+                    m = {k: statistics.median(t[i] for t in v) * 1e3 for k, v in times.items()}
+                    theirs = ", ".join(f"torch {v} {m[v]:.0f} (ratio {m['ours'] / m[v]:.2f})"
+                                       for v in variants)
+                    print(f"  {clock} ms: ours {m['ours']:.0f}, {theirs}")
+            tensors = {v: in_fresh_process("peak_tensor_mib", model_dir, kw, policy, B, T)
+                       for v, kw in variants.items()}
+            rss = {v: in_fresh_process("peak_rss_mib", model_dir, kw, policy, B, T)
+                   for v, kw in variants.items()}
+            print(f"  peak tensor MiB: ours {ours['peak_MiB']:.1f} (saved {ours['saved_MiB']:.1f}), "
+                  + ", ".join(f"torch {v} {tensors[v]:.1f}" for v in variants))
+            print(f"  peak rss rise MiB: ours {ours['rss_MiB']:.1f}, "
+                  + ", ".join(f"torch {v} {rss[v]:.1f}" for v in variants), flush=True)
+
+
+def main(make_model, model_env, cases, variants, B, T):
+    """The command line of a side-by-side script: --bench (the bench
+    program), --rounds, --reps; compare() on make_model() built from seed 0."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bench", required=True, help="the bench program (bench_*_step)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=3, help="torch steps per round (ours: 3)")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    compare(make_model(), args.bench, model_env, cases, variants, B, T, args.rounds, args.reps)
