@@ -77,10 +77,10 @@ struct Program {
   // with --init-from, whose config.json sets it) and those that may change
   // on resume.
   std::vector<std::string> architecture_flags, compute_flags;
-  // With --init-from: copies the fields of the command line's model config
-  // that a Hugging Face config.json does not set (training-only settings)
-  // onto the folder's. The residual and attention dropout rates are copied
-  // for every program.
+  // With --init-from: copies the command line's training-only model
+  // settings onto the folder's config (settings that a Hugging Face
+  // config.json lacks, or carries only as reprise's own fields). The
+  // residual and attention dropout rates are copied for every program.
   std::function<void(const nn::LlamaConfig& flags, nn::LlamaConfig& folder)> keep_on_init;
   LogHook on_log;  // may be empty
 };
