@@ -89,6 +89,7 @@ json::Value TrainConfig::to_json() const {
   v.set("rng_replay", autograd::rng_replay_name(rng_replay));
   v.set("verify", autograd::verify_name(verify));
   v.set("recompute_noise_ulps", int64_t(recompute_noise_ulps));
+  v.set("save_router", save_router);
   return v;
 }
 
@@ -206,6 +207,12 @@ TrainConfig TrainConfig::from_json(const json::Value& v, const std::string& wher
   REPRISE_CHECK(noise >= 0 && noise <= std::numeric_limits<int>::max(), where,
                 ": recompute_noise_ulps out of range: ", noise);
   c.recompute_noise_ulps = int(noise);
+  // Absent from files written before the field existed: the default.
+  if (const json::Value* f = v.find("save_router")) {
+    REPRISE_CHECK(f->is_bool(), where, ": field \"save_router\" must be a boolean, got ",
+                  json::kind_name(f->kind()));
+    c.save_router = f->as_bool();
+  }
   try {
     c.validate();
   } catch (const Error& e) {
@@ -261,6 +268,7 @@ void Trainer::set_compute_options(const TrainConfig& c) {
   ac.options.rng = c.rng_replay;
   ac.options.verify = c.verify;
   ac.options.recompute_noise_ulps = c.recompute_noise_ulps;
+  ac.save_router = c.save_router;
   // Noise exists to be measured: with it, the verifier reports instead of raising.
   ac.options.on_mismatch =
       c.recompute_noise_ulps > 0 ? autograd::OnMismatch::report : autograd::OnMismatch::raise;
@@ -269,6 +277,7 @@ void Trainer::set_compute_options(const TrainConfig& c) {
   config_.rng_replay = c.rng_replay;
   config_.verify = c.verify;
   config_.recompute_noise_ulps = c.recompute_noise_ulps;
+  config_.save_router = c.save_router;
 }
 
 Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {

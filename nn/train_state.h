@@ -68,6 +68,9 @@ struct TrainConfig {
   autograd::RngReplay rng_replay = autograd::RngReplay::recorded;
   autograd::Verify verify = autograd::Verify::none;
   int recompute_noise_ulps = 0;
+  // MoE: checkpointed layers force-save the routing decision
+  // (ActivationCheckpointing::save_router); false recomputes it.
+  bool save_router = true;
 
   // Raises an Error naming the first field out of range.
   void validate() const;

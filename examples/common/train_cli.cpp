@@ -322,11 +322,6 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   if (resumed) nn::load_train_state(trainer, o.resume);
   if (!o.init_from.empty())
     nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
-  if (!o.save_router) {
-    nn::ActivationCheckpointing ac = trainer.model().checkpointing();
-    ac.save_router = false;
-    trainer.model().set_checkpointing(std::move(ac));
-  }
 
   const nn::TrainConfig& c = trainer.config();
   const nn::CorpusEntropy entropy = nn::corpus_entropy();
@@ -350,7 +345,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       c.weight_decay, c.grad_clip, c.model.dropout, c.model.attention_dropout,
       (unsigned long long)c.seed);
   std::printf("compute  checkpoint %s, ", c.checkpoint_policy.c_str());
-  if (c.model.moe) std::printf("router %s, ", o.save_router ? "saved" : "recomputed");
+  if (c.model.moe) std::printf("router %s, ", c.save_router ? "saved" : "recomputed");
   std::printf("rng replay %s, verify %s, noise %d ulps, %d threads\n",
               autograd::rng_replay_name(c.rng_replay), autograd::verify_name(c.verify),
               c.recompute_noise_ulps, threads::num_threads());

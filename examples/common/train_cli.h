@@ -40,10 +40,6 @@ struct Options {
   std::string data, metrics, save, resume, init_from, export_dir, dump_grads;
   int64_t save_every = 0, log_every = 10, eval_every = 100, eval_batches = 4, stop_after = 0;
   int threads = 0;
-  // MoE models: checkpointed layers force-save the router's outputs
-  // (nn::ActivationCheckpointing::save_router). Not part of the saved run:
-  // exact replay makes it a matter of memory and time, like the policy.
-  bool save_router = true;
   bool help = false;
 };
 

@@ -78,7 +78,7 @@ train_cli::FlagTable moe_flags() {
       {"--router",
        {true,
         [](Options& o, const std::string& v) {
-          o.save_router = first_of("--router", v, "save", "recompute");
+          o.config.save_router = first_of("--router", v, "save", "recompute");
         }}},
   };
 }

@@ -104,6 +104,7 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   c.rng_replay = autograd::RngReplay::stash;
   c.verify = autograd::Verify::bitwise;
   c.recompute_noise_ulps = 3;
+  c.save_router = false;
   const json::Value v = json::parse(json::dump(c.to_json()));
   const TrainConfig back = TrainConfig::from_json(v, "cfg");
   EXPECT_TRUE(c.run_differences(back).empty());
@@ -112,6 +113,10 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   EXPECT_EQ(back.rng_replay, c.rng_replay);
   EXPECT_EQ(back.verify, c.verify);
   EXPECT_EQ(back.recompute_noise_ulps, 3);
+  EXPECT_FALSE(back.save_router);
+  json::Value older = v;  // a file from before save_router: the default
+  std::erase_if(older.as_object(), [](const auto& m) { return m.first == "save_router"; });
+  EXPECT_TRUE(TrainConfig::from_json(older, "cfg").save_router);
   EXPECT_EQ(back.model, c.model);
 
   json::Value missing = v;
