@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "io/safetensors.h"
+#include "tests/support/expect_error.h"
 
 namespace reprise::nn {
 namespace {
@@ -44,14 +45,7 @@ struct TempDir {
   std::string str() const { return path.string(); }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 #define EXPECT_ERROR(stmt, part)                                                           \
   do {                                                                                     \

@@ -31,25 +31,16 @@ namespace reprise::nn {
 namespace {
 
 using testing::all_close;
+using testing::max_abs;
 
 const std::map<std::string, Tensor>& golden() {
   static const std::map<std::string, Tensor> g = testing::load_golden("moe_golden.safetensors");
   return g;
 }
 
-Tensor get(const std::string& name) {
-  auto it = golden().find(name);
-  if (it == golden().end()) throw Error("golden file has no " + name);
-  return it->second;
-}
+Tensor get(const std::string& name) { return testing::golden_tensor(golden(), name); }
 
 std::string tiny_dir() { return std::string(REPRISE_FIXTURES_DIR) + "/mixtral_tiny"; }
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (float v : t.to_vector<float>()) m = std::max(m, double(std::abs(v)));
-  return m;
-}
 
 TEST(MoeGolden, ConfigMatchesTheFixture) {
   LlamaConfig c = read_llama_config(tiny_dir());

@@ -13,6 +13,7 @@
 #include "nn/llama.h"
 #include "nn/train_state.h"
 #include "ops/binary.h"
+#include "tests/support/expect_error.h"
 
 namespace reprise::nn {
 namespace {
@@ -42,14 +43,7 @@ Tensor ids(int64_t B, int64_t T, int64_t vocab) {
   return Tensor::from_vector(v, {B, T});
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 TEST(MoeModel, ParametersHaveMixtralsOnDiskNames) {
   LlamaConfig c = moe_llama();

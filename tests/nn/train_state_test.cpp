@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "tests/support/expect_error.h"
 
 namespace reprise::nn {
 namespace {
@@ -64,14 +65,7 @@ void write_bytes(const std::string& dir, const std::string& bytes) {
   out << bytes;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 // Every value a checkpoint holds, as bytes, for bitwise comparison.
 std::vector<std::string> state_bytes(const Trainer& t) {

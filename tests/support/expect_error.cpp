@@ -17,4 +17,13 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
   }
 }
 
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 }  // namespace reprise::testing

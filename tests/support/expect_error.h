@@ -14,4 +14,7 @@ namespace reprise::testing {
 // its own, with the message).
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts);
 
+// The message of the reprise::Error that f raises, or "no error".
+std::string error_of(const std::function<void()>& f);
+
 }  // namespace reprise::testing

@@ -1,5 +1,6 @@
 #include "tests/support/golden.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -33,6 +34,18 @@ std::map<std::string, Tensor> load_golden(const std::string& file) {
   std::map<std::string, Tensor> out;
   for (const std::string& name : golden.names()) out.emplace(name, golden.get(name));
   return out;
+}
+
+const Tensor& golden_tensor(const std::map<std::string, Tensor>& golden, const std::string& name) {
+  auto it = golden.find(name);
+  REPRISE_CHECK(it != golden.end(), "golden file has no ", name);
+  return it->second;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (float v : t.to_vector<float>()) m = std::max(m, double(std::abs(v)));
+  return m;
 }
 
 ::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, double atol,

@@ -17,6 +17,13 @@ namespace reprise::testing {
 // "format": "reprise-golden-v1".
 std::map<std::string, Tensor> load_golden(const std::string& file);
 
+// golden.at(name), raising an Error that names the missing tensor.
+const Tensor& golden_tensor(const std::map<std::string, Tensor>& golden, const std::string& name);
+
+// The largest |element| of an f32 tensor: the scale of a gradient, for
+// tolerances relative to it.
+double max_abs(const Tensor& t);
+
 // Passes when actual and expected have the same shape and every element
 // satisfies |a - e| <= atol + rtol * |e| (compared as doubles; NaN matches
 // NaN, an infinity only the same infinity). On failure the message gives
