@@ -4,11 +4,12 @@
 //     fn(offsets, n, inner_strides)
 // once per innermost run of n elements: offsets[k] is operand k's element
 // offset of the run's first element, inner_strides[k] its stride along the
-// run. Dims are coalesced first, so contiguous operands give one long run
-// per chunk and the inner loop vectorises. Runs are split across threads;
-// each element is visited exactly once, so elementwise results do not
-// depend on the thread count.
+// run. Dims are coalesced first, so contiguous operands give long runs and
+// the inner loop vectorises; long runs are cut into pieces (kRunPiece), and
+// runs and pieces are split across threads. Each element is visited exactly
+// once, so elementwise results do not depend on the thread count.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -49,6 +50,11 @@ StridedLayout<K> coalesce(const Shape& shape, const std::array<Shape, K>& stride
   return out;
 }
 
+// Runs are cut into pieces of at most kRunPiece elements, and a task is about
+// kRunPiece elements: a contiguous tensor coalesces to a single run, and
+// without the cut it would stay on one thread however large it is.
+inline constexpr int64_t kRunPiece = int64_t(1) << 15;
+
 template <size_t K, class F>
 void for_each_run(const Shape& shape, const std::array<Shape, K>& strides, F&& fn) {
   if (numel(shape) == 0) return;
@@ -59,12 +65,14 @@ void for_each_run(const Shape& shape, const std::array<Shape, K>& strides, F&& f
   std::array<int64_t, K> inner_strides;
   for (size_t k = 0; k < K; ++k) inner_strides[k] = l.strides[k][nd - 1];
 
-  // About 32K elements per task keeps threading overhead small.
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / inner);
-  threads::parallel_for(outer, grain, [&](int64_t begin, int64_t end) {
-    // Multi-index of run `begin` over the outer dims.
+  // Task t is piece t % pieces of run t / pieces.
+  const int64_t piece = std::min(inner, kRunPiece);
+  const int64_t pieces = (inner + piece - 1) / piece;
+  const int64_t grain = std::max<int64_t>(1, kRunPiece / piece);
+  threads::parallel_for(outer * pieces, grain, [&](int64_t begin, int64_t end) {
+    // Multi-index of run `begin / pieces` over the outer dims.
     Shape index(nd, 0);
-    for (int64_t d = nd - 2, rest = begin; d >= 0; --d) {
+    for (int64_t d = nd - 2, rest = begin / pieces; d >= 0; --d) {
       index[d] = rest % l.shape[d];
       rest /= l.shape[d];
     }
@@ -72,9 +80,13 @@ void for_each_run(const Shape& shape, const std::array<Shape, K>& strides, F&& f
     for (size_t k = 0; k < K; ++k) {
       for (int64_t d = 0; d < nd - 1; ++d) offsets[k] += index[d] * l.strides[k][d];
     }
-    for (int64_t r = begin; r < end; ++r) {
-      fn(offsets, inner, inner_strides);
-      // Advance the outer multi-index by one (odometer).
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = t % pieces * piece;
+      std::array<int64_t, K> at = offsets;
+      for (size_t k = 0; k < K; ++k) at[k] += first * inner_strides[k];
+      fn(at, std::min(piece, inner - first), inner_strides);
+      if (t % pieces != pieces - 1) continue;
+      // The run is done: advance the outer multi-index by one (odometer).
       for (int64_t d = nd - 2; d >= 0; --d) {
         ++index[d];
         for (size_t k = 0; k < K; ++k) offsets[k] += l.strides[k][d];
