@@ -14,7 +14,7 @@
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/rotary.h"
-#include "ops/unary.h"
+#include "ops/swiglu.h"
 #include "ops/views.h"
 
 namespace reprise::nn {
@@ -215,7 +215,7 @@ LlamaMLP::LlamaMLP(std::string name, const LlamaConfig& c)
 
 Tensor LlamaMLP::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return down_proj.forward(ops::mul(ops::silu(gate_proj.forward(x)), up_proj.forward(x)));
+  return down_proj.forward(ops::swiglu(gate_proj.forward(x), up_proj.forward(x)));
 }
 
 // ---- LlamaDecoderLayer ------------------------------------------------------

@@ -14,6 +14,7 @@
 #include "ops/moe_route.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
+#include "ops/swiglu.h"
 #include "ops/unary.h"
 #include "ops/views.h"
 
@@ -140,7 +141,7 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
     Tensor xs = ops::index_select(x2, 0, route.token);                           // (M, C)
     Tensor h1 = ops::grouped_linear(xs, route.counts, w.w1);                     // (M, F)
     Tensor h3 = ops::grouped_linear(xs, route.counts, w.w3);                     // (M, F)
-    Tensor a = ops::mul(ops::silu(h1), h3);                                      // (M, F)
+    Tensor a = ops::swiglu(h1, h3);                                              // (M, F)
     Tensor ys = ops::grouped_linear(a, route.counts, w.w2);                      // (M, C)
     ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));                         // (M, C)
     out = ops::index_add(Tensor::zeros({N, C}, x.dtype()), 0, route.token, ys);  // (N, C)
@@ -159,7 +160,7 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
     Tensor d;
     {
       autograd::Scope s("down_proj");
-      d = ops::linear(ops::mul(ops::silu(g), u), w.shared_down);  // (N, C)
+      d = ops::linear(ops::swiglu(g, u), w.shared_down);  // (N, C)
     }
     out = ops::add(out, d);
   }

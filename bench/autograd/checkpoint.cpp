@@ -32,7 +32,7 @@
 #include "ops/norm.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
-#include "ops/unary.h"
+#include "ops/swiglu.h"
 #include "ops/views.h"
 #include "rng/generator.h"
 
@@ -86,9 +86,9 @@ struct Block {
     a = ops::reshape(ops::transpose(a, 1, 2), {B, T, C});
     Tensor r = ops::add(x, ops::dropout(ops::linear(a, wo), kDropout, gen));
     Tensor h2 = ops::rmsnorm(r, norm2);
-    Tensor gate = ops::silu(ops::linear(h2, wg));
+    Tensor gate = ops::linear(h2, wg);
     Tensor up = ops::linear(h2, wu);
-    Tensor m = ops::linear(ops::mul(gate, up), wd);
+    Tensor m = ops::linear(ops::swiglu(gate, up), wd);
     return ops::add(r, ops::dropout(m, kDropout, gen));
   }
 };

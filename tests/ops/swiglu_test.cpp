@@ -1,0 +1,79 @@
+// ops::swiglu: gradcheck, bitwise equality with silu(gate) * up (values and
+// both gradients, strided inputs too) and bad input.
+#include "ops/swiglu.h"
+
+#include "autograd/backward.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+#include "ops/unary.h"
+#include "ops/views.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::testing {
+namespace {
+
+const RegisterOpCases swiglu_cases({
+    {"swiglu/3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 61, -4, 4), param({3, 5, 7}, 62)};
+     },
+     [](const Inputs& in) { return ops::swiglu(in[0], in[1]); }},
+    {"swiglu/transposed_gate",
+     [] {
+       return Inputs{param({6, 4}, 63, -4, 4), param({4, 6}, 64)};
+     },
+     [](const Inputs& in) { return ops::swiglu(ops::transpose(in[0], 0, 1), in[1]); }},
+});
+
+struct Result {
+  std::vector<float> y, dgate, dup;
+};
+
+// y = f(gate, up) and the gradients of sum(y * w) for a fixed weighting w.
+template <class F>
+Result run(F f, const Tensor& gate_in, const Tensor& up_in, const Tensor& w) {
+  Tensor gate = gate_in.detach().requires_grad(true), up = up_in.detach().requires_grad(true);
+  Tensor y = f(gate, up);
+  autograd::backward(ops::sum(ops::mul(y, w)));
+  return {y.to_vector<float>(), gate.grad().to_vector<float>(), up.grad().to_vector<float>()};
+}
+
+TEST(Swiglu, BitwiseEqualToSiluTimesUp) {
+  // The MLP's shape, large enough to be split across threads; gate values
+  // reach the sigmoid's tails.
+  const Shape shape{8, 64, 688};
+  Tensor gate = uniform(shape, -12, 12, 65, DType::f32), up = uniform(shape, -2, 2, 66, DType::f32);
+  Tensor w = uniform(shape, -1, 1, 67, DType::f32);
+  auto two_ops = [](const Tensor& g, const Tensor& u) { return ops::mul(ops::silu(g), u); };
+  auto fused = [](const Tensor& g, const Tensor& u) { return ops::swiglu(g, u); };
+  Result want = run(two_ops, gate, up, w), got = run(fused, gate, up, w);
+  EXPECT_EQ(got.y, want.y);
+  EXPECT_EQ(got.dgate, want.dgate);
+  EXPECT_EQ(got.dup, want.dup);
+}
+
+TEST(Swiglu, SavesOnlyItsInputs) {
+  Tensor gate = param({4, 8}, 68), up = param({4, 8}, 69);
+  Tensor y = ops::swiglu(gate, up);
+  ASSERT_NE(y.grad_fn(), nullptr);
+  const auto& saved = y.grad_fn()->saved;
+  ASSERT_EQ(saved.size(), 2u);  // the two-op form also keeps silu(gate)
+  EXPECT_EQ(saved[0].value().data<double>(), gate.data<double>());
+  EXPECT_EQ(saved[1].value().data<double>(), up.data<double>());
+}
+
+TEST(Swiglu, BadInputIsAClearError) {
+  Tensor a = Tensor::zeros({3, 5}), b = Tensor::zeros({3, 4});
+  expect_error([&] { ops::swiglu(a, b); }, {"swiglu", "[3, 5]", "[3, 4]", "same shape"});
+  expect_error(
+      [&] {
+        ops::swiglu(a, Tensor::zeros({3, 5}, DType::f64));
+      },
+      {"swiglu", "dtype", "f32", "f64"});
+  Tensor i = Tensor::zeros({3, 5}, DType::i32);
+  expect_error([&] { ops::swiglu(i, i); }, {"swiglu", "f32 or f64", "i32"});
+}
+
+}  // namespace
+}  // namespace reprise::testing
