@@ -71,23 +71,31 @@ std::vector<bool> plan_exhaustive(const RegionGraph& g, int64_t budget) {
   return best;
 }
 
-std::vector<bool> plan_greedy(const RegionGraph& g, int64_t budget) {
-  // Moves: keep one candidate value, or every candidate output of one node
-  // at once. A node replays while any output that is read stays dropped, so
-  // keeping one output of a multi-output node (an attention kernel's output
-  // and its logsumexp, a norm's output and its rstd) alone saves nothing and
-  // a single-value greedy would never take it.
-  std::vector<int32_t> cand = candidates(g);
+namespace {
+
+// Greedy moves: keep one candidate value, or every candidate output of one
+// node at once. A node replays while any output that is read stays dropped,
+// so keeping one output of a multi-output node (an attention kernel's output
+// and its logsumexp, a norm's output and its rstd) alone saves nothing and a
+// single-value greedy would never take it.
+std::vector<std::vector<int32_t>> greedy_moves(const RegionGraph& g) {
   std::vector<std::vector<int32_t>> moves;
   std::vector<std::vector<int32_t>> by_node(g.nodes.size());
-  for (int32_t v : cand) {
+  for (int32_t v : candidates(g)) {
     moves.push_back({v});
     by_node[size_t(g.values[size_t(v)].node)].push_back(v);
   }
   for (auto& group : by_node) {
     if (group.size() > 1) moves.push_back(std::move(group));
   }
-  std::vector<bool> keep(g.values.size(), false);
+  return moves;
+}
+
+// From `keep`, repeatedly takes the move that saves the most flops per byte
+// added while the budget holds.
+std::vector<bool> greedy_from(const RegionGraph& g, int64_t budget,
+                              const std::vector<std::vector<int32_t>>& moves,
+                              std::vector<bool> keep) {
   RegionGraph::Cost cur = g.evaluate(keep);
   for (;;) {
     const std::vector<int32_t>* pick = nullptr;
@@ -117,8 +125,34 @@ std::vector<bool> plan_greedy(const RegionGraph& g, int64_t budget) {
   }
 }
 
+}  // namespace
+
+std::vector<bool> plan_greedy(const RegionGraph& g, int64_t budget) {
+  return greedy_from(g, budget, greedy_moves(g), std::vector<bool>(g.values.size(), false));
+}
+
+std::vector<bool> plan_restarted_greedy(const RegionGraph& g, int64_t budget) {
+  const std::vector<std::vector<int32_t>> moves = greedy_moves(g);
+  std::vector<bool> best = greedy_from(g, budget, moves, std::vector<bool>(g.values.size(), false));
+  RegionGraph::Cost best_cost = g.evaluate(best);
+  for (const auto& first : moves) {
+    std::vector<bool> keep(g.values.size(), false);
+    for (int32_t v : first) keep[size_t(v)] = true;
+    if (g.evaluate(keep).bytes > budget) continue;
+    keep = greedy_from(g, budget, moves, std::move(keep));
+    RegionGraph::Cost c = g.evaluate(keep);
+    if (better(c, best_cost)) {
+      best_cost = c;
+      best = std::move(keep);
+    }
+  }
+  return best;
+}
+
 std::vector<bool> plan_region(const RegionGraph& g, int64_t budget) {
-  return candidates(g).size() <= 16 ? plan_exhaustive(g, budget) : plan_greedy(g, budget);
+  const size_t n = candidates(g).size();
+  if (n <= 16) return plan_exhaustive(g, budget);
+  return n <= 64 ? plan_restarted_greedy(g, budget) : plan_greedy(g, budget);
 }
 
 // ---- BudgetPlanner ------------------------------------------------------------

@@ -88,6 +88,35 @@ TEST(Planner, PlanRegionIsOptimalAndGreedyGapIsSmall) {
   std::printf("greedy / optimal replay flops, worst over 120 cases: %.3f\n", worst_gap);
 }
 
+TEST(Planner, RestartedGreedyIsNeverWorseThanGreedy) {
+  // 18 values: above plan_region's exhaustive limit, still small enough to
+  // compare with the optimum.
+  double worst_greedy = 1.0, worst_restarted = 1.0;
+  int strictly_better = 0;
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    RegionGraph g = random_graph(18, seed);
+    int64_t full = g.evaluate(std::vector<bool>(g.values.size(), true)).bytes;
+    for (double fraction : {0.3, 0.6}) {
+      int64_t budget = int64_t(fraction * double(full));
+      auto best = g.evaluate(plan_exhaustive(g, budget));
+      auto greedy = g.evaluate(plan_greedy(g, budget));
+      auto restarted = g.evaluate(plan_restarted_greedy(g, budget));
+      EXPECT_LE(restarted.bytes, std::max(budget, g.input_bytes));
+      EXPECT_GE(restarted.flops, best.flops) << "seed " << seed;
+      EXPECT_LE(restarted.flops, greedy.flops) << "seed " << seed;
+      strictly_better += restarted.flops < greedy.flops ? 1 : 0;
+      if (best.flops > 0) {
+        worst_greedy = std::max(worst_greedy, greedy.flops / best.flops);
+        worst_restarted = std::max(worst_restarted, restarted.flops / best.flops);
+      }
+    }
+  }
+  EXPECT_GT(strictly_better, 0);
+  std::printf(
+      "replay flops / optimal, worst over 24 cases: greedy %.3f, restarted %.3f (%d better)\n",
+      worst_greedy, worst_restarted, strictly_better);
+}
+
 Tensor block(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor a = ops::tanh(ops::mul(x, w));
   Tensor g = ops::silu(ops::add(x, b));
