@@ -91,12 +91,16 @@ std::vector<std::vector<int32_t>> greedy_moves(const RegionGraph& g) {
   return moves;
 }
 
-// From `keep`, repeatedly takes the move that saves the most flops per byte
-// added while the budget holds.
-std::vector<bool> greedy_from(const RegionGraph& g, int64_t budget,
-                              const std::vector<std::vector<int32_t>>& moves,
-                              std::vector<bool> keep) {
-  RegionGraph::Cost cur = g.evaluate(keep);
+struct Plan {
+  std::vector<bool> keep;
+  RegionGraph::Cost cost;
+};
+
+// From `keep` (whose cost is `cur`), repeatedly takes the move that saves the
+// most flops per byte added while the budget holds.
+Plan greedy_from(const RegionGraph& g, int64_t budget,
+                 const std::vector<std::vector<int32_t>>& moves, std::vector<bool> keep,
+                 RegionGraph::Cost cur) {
   for (;;) {
     const std::vector<int32_t>* pick = nullptr;
     double best_score = 0;
@@ -119,34 +123,38 @@ std::vector<bool> greedy_from(const RegionGraph& g, int64_t budget,
         pick_cost = c;
       }
     }
-    if (pick == nullptr) return keep;
+    if (pick == nullptr) return {std::move(keep), cur};
     for (int32_t v : *pick) keep[size_t(v)] = true;
     cur = pick_cost;
   }
 }
 
+// Greedy from keeping nothing.
+Plan greedy_from_empty(const RegionGraph& g, int64_t budget,
+                       const std::vector<std::vector<int32_t>>& moves) {
+  std::vector<bool> none(g.values.size(), false);
+  const RegionGraph::Cost cost = g.evaluate(none);
+  return greedy_from(g, budget, moves, std::move(none), cost);
+}
+
 }  // namespace
 
 std::vector<bool> plan_greedy(const RegionGraph& g, int64_t budget) {
-  return greedy_from(g, budget, greedy_moves(g), std::vector<bool>(g.values.size(), false));
+  return greedy_from_empty(g, budget, greedy_moves(g)).keep;
 }
 
 std::vector<bool> plan_restarted_greedy(const RegionGraph& g, int64_t budget) {
   const std::vector<std::vector<int32_t>> moves = greedy_moves(g);
-  std::vector<bool> best = greedy_from(g, budget, moves, std::vector<bool>(g.values.size(), false));
-  RegionGraph::Cost best_cost = g.evaluate(best);
+  Plan best = greedy_from_empty(g, budget, moves);
   for (const auto& first : moves) {
     std::vector<bool> keep(g.values.size(), false);
     for (int32_t v : first) keep[size_t(v)] = true;
-    if (g.evaluate(keep).bytes > budget) continue;
-    keep = greedy_from(g, budget, moves, std::move(keep));
-    RegionGraph::Cost c = g.evaluate(keep);
-    if (better(c, best_cost)) {
-      best_cost = c;
-      best = std::move(keep);
-    }
+    const RegionGraph::Cost start = g.evaluate(keep);
+    if (start.bytes > budget) continue;
+    Plan p = greedy_from(g, budget, moves, std::move(keep), start);
+    if (better(p.cost, best.cost)) best = std::move(p);
   }
-  return best;
+  return best.keep;
 }
 
 std::vector<bool> plan_region(const RegionGraph& g, int64_t budget) {

@@ -43,7 +43,8 @@ std::vector<bool> plan_exhaustive(const RegionGraph& g, int64_t budget);
 std::vector<bool> plan_greedy(const RegionGraph& g, int64_t budget);
 // The best of plan_greedy and of greedy runs started from each single move.
 std::vector<bool> plan_restarted_greedy(const RegionGraph& g, int64_t budget);
-// The planner's solver for one region: exhaustive when small, else greedy.
+// The planner's solver for one region: exhaustive up to 16 candidate values,
+// restarted greedy up to 64, plain greedy above.
 std::vector<bool> plan_region(const RegionGraph& g, int64_t budget);
 
 class BudgetPlanner {

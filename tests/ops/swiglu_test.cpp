@@ -1,5 +1,6 @@
-// ops::swiglu: gradcheck, bitwise equality with silu(gate) * up (values and
-// both gradients, strided inputs too) and bad input.
+// ops::swiglu: gradcheck (a transposed gate among the cases), bitwise
+// equality with silu(gate) * up (values and both gradients), what it saves
+// and bad input.
 #include "ops/swiglu.h"
 
 #include "autograd/backward.h"
