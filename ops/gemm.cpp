@@ -1,4 +1,8 @@
-// Tiled GEMM on Eigen's sequential kernel.
+// The CPU GEMM driver: operand layouts, batch folding, and the choice of
+// kernel. f32 products run on reprise's own AVX-512 kernel
+// (ops/sgemm_avx512.cpp) when the build has it; f64 products, and f32 ones
+// on other CPUs or with REPRISE_GEMM=eigen, run tiled on Eigen's
+// sequential kernel as below.
 //
 // Why not `c.noalias() = a * b` on Eigen::Maps: Eigen's product splits itself
 // across OpenMP threads and derives its cache blocking (the depth of a
@@ -23,14 +27,19 @@
 // GCC 12 reports a false "may be used uninitialized" inside Eigen's AVX-512
 // panel packing (avx512fintrin.h, reached from gemm_pack_rhs<double>).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <omp.h>
-
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/strided_loop.h"
 #include "engine/threads.h"
+#include "ops/gemm_problem.h"
+#include "ops/sgemm_avx512.h"
 
 #ifdef REPRISE_OPENBLAS
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -48,12 +57,6 @@ namespace {
 constexpr int64_t kTile = 256;
 constexpr int64_t kMinTasks = 8;
 constexpr int64_t kAlign = 16;
-// Products of fewer multiply-adds run on the calling thread: waking the
-// other threads would cost more than it saves. It changes no bits.
-constexpr double kParallelMacs = double(1 << 20);
-
-int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
-int64_t round_up(int64_t n, int64_t d) { return ceil_div(n, d) * d; }
 
 // The edge near `target` that cuts n into equal tiles: 688 -> 240 240 208.
 int64_t even_edge(int64_t n, int64_t target) {
@@ -85,15 +88,6 @@ Grid tile_grid(int64_t batch, int64_t M, int64_t N) {
   }
   return best;
 }
-
-// How one operand's matrices lie in memory: each is row-major (column
-// stride 1) or column-major (row stride 1) with leading dimension `outer`;
-// matrix i of the batch starts at offsets[i].
-struct Layout {
-  bool row_major = true;
-  int64_t outer = 1;
-  std::vector<int64_t> offsets;
-};
 
 // The storage order of a (rows, cols) matrix with strides (rs, cs), or false
 // when neither fits. A dim of extent 1 may have any stride. The leading
@@ -138,14 +132,6 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
   return offsets;
 }
 
-// The problem after layout decisions: `batch` products of (M, K) @ (K, N)
-// into contiguous (batch, M, N).
-struct Problem {
-  int64_t batch, M, N, K;
-  int64_t a_rs, b_cs;  // steps to the tile origin: row i0 of a, column j0 of b
-  Layout a, b;
-};
-
 template <class T, int AOrder, int BOrder>
 void run_tiles(const Problem& p, const T* a, const T* b, T* c) {
   using Gemm = Eigen::internal::general_matrix_matrix_product<Eigen::Index, T, AOrder, false, T,
@@ -168,19 +154,23 @@ void run_tiles(const Problem& p, const T* a, const T* b, T* c) {
   };
 
   const int nt = threads::num_threads();
-  if (nt == 1 || tasks == 1 || omp_in_parallel() ||
-      double(p.batch) * p.M * p.N * p.K < kParallelMacs) {
+  if (nt == 1 || tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs) {
     for (int64_t t = 0; t < tasks; ++t) tile(t);
     return;
   }
-  // Dynamic: a thread that loses its core to another process delays one
-  // tile, not a fixed share of them.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-  for (int64_t t = 0; t < tasks; ++t) tile(t);
+  // Threads claim tiles one at a time: a thread that loses its core to
+  // another process delays one tile, not a fixed share of them.
+  std::atomic<int64_t> next{0};
+  threads::run_on_threads(nt, [&](int) {
+    for (int64_t t = next++; t < tasks; t = next++) tile(t);
+  });
 }
 
 template <class T>
 void run(const Problem& p, const T* a, const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_f32_kernel() == GemmKernel::avx512) return sgemm_avx512(p, a, b, c);
+  }
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   if (p.a.row_major) {
     p.b.row_major ? run_tiles<T, R, R>(p, a, b, c) : run_tiles<T, R, C>(p, a, b, c);
@@ -198,6 +188,31 @@ const bool kBlasSingleThreaded = [] {
 #endif
 
 }  // namespace
+
+GemmKernel gemm_f32_kernel() {
+  static const GemmKernel kernel = [] {
+    const char* env = std::getenv("REPRISE_GEMM");
+    const std::string choice = env ? env : "";
+    const GemmKernel best = sgemm_avx512_built() ? GemmKernel::avx512 : GemmKernel::eigen;
+    if (choice.empty() || choice == "auto") return best;
+    if (choice == "eigen") return GemmKernel::eigen;
+    REPRISE_CHECK(choice == "avx512", "REPRISE_GEMM: expected auto, avx512 or eigen, got '", choice,
+                  "'");
+    REPRISE_CHECK(sgemm_avx512_built(),
+                  "REPRISE_GEMM=avx512: this build has no AVX-512 kernel (its CPU lacks AVX-512F)");
+    return GemmKernel::avx512;
+  }();
+  return kernel;
+}
+
+const char* gemm_f32_kernel_name() {
+  if (gemm_f32_kernel() == GemmKernel::avx512) return "avx512";
+#ifdef REPRISE_OPENBLAS
+  return "openblas";
+#else
+  return "eigen";
+#endif
+}
 
 Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);

@@ -1,0 +1,114 @@
+// The thread pool: each call of a job runs once, jobs of changing sizes
+// follow each other without loss (the workers that sit one out must not run
+// the next), exceptions reach the caller, nested calls run on the caller,
+// workers asleep between jobs wake up, and parallel_for covers its range.
+#include "engine/threads.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "engine/error.h"
+
+namespace reprise {
+namespace {
+
+// Runs a job of n calls and returns how often each index ran.
+std::vector<int> calls_of_job(int n) {
+  std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
+  threads::run_on_threads(n, [&](int t) { calls[size_t(t)].fetch_add(1); });
+  std::vector<int> out;
+  for (auto& c : calls) out.push_back(c.load());
+  return out;
+}
+
+TEST(Threads, EachCallOfAJobRunsOnce) {
+  for (int n : {1, 2, 3, 4, 7}) EXPECT_EQ(calls_of_job(n), std::vector<int>(size_t(n), 1)) << n;
+}
+
+TEST(Threads, JobsOfChangingSizesRunEachCallOnce) {
+  const int sizes[] = {4, 2, 3, 1, 2, 4, 3};
+  for (int i = 0; i < 20000; ++i) {
+    const int n = sizes[i % 7];
+    ASSERT_EQ(calls_of_job(n), std::vector<int>(size_t(n), 1)) << "job " << i << ", " << n;
+  }
+}
+
+TEST(Threads, CallsRunOnDifferentThreadsAndTheCallerRunsTheFirst) {
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  std::thread::id first;
+  threads::run_on_threads(3, [&](int t) {
+    std::lock_guard<std::mutex> lock(m);
+    ids.insert(std::this_thread::get_id());
+    if (t == 0) first = std::this_thread::get_id();
+  });
+  EXPECT_EQ(ids.size(), 3u);
+  EXPECT_EQ(first, std::this_thread::get_id());
+}
+
+TEST(Threads, FirstExceptionReachesTheCallerAndThePoolGoesOn) {
+  EXPECT_THROW(threads::run_on_threads(3,
+                                       [](int t) {
+                                         if (t == 2) throw std::runtime_error("call 2 failed");
+                                       }),
+               std::runtime_error);
+  EXPECT_THROW(threads::run_on_threads(2, [](int) { REPRISE_CHECK(false, "every call fails"); }),
+               Error);
+  EXPECT_EQ(calls_of_job(3), std::vector<int>(3, 1));
+}
+
+TEST(Threads, NestedJobsRunOnTheCallingThread) {
+  EXPECT_FALSE(threads::in_parallel());
+  std::atomic<int> wrong_thread{0}, inner_calls{0}, not_inside{0};
+  threads::run_on_threads(2, [&](int) {
+    if (!threads::in_parallel()) ++not_inside;
+    const auto outer = std::this_thread::get_id();
+    threads::run_on_threads(3, [&](int) {
+      ++inner_calls;
+      if (std::this_thread::get_id() != outer) ++wrong_thread;
+    });
+  });
+  EXPECT_EQ(inner_calls.load(), 6);
+  EXPECT_EQ(wrong_thread.load(), 0);
+  EXPECT_EQ(not_inside.load(), 0);
+  EXPECT_FALSE(threads::in_parallel());
+}
+
+// Past the spin time (REPRISE_SPIN_US, 200 us by default) the workers sleep
+// in the kernel; a job must still wake them.
+TEST(Threads, SleepingWorkersWakeForTheNextJob) {
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(calls_of_job(2), std::vector<int>(2, 1));
+  }
+}
+
+TEST(Threads, ParallelForCoversTheRangeOnce) {
+  const int before = threads::num_threads();
+  for (int nt : {1, 2, 3}) {
+    threads::set_num_threads(nt);
+    for (int64_t n : {int64_t(0), int64_t(1), int64_t(5), int64_t(1000)}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      threads::parallel_for(n, 3, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) seen[size_t(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[size_t(i)].load(), 1) << nt << " " << n;
+    }
+  }
+  threads::set_num_threads(before);
+}
+
+TEST(Threads, BadCountsAreErrors) {
+  EXPECT_THROW(threads::run_on_threads(0, [](int) {}), Error);
+  EXPECT_THROW(threads::set_num_threads(0), Error);
+}
+
+}  // namespace
+}  // namespace reprise
