@@ -196,7 +196,17 @@ void gemm_tile(int64_t M, int64_t nchunks, int64_t K, const T* A, int64_t am, in
     gemm_rows<T, 8, 1>(M, K, A, am, ak, Bm + c * W, ldb, C + c * W, ldc, accumulate);
 }
 
-// Max of n values (n a multiple of W), W running maxima combined in order.
+// The sum or max of W lanes by halving (lane l with lane l + W/2, ...): a
+// dependency chain of log2(W) steps where a running fold has W - 1.
+template <class T, class Op>
+T fold_lanes(T (&x)[kLanes<T>], Op op) {
+  for (int64_t half = kLanes<T> / 2; half > 0; half /= 2) {
+    for (int64_t l = 0; l < half; ++l) x[l] = op(x[l], x[l + half]);
+  }
+  return x[0];
+}
+
+// Max of n values (n a multiple of W): W running maxima, then folded.
 template <class T>
 T row_max(const T* x, int64_t n) {
   constexpr int64_t W = kLanes<T>;
@@ -205,12 +215,11 @@ T row_max(const T* x, int64_t n) {
   for (int64_t j = 0; j < n; j += W) {
     for (int64_t l = 0; l < W; ++l) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
   }
-  T m = acc[0];
-  for (int64_t l = 1; l < W; ++l) m = acc[l] > m ? acc[l] : m;
-  return m;
+  return fold_lanes(acc, [](T a, T b) { return a > b ? a : b; });
 }
 
-// x[j] = exp(x[j] - shift) over n values (a multiple of W); returns their sum.
+// x[j] = exp(x[j] - shift) over n values (a multiple of W); returns their
+// sum (W running sums, then folded).
 template <class T>
 T exp_shift_sum(T* x, int64_t n, T shift) {
   constexpr int64_t W = kLanes<T>;
@@ -221,9 +230,7 @@ T exp_shift_sum(T* x, int64_t n, T shift) {
       acc[l] += x[j + l];
     }
   }
-  T s = 0;
-  for (int64_t l = 0; l < W; ++l) s += acc[l];
-  return s;
+  return fold_lanes(acc, [](T a, T b) { return a + b; });
 }
 
 // Scales the first `valid` scores by `scale` and masks the rest of the n

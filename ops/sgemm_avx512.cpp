@@ -76,44 +76,77 @@ struct Matrix {
   bool row_major;
 };
 
-// The offsets (in elements) of 16 consecutive rows (row-major) or columns
-// (column-major) as gather indices, when the first n of them fit in 32 bits.
-bool gather_index(int64_t outer, int64_t n, __m512i& index) {
-  if (outer * (n - 1) > int64_t(INT32_MAX)) return false;
-  index = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                             _mm512_set1_epi32(int32_t(outer)));
-  return true;
+// GCC 12's unpack and shuffle intrinsics pass an undefined vector as the
+// merge source of their unmasked forms, which -Wuninitialized reports.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// Transposes a 16 x 16 block in registers: afterwards lane r of v[c] holds
+// what lane c of v[r] held. Pairs of rows are interleaved by 32 then 64
+// bits, which transposes each 4 x 4 block within 128-bit lanes, then the
+// 128-bit lanes themselves are transposed in two rounds of shuffles.
+void transpose16(__m512 v[16]) {
+  __m512 a[16], b[16];
+  for (int i = 0; i < 16; i += 2) {
+    a[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    a[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // b[g + j], 128-bit lane L: column 4L + j of rows g..g+3
+    const __m512d a0 = _mm512_castps_pd(a[g]), a1 = _mm512_castps_pd(a[g + 1]);
+    const __m512d a2 = _mm512_castps_pd(a[g + 2]), a3 = _mm512_castps_pd(a[g + 3]);
+    b[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+    b[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+    b[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+    b[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+  }
+  for (int j = 0; j < 4; ++j) {  // 128-bit lane L of b[4g + j] goes to lane g of v[4L + j]
+    const __m512 t0 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x44);
+    const __m512 t1 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xEE);
+    const __m512 t2 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x44);
+    const __m512 t3 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xEE);
+    v[j] = _mm512_shuffle_f32x4(t0, t2, 0x88);
+    v[4 + j] = _mm512_shuffle_f32x4(t0, t2, 0xDD);
+    v[8 + j] = _mm512_shuffle_f32x4(t1, t3, 0x88);
+    v[12 + j] = _mm512_shuffle_f32x4(t1, t3, 0xDD);
+  }
+}
+#pragma GCC diagnostic pop
+
+// Reads `lines` (<= 16) lines of kc floats, line r at src + r * stride, and
+// hands store(k, vector) the vector whose lane r is line r's value k (lanes
+// >= lines zero), for k in [0, kc): 16 x 16 blocks loaded row by row and
+// transposed in registers, so every load is a contiguous one.
+template <class Store>
+void lines_by_k(const float* src, int64_t stride, int64_t lines, int64_t kc, Store store) {
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    const int64_t nk = std::min<int64_t>(16, kc - k0);
+    const __mmask16 valid = lanes(nk);
+    __m512 v[16];
+    for (int64_t r = 0; r < 16; ++r)
+      v[r] = r < lines ? _mm512_maskz_loadu_ps(valid, src + r * stride + k0) : _mm512_setzero_ps();
+    transpose16(v);
+    for (int64_t k = 0; k < nk; ++k) store(k0 + k, v[k]);
+  }
 }
 
 // Packs rows [i0, i0 + rows) (rows <= MR) and k in [k0, k0 + kc) of a into
 // dst (kc, MR): dst[k * MR + r] = a(i0 + r, k0 + k), zero for r >= rows.
 void pack_a_panel(const Matrix& a, int64_t i0, int64_t rows, int64_t k0, int64_t kc, float* dst) {
-  const __mmask16 valid = lanes(rows), panel = lanes(MR);
-  if (!a.row_major) {  // the panel's rows lie side by side at each k
+  const __mmask16 panel = lanes(MR);
+  auto put = [&](int64_t k, __m512 v) { _mm512_mask_storeu_ps(dst + k * MR, panel, v); };
+  if (a.row_major) {
+    lines_by_k(a.data + i0 * a.outer + k0, a.outer, rows, kc, put);
+  } else {  // the panel's rows lie side by side at each k
+    const __mmask16 valid = lanes(rows);
     const float* src = a.data + k0 * a.outer + i0;
-    for (int64_t k = 0; k < kc; ++k)
-      _mm512_mask_storeu_ps(dst + k * MR, panel, _mm512_maskz_loadu_ps(valid, src + k * a.outer));
-    return;
-  }
-  __m512i index;
-  const float* src = a.data + i0 * a.outer + k0;
-  if (gather_index(a.outer, MR, index)) {
-    for (int64_t k = 0; k < kc; ++k) {
-      const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, index, src + k, 4);
-      _mm512_mask_storeu_ps(dst + k * MR, panel, v);
-    }
-    return;
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    for (int64_t r = 0; r < MR; ++r) dst[k * MR + r] = r < rows ? src[r * a.outer + k] : 0.0f;
+    for (int64_t k = 0; k < kc; ++k) put(k, _mm512_maskz_loadu_ps(valid, src + k * a.outer));
   }
 }
 
 // Packs columns [j0, j0 + cols) (cols <= NR) and k in [k0, k0 + kc) of b
 // into dst (kc, NR): dst[k * NR + c] = b(k0 + k, j0 + c), zero for c >= cols.
 void pack_b_panel(const Matrix& b, int64_t j0, int64_t cols, int64_t k0, int64_t kc, float* dst) {
-  const __mmask16 lo = lanes(cols), hi = lanes(cols - 16);
   if (b.row_major) {  // the panel's columns lie side by side at each k
+    const __mmask16 lo = lanes(cols), hi = lanes(cols - 16);
     const float* src = b.data + k0 * b.outer + j0;
     for (int64_t k = 0; k < kc; ++k) {
       _mm512_store_ps(dst + k * NR, _mm512_maskz_loadu_ps(lo, src + k * b.outer));
@@ -121,19 +154,12 @@ void pack_b_panel(const Matrix& b, int64_t j0, int64_t cols, int64_t k0, int64_t
     }
     return;
   }
-  __m512i index;
+  // Column c of the panel is contiguous in k: two halves of 16 columns.
   const float* src = b.data + j0 * b.outer + k0;
-  if (gather_index(b.outer, 16, index)) {  // each half gathers up to 16 columns
-    const float* src_hi = src + 16 * b.outer;
-    for (int64_t k = 0; k < kc; ++k) {
-      const __m512 zero = _mm512_setzero_ps();
-      _mm512_store_ps(dst + k * NR, _mm512_mask_i32gather_ps(zero, lo, index, src + k, 4));
-      _mm512_store_ps(dst + k * NR + 16, _mm512_mask_i32gather_ps(zero, hi, index, src_hi + k, 4));
-    }
-    return;
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    for (int64_t c = 0; c < NR; ++c) dst[k * NR + c] = c < cols ? src[c * b.outer + k] : 0.0f;
+  for (int64_t half = 0; half < NR; half += 16) {
+    const int64_t n = std::clamp<int64_t>(cols - half, 0, 16);
+    lines_by_k(src + half * b.outer, b.outer, n, kc,
+               [&](int64_t k, __m512 v) { _mm512_store_ps(dst + k * NR + half, v); });
   }
 }
 
