@@ -1,6 +1,7 @@
 #include "engine/threads.h"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -147,12 +148,19 @@ class Pool {
   std::exception_ptr error_;
 };
 
-Pool& pool() {
-  // Never destroyed: its workers sleep until the process exits, and no
-  // static destructor can find the pool gone.
-  static Pool* p = new Pool;
-  return *p;
+// Never destroyed: its workers sleep until the process exits, and no
+// static destructor can find the pool gone. A child of fork() has none of
+// the parent's workers, so it starts a pool of its own (the parent's is
+// left behind, never touched again).
+Pool*& pool_slot() {
+  static Pool* p = [] {
+    pthread_atfork(nullptr, nullptr, [] { pool_slot() = new Pool; });
+    return new Pool;
+  }();
+  return p;
 }
+
+Pool& pool() { return *pool_slot(); }
 
 }  // namespace
 
@@ -174,6 +182,7 @@ void run_on_threads(int n, const std::function<void(int)>& body) {
     for (int t = 0; t < n; ++t) body(t);
     return;
   }
+  spin_time();  // a bad REPRISE_SPIN_US is reported here, not in a worker
   pool().run(n, body);
 }
 

@@ -1,10 +1,13 @@
 // The thread pool: each call of a job runs once, jobs of changing sizes
 // follow each other without loss (the workers that sit one out must not run
 // the next), exceptions reach the caller, nested calls run on the caller,
-// workers asleep between jobs wake up, and parallel_for covers its range.
+// workers asleep between jobs wake up, a forked child gets a pool of its
+// own, and parallel_for covers its range.
 #include "engine/threads.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,7 +37,7 @@ TEST(Threads, EachCallOfAJobRunsOnce) {
 
 TEST(Threads, JobsOfChangingSizesRunEachCallOnce) {
   const int sizes[] = {4, 2, 3, 1, 2, 4, 3};
-  for (int i = 0; i < 20000; ++i) {
+  for (int i = 0; i < 5000; ++i) {
     const int n = sizes[i % 7];
     ASSERT_EQ(calls_of_job(n), std::vector<int>(size_t(n), 1)) << "job " << i << ", " << n;
   }
@@ -103,6 +106,21 @@ TEST(Threads, ParallelForCoversTheRangeOnce) {
     }
   }
   threads::set_num_threads(before);
+}
+
+// A forked child has none of its parent's workers: its jobs must still run.
+TEST(Threads, AForkedChildRunsJobs) {
+  ASSERT_EQ(calls_of_job(2), std::vector<int>(2, 1));  // the parent's pool has a worker
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(30);  // a child stuck waiting for workers dies instead of hanging the test
+    _exit(calls_of_job(3) == std::vector<int>(3, 1) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit (status " << status << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(Threads, BadCountsAreErrors) {
