@@ -46,7 +46,10 @@ constexpr int64_t MR = 12;   // rows of a micro-tile
 constexpr int64_t NR = 32;   // columns of a micro-tile: two vectors
 constexpr int64_t KC = 256;  // most k per block
 // Task grid: row blocks of about kRowBlock rows, cut finer (down to
-// kMinRowBlock rows, then by columns) until the batch has kMinTasks tasks.
+// kMinRowBlock rows, then by columns) until the batch has kMinTasks tasks,
+// then into a multiple of the thread count where the rows allow, with the
+// row panels shared out evenly. (The bits do not depend on the grid, so it
+// may depend on the thread count.)
 constexpr int64_t kRowBlock = 192;
 constexpr int64_t kMinRowBlock = 48;
 constexpr int64_t kMinTasks = 8;
@@ -187,19 +190,24 @@ void micro_kernel(int64_t kc, const float* ap, const float* bp, float* c, int64_
   }
 }
 
-// The product's blocks of k and tasks of outputs, from the shapes alone.
+// The product's blocks of k and tasks of outputs.
 struct Plan {
   int64_t kc;          // k per block (the last block may be shorter)
   int64_t panels;      // B panels per block: ceil(N / NR)
-  int64_t mb, nb;      // task edges: mb a multiple of MR, nb of NR
+  int64_t row_panels;  // A panels: ceil(M / MR)
   int64_t tm, tn;      // tasks per matrix along M and N
+  int64_t mb, nb;      // most rows (a multiple of MR) and columns (of NR) of a task
   int64_t packed_per;  // floats of packed B per matrix: K * panels * NR
+
+  // Rows [begin, end) of row block r: its even share of the A panels.
+  int64_t row_begin(int64_t r, int64_t M) const { return std::min(M, r * row_panels / tm * MR); }
 };
 
-Plan plan_of(const Problem& p) {
+Plan plan_of(const Problem& p, int threads) {
   Plan s;
   s.kc = ceil_div(p.K, ceil_div(p.K, KC));
   s.panels = ceil_div(p.N, NR);
+  s.row_panels = ceil_div(p.M, MR);
   s.packed_per = p.K * s.panels * NR;
   int64_t tm = ceil_div(p.M, kRowBlock), tn = 1;
   while (p.batch * tm * tn < kMinTasks) {
@@ -211,10 +219,11 @@ Plan plan_of(const Problem& p) {
       break;
     }
   }
-  s.mb = round_up(ceil_div(p.M, tm), MR);
+  while ((p.batch * tm * tn) % threads != 0 && tm < s.row_panels) ++tm;
+  s.tm = std::min(tm, s.row_panels);
   s.nb = ceil_div(s.panels, tn) * NR;
-  s.tm = ceil_div(p.M, s.mb);
   s.tn = ceil_div(p.N, s.nb);
+  s.mb = ceil_div(s.row_panels, s.tm) * MR;
   return s;
 }
 
@@ -235,9 +244,9 @@ void pack_b_task(const Problem& p, const Plan& s, const float* b, float* packed,
 // block into a_buf, each B panel of its columns against each A panel.
 void output_task(const Problem& p, const Plan& s, const float* a, const float* packed, float* c,
                  float* a_buf, int64_t t) {
-  const int64_t per = s.tm * s.tn, bi = t / per;
-  const int64_t i0 = t % per / s.tn * s.mb, j0 = t % s.tn * s.nb;
-  const int64_t m = std::min(s.mb, p.M - i0), n = std::min(s.nb, p.N - j0);
+  const int64_t per = s.tm * s.tn, bi = t / per, r = t % per / s.tn;
+  const int64_t i0 = s.row_begin(r, p.M), j0 = t % s.tn * s.nb;
+  const int64_t m = s.row_begin(r + 1, p.M) - i0, n = std::min(s.nb, p.N - j0);
   const Matrix am = matrix_of(p.a, a, bi);
   float* cm = c + bi * p.M * p.N;
   for (int64_t k0 = 0; k0 < p.K; k0 += s.kc) {
@@ -259,11 +268,11 @@ void output_task(const Problem& p, const Plan& s, const float* a, const float* p
 }  // namespace
 
 void sgemm_avx512(const Problem& p, const float* a, const float* b, float* c) {
-  const Plan s = plan_of(p);
+  const int nt = threads::num_threads();
+  const Plan s = plan_of(p, nt);
   const int64_t pack_tasks = p.batch * ceil_div(p.K, s.kc) * s.panels;
   const int64_t tasks = p.batch * s.tm * s.tn;
   const int64_t a_floats = round_up(s.mb * s.kc, 16);  // one thread's packed rows of A
-  const int nt = threads::num_threads();
   const bool serial = nt == 1 || tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
   AlignedFloats packed(p.batch * s.packed_per), a_bufs((serial ? 1 : nt) * a_floats);
   float* pb = packed.data.get();
