@@ -9,8 +9,8 @@
 // carries on adding, so each element's sum runs over k in order.
 //
 // A product runs in two phases: every B panel of every block is packed (in
-// parallel over panels), then tasks of (mb x nb) outputs each pack their
-// rows of A block by block and run the micro-kernel over them. Padding rows
+// parallel over panels), then tasks of up to mb x nb outputs each pack
+// their rows of A block by block and run the micro-kernel over them. Padding rows
 // and columns of the panels are zero and never stored.
 #include "ops/sgemm_avx512.h"
 
@@ -199,7 +199,8 @@ struct Plan {
   int64_t mb, nb;      // most rows (a multiple of MR) and columns (of NR) of a task
   int64_t packed_per;  // floats of packed B per matrix: K * panels * NR
 
-  // Rows [begin, end) of row block r: its even share of the A panels.
+  // The first row of row block r, which row_begin(r + 1) ends: the blocks
+  // share the A panels out evenly.
   int64_t row_begin(int64_t r, int64_t M) const { return std::min(M, r * row_panels / tm * MR); }
 };
 
