@@ -22,13 +22,19 @@
 namespace reprise::threads {
 namespace {
 
+// A job's thread count is held in kThreadBits bits of the pool's job word
+// (Pool below), which bounds every thread count.
+constexpr uint32_t kThreadBits = 10;
+constexpr int kMaxThreads = (1 << kThreadBits) - 1;
+
 int configured_from_env() {
   const char* env = std::getenv("REPRISE_NUM_THREADS");
   if (env == nullptr || *env == '\0') return omp_get_max_threads();
   char* end = nullptr;
   long n = std::strtol(env, &end, 10);
-  REPRISE_CHECK(end != env && *end == '\0' && n >= 1 && n <= 1023,
-                "REPRISE_NUM_THREADS: expected an integer in [1, 1023], got '", env, "'");
+  REPRISE_CHECK(end != env && *end == '\0' && n >= 1 && n <= kMaxThreads,
+                "REPRISE_NUM_THREADS: expected an integer in [1, ", kMaxThreads, "], got '", env,
+                "'");
   return int(n);
 }
 
@@ -88,8 +94,6 @@ thread_local bool t_in_job = false;
 // so that a worker reads both at once; worker w (1-based) runs the job when
 // w < n, and the last one to finish brings `pending_` to 0, which releases
 // the caller. Both are 32-bit so that waiting on them is a futex wait.
-constexpr uint32_t kThreadBits = 10;
-
 class Pool {
  public:
   void run(int n, const std::function<void(int)>& body) {
@@ -167,8 +171,8 @@ Pool& pool() { return *pool_slot(); }
 int num_threads() { return current(); }
 
 void set_num_threads(int n) {
-  REPRISE_CHECK(n >= 1 && n < (1 << kThreadBits), "set_num_threads: expected 1 <= n < ",
-                1 << kThreadBits, ", got ", n);
+  REPRISE_CHECK(n >= 1 && n <= kMaxThreads, "set_num_threads: expected n in [1, ", kMaxThreads,
+                "], got ", n);
   current() = n;
   omp_set_num_threads(n);
 }
@@ -176,14 +180,21 @@ void set_num_threads(int n) {
 bool in_parallel() { return t_in_job || omp_in_parallel(); }
 
 void run_on_threads(int n, const std::function<void(int)>& body) {
-  REPRISE_CHECK(n >= 1 && n < (1 << kThreadBits), "run_on_threads: expected 1 <= n < ",
-                1 << kThreadBits, ", got ", n);
+  REPRISE_CHECK(n >= 1 && n <= kMaxThreads, "run_on_threads: expected n in [1, ", kMaxThreads,
+                "], got ", n);
   if (n == 1 || in_parallel()) {
     for (int t = 0; t < n; ++t) body(t);
     return;
   }
   spin_time();  // a bad REPRISE_SPIN_US is reported here, not in a worker
   pool().run(n, body);
+}
+
+void claim_tasks(int threads, int64_t tasks, const std::function<void(int, int64_t)>& body) {
+  std::atomic<int64_t> next{0};
+  run_on_threads(threads, [&](int thread) {
+    for (int64_t t = next++; t < tasks; t = next++) body(thread, t);
+  });
 }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {

@@ -24,6 +24,12 @@ void set_num_threads(int n);
 // OpenMP region) it runs the calls one after another on the calling thread.
 void run_on_threads(int n, const std::function<void(int)>& body);
 
+// Runs body(thread, task) for every task in [0, tasks) on `threads`
+// threads (thread in [0, threads)), each thread claiming the next unclaimed
+// task when it has finished one: a thread that loses its core to another
+// process delays one task, not a fixed share of them.
+void claim_tasks(int threads, int64_t tasks, const std::function<void(int, int64_t)>& body);
+
 // True on a pool worker and on a caller inside run_on_threads.
 bool in_parallel();
 

@@ -29,7 +29,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -153,17 +152,9 @@ void run_tiles(const Problem& p, const T* a, const T* b, T* c) {
               b + p.b.offsets[size_t(bi)] + j0 * p.b_cs, p.b.outer, pc, 1, p.N, T(1), blocking);
   };
 
-  const int nt = threads::num_threads();
-  if (nt == 1 || tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs) {
-    for (int64_t t = 0; t < tasks; ++t) tile(t);
-    return;
-  }
-  // Threads claim tiles one at a time: a thread that loses its core to
-  // another process delays one tile, not a fixed share of them.
-  std::atomic<int64_t> next{0};
-  threads::run_on_threads(nt, [&](int) {
-    for (int64_t t = next++; t < tasks; t = next++) tile(t);
-  });
+  const bool serial = tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
+  threads::claim_tasks(serial ? 1 : threads::num_threads(), tasks,
+                       [&](int, int64_t t) { tile(t); });
 }
 
 template <class T>

@@ -18,7 +18,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <memory>
 
@@ -274,24 +273,13 @@ void sgemm_avx512(const Problem& p, const float* a, const float* b, float* c) {
   const int64_t pack_tasks = p.batch * ceil_div(p.K, s.kc) * s.panels;
   const int64_t tasks = p.batch * s.tm * s.tn;
   const int64_t a_floats = round_up(s.mb * s.kc, 16);  // one thread's packed rows of A
-  const bool serial = nt == 1 || tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
-  AlignedFloats packed(p.batch * s.packed_per), a_bufs((serial ? 1 : nt) * a_floats);
+  const bool serial = tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
+  const int workers = serial ? 1 : nt;
+  AlignedFloats packed(p.batch * s.packed_per), a_bufs(workers * a_floats);
   float* pb = packed.data.get();
-  if (serial) {
-    for (int64_t t = 0; t < pack_tasks; ++t) pack_b_task(p, s, b, pb, t);
-    for (int64_t t = 0; t < tasks; ++t) output_task(p, s, a, pb, c, a_bufs.data.get(), t);
-    return;
-  }
-  // Panels split evenly; then threads claim output tasks one at a time, so
-  // a thread that loses its core to another process delays one task, not a
-  // fixed share of them.
-  threads::parallel_for(pack_tasks, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) pack_b_task(p, s, b, pb, t);
-  });
-  std::atomic<int64_t> next{0};
-  threads::run_on_threads(nt, [&](int thread) {
-    float* a_buf = a_bufs.data.get() + thread * a_floats;
-    for (int64_t t = next++; t < tasks; t = next++) output_task(p, s, a, pb, c, a_buf, t);
+  threads::claim_tasks(workers, pack_tasks, [&](int, int64_t t) { pack_b_task(p, s, b, pb, t); });
+  threads::claim_tasks(workers, tasks, [&](int thread, int64_t t) {
+    output_task(p, s, a, pb, c, a_bufs.data.get() + thread * a_floats, t);
   });
 }
 

@@ -123,9 +123,26 @@ TEST(Threads, AForkedChildRunsJobs) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(Threads, ClaimTasksRunsEachTaskOnceOnItsThreads) {
+  for (int nt : {1, 2, 3}) {
+    for (int64_t tasks : {int64_t(0), int64_t(1), int64_t(7), int64_t(500)}) {
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(tasks));
+      std::atomic<int> bad_thread{0};
+      threads::claim_tasks(nt, tasks, [&](int thread, int64_t t) {
+        if (thread < 0 || thread >= nt) ++bad_thread;
+        runs[size_t(t)].fetch_add(1);
+      });
+      EXPECT_EQ(bad_thread.load(), 0) << nt << " threads, " << tasks << " tasks";
+      for (int64_t t = 0; t < tasks; ++t) ASSERT_EQ(runs[size_t(t)].load(), 1) << nt << " " << t;
+    }
+  }
+}
+
 TEST(Threads, BadCountsAreErrors) {
   EXPECT_THROW(threads::run_on_threads(0, [](int) {}), Error);
   EXPECT_THROW(threads::set_num_threads(0), Error);
+  EXPECT_THROW(threads::set_num_threads(1024), Error);
+  EXPECT_THROW(threads::run_on_threads(1024, [](int) {}), Error);
 }
 
 }  // namespace
