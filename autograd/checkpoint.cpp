@@ -1,5 +1,6 @@
 #include "autograd/checkpoint.h"
 
+#include <chrono>
 #include <string_view>
 #include <unordered_map>
 
@@ -54,6 +55,31 @@ struct RecordedNode {
   std::vector<ValueRef> inputs;
   double flops;
   std::vector<RecordedOutput> outputs;
+};
+
+// Adds the wall time of the outermost replay running on this thread to
+// recompute_stats().replay_seconds. A replay can start another: a node it
+// re-executes may read a value that an enclosing region dropped.
+class ReplayTimer {
+ public:
+  ReplayTimer() {
+    if (depth()++ == 0) start_ = std::chrono::steady_clock::now();
+  }
+  ~ReplayTimer() {
+    if (--depth() == 0) {
+      recompute_stats().replay_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+  }
+  ReplayTimer(const ReplayTimer&) = delete;
+  ReplayTimer& operator=(const ReplayTimer&) = delete;
+
+ private:
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+  std::chrono::steady_clock::time_point start_;
 };
 
 class Region;
@@ -305,6 +331,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   }
 
   void replay() {
+    ReplayTimer timer;
     RecomputeStats& stats = recompute_stats();
     ++stats.replays;
     std::vector<std::optional<rng::Reservation>> reservations = replay_reservations();
@@ -418,6 +445,17 @@ CheckpointOptions& default_checkpoint_options() {
 RecomputeStats& recompute_stats() {
   thread_local RecomputeStats stats;
   return stats;
+}
+
+RecomputeStats operator-(const RecomputeStats& after, const RecomputeStats& before) {
+  return {after.regions - before.regions,
+          after.values_dropped - before.values_dropped,
+          after.bytes_dropped - before.bytes_dropped,
+          after.replays - before.replays,
+          after.nodes_replayed - before.nodes_replayed,
+          after.rng_bytes_stashed - before.rng_bytes_stashed,
+          after.mismatches - before.mismatches,
+          after.replay_seconds - before.replay_seconds};
 }
 
 Tensors checkpoint(const std::string& scope, const Policy& policy,

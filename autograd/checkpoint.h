@@ -84,7 +84,11 @@ struct RecomputeStats {
   int64_t nodes_replayed = 0;     // ops re-executed
   int64_t rng_bytes_stashed = 0;  // generator state copied (stash mode)
   int64_t mismatches = 0;         // verifier mismatches
+  double replay_seconds = 0;      // wall time spent replaying (a replay that another
+                                  // triggers counts once, in the outer one)
 };
 RecomputeStats& recompute_stats();
+// The counts between two readings: after - before, field by field.
+RecomputeStats operator-(const RecomputeStats& after, const RecomputeStats& before);
 
 }  // namespace reprise::autograd

@@ -6,7 +6,8 @@
 //
 // Times: the Time column is wall time; the CPU column is the CPU time of the
 // whole process (every OpenMP thread), which is what compare_checkpoint.py
-// reports when the shared machine is loaded. Rates (tokens_per_s,
+// reports when the shared machine is loaded. replay_ms is the wall time a
+// step spends replaying regions. Rates (tokens_per_s,
 // GFLOP_per_s) are per second of that CPU time, so per core. BM_Paired_*
 // alternate a step under the policy with a no-checkpoint step in one process
 // and report ratio_vs_none, the ratio of their CPU times: what the targets
@@ -18,6 +19,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -175,12 +177,14 @@ void run_step(benchmark::State& state, const Policy* policy, const CheckpointOpt
   if (!gradients_match(state, policy, options)) return;
   Stack& s = stack();
   Memory m;
-  int64_t replayed = recompute_stats().nodes_replayed;
+  const RecomputeStats before = recompute_stats();
   for (auto _ : state) m = s.step(policy, options);
-  replayed = recompute_stats().nodes_replayed - replayed;
+  const RecomputeStats ran = recompute_stats() - before;
+  const double steps = double(state.iterations());
   state.counters["peak_saved_MiB"] = double(m.peak_saved) / (1 << 20);
   state.counters["held_MiB"] = double(m.held) / (1 << 20);
-  state.counters["replayed_nodes"] = double(replayed) / double(state.iterations());
+  state.counters["replayed_nodes"] = double(ran.nodes_replayed) / steps;
+  state.counters["replay_ms"] = 1e3 * ran.replay_seconds / steps;
   state.counters["tokens_per_s"] =
       benchmark::Counter(double(B * T), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP_per_s"] =
@@ -195,27 +199,39 @@ double process_cpu_seconds() {
 
 // The cost relative to no checkpointing, paired: every iteration runs steps
 // without checkpointing and steps under `policy`, in alternating order, and
-// adds up the process CPU time of each, so that on a shared machine both see
-// the same load. Each side's timed step follows an untimed one of its own:
-// the first step after a switch inherits the other side's heap (a step that
-// follows a smaller-footprint one page-faults its memory in afresh) and
-// would measure the switch, not the mode. The case's own time is that of
-// all four steps.
+// adds up the process CPU time and the wall time of each, so that on a
+// shared machine both see the same load. Each side's timed step follows an
+// untimed one of its own: the first step after a switch inherits the other
+// side's heap (a step that follows a smaller-footprint one page-faults its
+// memory in afresh) and would measure the switch, not the mode. The case's
+// own time is that of all four steps.
+//
+// replay_vs_none is the wall time the policy's steps spent replaying over
+// the wall time of the no-checkpoint steps: the part of the ratio that the
+// recomputed ops make up (ratio = 1 + replay_vs_none + whatever else the
+// two kinds of step differ in, machine noise included).
 void run_paired(benchmark::State& state, const Policy& policy, const CheckpointOptions& options) {
   if (!gradients_match(state, &policy, options)) return;
-  double cpu[2] = {0, 0};  // none, policy
+  double cpu[2] = {0, 0}, wall[2] = {0, 0};  // none, policy
+  double replay = 0;
   int64_t first = 0;
   for (auto _ : state) {
     for (int64_t k = 0; k < 2; ++k) {
       const Policy* p = (first + k) % 2 ? &policy : nullptr;
       stack().step(p, options);
-      double t0 = process_cpu_seconds();
+      const double cpu0 = process_cpu_seconds(), replay0 = recompute_stats().replay_seconds;
+      const auto wall0 = std::chrono::steady_clock::now();
       stack().step(p, options);
-      cpu[p ? 1 : 0] += process_cpu_seconds() - t0;
+      wall[p ? 1 : 0] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+      cpu[p ? 1 : 0] += process_cpu_seconds() - cpu0;
+      replay += recompute_stats().replay_seconds - replay0;
     }
     first ^= 1;
   }
   state.counters["ratio_vs_none"] = cpu[1] / cpu[0];
+  state.counters["wall_ratio_vs_none"] = wall[1] / wall[0];
+  state.counters["replay_vs_none"] = replay / wall[0];
 }
 
 enum class Mode { none, full, full_stash, op_sac, budget30 };

@@ -25,6 +25,10 @@ the forward); "held" is what the forward leaves for backward (bytes alive at
 its end minus at its start, output excluded): ours by MemoryStats, torch by
 malloc's in-use bytes (see checkpoint_torch.py).
 
+"replay": the wall time our step spends replaying regions over the wall time
+of our no-checkpoint step (medians): the part of ours/none that the
+recomputed ops make up, which no overhead elsewhere can remove.
+
 "torch grad err": max |g - g_none| / max |g_none| over the parameters for one
 step from the same seed; ours is 0 by construction and bench_checkpoint
 checks it bitwise before timing (a case with other gradients fails).
@@ -126,7 +130,7 @@ def main():
     torch.set_num_threads(2)
     stack = ct.Stack()
 
-    ours = {label: {"cpu": [], "wall": []} for label, _, _ in MODES}
+    ours = {label: {"cpu": [], "wall": [], "replay": []} for label, _, _ in MODES}
     theirs = {label: {"cpu": [], "wall": []} for label, _, mode in MODES if mode}
     counters = {}
     region_ours = {name: [] for name in REGIONS}
@@ -138,6 +142,7 @@ def main():
                 row = run_ours(args.bench, name, args.min_time)
                 ours[label]["cpu"].append(row["cpu_time"])
                 ours[label]["wall"].append(row["real_time"])
+                ours[label]["replay"].append(row["replay_ms"])
                 counters[label] = row
 
             def torchs():
@@ -166,10 +171,10 @@ def main():
     print(f"B={ct.B} T={ct.T} C={ct.C} heads {ct.H}/{ct.G} D={ct.D} MLP {ct.F_MLP}, "
           f"{ct.BLOCKS} blocks, dropout {ct.DROPOUT}, f32")
     header = (f"{'mode':<11} {'ours ms':>16} {'torch ms':>17} {'ours/torch':>10} "
-              f"{'ours/none':>9} {'target':>6} {'torch/none':>10} {'peak saved':>10} "
+              f"{'ours/none':>9} {'target':>6} {'replay':>6} {'torch/none':>10} {'peak saved':>10} "
               f"{'held ours':>9} {'held torch':>10} {'torch grad err':>14}")
     print(header)
-    none_cpu = med(ours["none"]["cpu"])
+    none_cpu, none_wall = med(ours["none"]["cpu"]), med(ours["none"]["wall"])
     torch_none_cpu = med(theirs["none"]["cpu"])
     peak_none = counters["none"]["peak_saved_MiB"]
     for label, _, mode in MODES:
@@ -185,7 +190,9 @@ def main():
                                                  f"{'-':>10}", f"{'-':>14}")
         target = f"{TARGETS[label]:6.2f}" if label in TARGETS else f"{'':6}"
         peak = counters[label]["peak_saved_MiB"]
+        replay = med(ours[label]["replay"]) / none_wall
         print(f"{label:<11} {mine:>16} {their:>17} {ratio} {o_cpu / none_cpu:9.2f} {target} "
+              f"{replay:6.3f} "
               f"{t_none} {peak:7.1f} Mi {counters[label]['held_MiB']:6.1f} Mi {t_held} {err}")
     print("ours/none per round (min..max; the spread is the machine's noise):",
           ", ".join(f"{label} {min(r):.2f}..{max(r):.2f}" for label, r in (

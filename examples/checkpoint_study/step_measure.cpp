@@ -67,14 +67,7 @@ StepMeasurement StepBench::step(bool read_grads) {
   const MemorySnapshot snap = memory_stats::snapshot();
   m.peak_saved_activation = snap[MemoryKind::saved_activation].peak;
   m.peak_total = snap.total.peak;
-  const autograd::RecomputeStats& after = autograd::recompute_stats();
-  m.stats.regions = after.regions - before.regions;
-  m.stats.values_dropped = after.values_dropped - before.values_dropped;
-  m.stats.bytes_dropped = after.bytes_dropped - before.bytes_dropped;
-  m.stats.replays = after.replays - before.replays;
-  m.stats.nodes_replayed = after.nodes_replayed - before.nodes_replayed;
-  m.stats.rng_bytes_stashed = after.rng_bytes_stashed - before.rng_bytes_stashed;
-  m.stats.mismatches = after.mismatches - before.mismatches;
+  m.stats = autograd::recompute_stats() - before;
   m.mismatches = autograd::take_mismatches();
   if (read_grads) {
     for (const nn::NamedParameter& p : model_.parameters()) {

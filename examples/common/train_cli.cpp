@@ -411,6 +411,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     if (val) m.set("val_loss", *val);
     const autograd::RecomputeStats& r = autograd::recompute_stats();
     m.set("recompute_replays", r.replays);
+    m.set("recompute_seconds", r.replay_seconds);
     m.set("recompute_mismatches", r.mismatches);
     for (auto& [key, value] : extra.metrics) m.set(std::move(key), std::move(value));
 
@@ -451,8 +452,8 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   if (last_val) std::printf(", val loss %.4f", *last_val);
   if (o.data.empty()) std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
   if (c.checkpoint_policy != "none") {
-    std::printf("; %lld region replays, %lld verifier mismatches", (long long)r.replays,
-                (long long)r.mismatches);
+    std::printf("; %lld region replays (%.1f s), %lld verifier mismatches", (long long)r.replays,
+                r.replay_seconds, (long long)r.mismatches);
   }
   std::printf("\n");
   return 0;

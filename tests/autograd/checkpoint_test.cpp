@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "autograd/backward.h"
 #include "engine/memory_stats.h"
 #include "ops/binary.h"
@@ -81,6 +83,30 @@ TEST(Checkpoint, EveryPolicyIsBitwiseEqualToNoCheckpointing) {
     EXPECT_EQ(run(s, x, with(p)), expected) << p.name();
   }
   EXPECT_GT(recompute_stats().replays, replays);
+}
+
+TEST(Checkpoint, StatsCountReplaysAndTheirWallTime) {
+  Stack s(3, 1 << 16);
+  Tensor x = uniform({4, 1 << 16}, -1, 1, 9, DType::f32).requires_grad(true);
+  RecomputeStats before = recompute_stats();
+  run(s, x, plain());
+  RecomputeStats plain_step = recompute_stats() - before;
+  EXPECT_EQ(plain_step.regions, 0);
+  EXPECT_EQ(plain_step.replay_seconds, 0.0);
+
+  before = recompute_stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  run(s, x, with(policies::full()));
+  const double step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  RecomputeStats step = recompute_stats() - before;
+  EXPECT_EQ(step.regions, 3);
+  EXPECT_EQ(step.replays, 3);
+  // Per block x * w, tanh, x + b and silu, whose outputs backward reads;
+  // not the last mul and add.
+  EXPECT_EQ(step.nodes_replayed, 3 * 4);
+  EXPECT_GT(step.replay_seconds, 0.0);
+  EXPECT_LT(step.replay_seconds, step_seconds);
 }
 
 TEST(Checkpoint, NestedRegionsAreBitwiseEqual) {
