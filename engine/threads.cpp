@@ -38,14 +38,8 @@ int configured_from_env() {
   return int(n);
 }
 
-// The OpenMP team size follows, for the code that still runs on OpenMP
-// (rng's fills, below engine/).
 int& current() {
-  static int n = [] {
-    const int v = configured_from_env();
-    omp_set_num_threads(v);
-    return v;
-  }();
+  static int n = configured_from_env();
   return n;
 }
 
@@ -174,7 +168,6 @@ void set_num_threads(int n) {
   REPRISE_CHECK(n >= 1 && n <= kMaxThreads, "set_num_threads: expected n in [1, ", kMaxThreads,
                 "], got ", n);
   current() = n;
-  omp_set_num_threads(n);
 }
 
 bool in_parallel() { return t_in_job || omp_in_parallel(); }

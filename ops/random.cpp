@@ -12,6 +12,7 @@
 
 #include "autograd/tape.h"
 #include "engine/grad_mode.h"
+#include "engine/threads.h"
 #include "ops/elementwise.h"
 #include "rng/distributions.h"
 #include "rng/fill.h"
@@ -23,6 +24,9 @@ using autograd::Node;
 using autograd::Tensors;
 
 const autograd::OpInfo kDropout{"dropout", /*is_random=*/true};
+
+// The fills share their chunks out over the engine's thread pool.
+constexpr rng::ParallelFor kPool = &threads::parallel_for;
 
 void check_float_dtype(const char* op, DType dtype) {
   REPRISE_CHECK(dtype == DType::f32 || dtype == DType::f64, op, ": expected dtype f32 or f64, got ",
@@ -63,8 +67,9 @@ Tensor created(const char* op, const Shape& shape, DType dtype, auto fill) {
 Tensor dropout_kernel(const Tensor& x, double p, const rng::Reservation& r) {
   const Tensor xc = x.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "dropout",
-                 [&]<class T>() { rng::dropout(xc.data<T>(), y.data<T>(), xc.numel(), p, r); });
+  dispatch_float(x.dtype(), "dropout", [&]<class T>() {
+    rng::dropout(xc.data<T>(), y.data<T>(), xc.numel(), p, r, kPool);
+  });
   return y;
 }
 
@@ -106,14 +111,14 @@ Tensor rand(const Shape& shape, rng::Generator& gen, std::string_view stream, DT
   check_float_dtype("rand", dtype);
   const rng::Reservation r = gen.reserve(stream, uniform_words(dtype, numel(shape)));
   return created("rand", shape, dtype,
-                 [&r](auto* out, int64_t n) { rng::fill_uniform(out, n, r); });
+                 [&r](auto* out, int64_t n) { rng::fill_uniform(out, n, r, kPool); });
 }
 
 Tensor randn(const Shape& shape, rng::Generator& gen, std::string_view stream, DType dtype) {
   check_float_dtype("randn", dtype);
   const rng::Reservation r = gen.reserve(stream, normal_words(dtype, numel(shape)));
   return created("randn", shape, dtype,
-                 [&r](auto* out, int64_t n) { rng::fill_normal(out, n, r); });
+                 [&r](auto* out, int64_t n) { rng::fill_normal(out, n, r, kPool); });
 }
 
 Tensor bernoulli(const Shape& shape, double p, rng::Generator& gen, std::string_view stream,
@@ -122,7 +127,7 @@ Tensor bernoulli(const Shape& shape, double p, rng::Generator& gen, std::string_
   check_probability("bernoulli", p);
   const rng::Reservation r = gen.reserve(stream, rng::bernoulli_words(uint64_t(numel(shape))));
   return created("bernoulli", shape, dtype,
-                 [&r, p](auto* out, int64_t n) { rng::fill_bernoulli(out, n, p, r); });
+                 [&r, p](auto* out, int64_t n) { rng::fill_bernoulli(out, n, p, r, kPool); });
 }
 
 Tensor dropout(const Tensor& x, double p, rng::Generator& gen, bool training,
@@ -147,7 +152,7 @@ Tensor& normal_(Tensor& t, double mean, double std, rng::Generator& gen, std::st
   const rng::Reservation r = gen.reserve(stream, normal_words(t.dtype(), t.numel()));
   fill_elements("normal_", t, [&](auto* out, int64_t n) {
     using T = std::remove_pointer_t<decltype(out)>;
-    rng::fill_normal(out, n, r);
+    rng::fill_normal(out, n, r, kPool);
     for (int64_t i = 0; i < n; ++i) out[i] = std::fma(out[i], T(std), T(mean));
   });
   return t;
@@ -159,7 +164,7 @@ Tensor& uniform_(Tensor& t, double low, double high, rng::Generator& gen, std::s
   const rng::Reservation r = gen.reserve(stream, uniform_words(t.dtype(), t.numel()));
   fill_elements("uniform_", t, [&](auto* out, int64_t n) {
     using T = std::remove_pointer_t<decltype(out)>;
-    rng::fill_uniform(out, n, r);
+    rng::fill_uniform(out, n, r, kPool);
     for (int64_t i = 0; i < n; ++i) out[i] = std::fma(out[i], T(high - low), T(low));
   });
   return t;
@@ -176,7 +181,7 @@ Tensor& trunc_normal_(Tensor& t, double mean, double std, double a, double b, rn
   fill_elements("trunc_normal_", t, [&](auto* out, int64_t n) {
     using T = std::remove_pointer_t<decltype(out)>;
     std::vector<double> u(static_cast<size_t>(n));
-    rng::fill_uniform(u.data(), n, r);
+    rng::fill_uniform(u.data(), n, r, kPool);
     for (int64_t i = 0; i < n; ++i) {
       // A uniform on (lo, hi], mapped through Phi^-1; the clamp absorbs the
       // rounding at the ends (hi can round to 1).

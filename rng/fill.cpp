@@ -23,8 +23,8 @@ namespace {
 // chunks of a block-aligned reservation start on AVX-512 steps; its words
 // (at most 2 per element, 8 KiB) stay in L1 between generation and use.
 constexpr int64_t kChunk = 1024;
-// Below this many elements the fill runs on the calling thread: waking the
-// pool costs more than generating them.
+// Below this many elements the fill runs on the calling thread: starting
+// threads costs more than generating them. It is also the least a thread gets.
 constexpr int64_t kParallelMin = 1 << 15;
 
 void check_args(const char* op, int64_t n, uint64_t words, const Reservation& r) {
@@ -80,38 +80,35 @@ void stream_store(void* dst, const void* src, size_t bytes) {
 // gets its words.
 // WordsPerElement = 0: the body makes its own words (and gets nullptr).
 template <int WordsPerElement, int Group, class T, class Body>
-void for_each_chunk(T* out, int64_t n, const Reservation& r, const Body& body) {
+void for_each_chunk(T* out, int64_t n, const Reservation& r, ParallelFor parallel,
+                    const Body& body) {
   static_assert(kChunk % Group == 0);
   const int64_t nchunks = (n + kChunk - 1) / kChunk;
   const bool stream = size_t(n) * sizeof(T) > kStreamBytes;
-  auto chunk = [&](int64_t c) {
-    alignas(64) uint32_t words[std::max(WordsPerElement, 1) * kChunk];
-    alignas(64) T staged[kChunk];
-    const int64_t begin = c * kChunk;
-    const int64_t end = std::min(n, begin + kChunk);
-    const int64_t grouped = (end - begin + Group - 1) / Group * Group;
-    if constexpr (WordsPerElement > 0) {
-      generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
-                     size_t(grouped * WordsPerElement));
+  auto chunks = [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      alignas(64) uint32_t words[std::max(WordsPerElement, 1) * kChunk];
+      alignas(64) T staged[kChunk];
+      const int64_t begin = c * kChunk;
+      const int64_t end = std::min(n, begin + kChunk);
+      const int64_t grouped = (end - begin + Group - 1) / Group * Group;
+      if constexpr (WordsPerElement > 0) {
+        generate_words(r.seed, r.subsequence, r.offset + uint64_t(begin) * WordsPerElement, words,
+                       size_t(grouped * WordsPerElement));
+      }
+      body(WordsPerElement > 0 ? words : nullptr, stream ? staged : out + begin, begin, end);
+      if (stream) stream_store(out + begin, staged, size_t(end - begin) * sizeof(T));
     }
-    body(WordsPerElement > 0 ? words : nullptr, stream ? staged : out + begin, begin, end);
-    if (stream) stream_store(out + begin, staged, size_t(end - begin) * sizeof(T));
-  };
-  // Small fills stay on this thread without entering an OpenMP region at
-  // all: even a region whose `if` clause is false wakes the pool's threads.
-  if (n < kParallelMin) {
-    for (int64_t c = 0; c < nchunks; ++c) chunk(c);
-    return;
-  }
-#pragma omp parallel
-  {
-#pragma omp for schedule(static) nowait
-    for (int64_t c = 0; c < nchunks; ++c) chunk(c);
 #if defined(__AVX512F__) || defined(__AVX2__)
-    // Streaming stores are weakly ordered: fence once per thread, not per
+    // Streaming stores are weakly ordered: fence once per range, not per
     // chunk (a fence waits for the write-combining buffers to drain).
     if (stream) _mm_sfence();
 #endif
+  };
+  if (parallel == nullptr || n < kParallelMin) {
+    chunks(0, nchunks);
+  } else {
+    parallel(nchunks, kParallelMin / kChunk, chunks);
   }
 }
 
@@ -156,24 +153,25 @@ void uniform_from_words(const uint32_t* w, T* o, int64_t len) {
 }
 
 template <class T>
-void uniform_impl(T* out, int64_t n, const Reservation& r) {
+void uniform_impl(T* out, int64_t n, const Reservation& r, ParallelFor parallel) {
   check_args("fill_uniform", n, uniform_words<T>(uint64_t(n)), r);
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
     if (r.offset % 4 == 0) {  // chunks start on blocks (kChunk is a multiple of 4)
-      for_each_chunk<0, 1>(out, n, r, [&](const uint32_t*, T* o, int64_t begin, int64_t end) {
-        fused_words_avx512(
-            r, r.offset + uint64_t(begin), end - begin,
-            [o](size_t i, __m512i words) { _mm512_storeu_ps(o + i, uniform_float16(words)); },
-            [o](const uint32_t* w, int64_t i, int64_t count) {
-              uniform_from_words(w, o + i, count);
-            });
-      });
+      for_each_chunk<0, 1>(
+          out, n, r, parallel, [&](const uint32_t*, T* o, int64_t begin, int64_t end) {
+            fused_words_avx512(
+                r, r.offset + uint64_t(begin), end - begin,
+                [o](size_t i, __m512i words) { _mm512_storeu_ps(o + i, uniform_float16(words)); },
+                [o](const uint32_t* w, int64_t i, int64_t count) {
+                  uniform_from_words(w, o + i, count);
+                });
+          });
       return;
     }
   }
 #endif
-  for_each_chunk<sizeof(T) / 4, 1>(out, n, r,
+  for_each_chunk<sizeof(T) / 4, 1>(out, n, r, parallel,
                                    [](const uint32_t* w, T* o, int64_t begin, int64_t end) {
                                      uniform_from_words(w, o, end - begin);
                                    });
@@ -205,23 +203,25 @@ template <class T>
 }
 
 template <class T>
-void normal_impl(T* out, int64_t n, const Reservation& r) {
+void normal_impl(T* out, int64_t n, const Reservation& r, ParallelFor parallel) {
   check_args("fill_normal", n, normal_words<T>(uint64_t(n)), r);
   for_each_chunk<sizeof(T) / 4, 2>(
-      out, n, r,
+      out, n, r, parallel,
       [](const uint32_t* w, T* o, int64_t begin, int64_t end) { normal_chunk(w, o, end - begin); });
 }
 
 template <class T>
-void bernoulli_impl(T* out, int64_t n, double p, const Reservation& r) {
+void bernoulli_impl(T* out, int64_t n, double p, const Reservation& r, ParallelFor parallel) {
   check_probability("fill_bernoulli", p);
   check_args("fill_bernoulli", n, bernoulli_words(uint64_t(n)), r);
   const float threshold = bernoulli_threshold(p);
-  for_each_chunk<1, 1>(out, n, r, [threshold](const uint32_t* w, T* o, int64_t begin, int64_t end) {
-    const int64_t len = end - begin;
+  for_each_chunk<1, 1>(out, n, r, parallel,
+                       [threshold](const uint32_t* w, T* o, int64_t begin, int64_t end) {
+                         const int64_t len = end - begin;
 #pragma omp simd
-    for (int64_t i = 0; i < len; ++i) o[i] = bernoulli(w[i], threshold) ? T(1) : T(0);
-  });
+                         for (int64_t i = 0; i < len; ++i)
+                           o[i] = bernoulli(w[i], threshold) ? T(1) : T(0);
+                       });
 }
 
 // y[i] = x[i] * scale where word i keeps element i, else 0, for i in [0, len).
@@ -232,7 +232,8 @@ void dropout_words(const uint32_t* w, const T* x, T* y, int64_t len, float keep,
 }
 
 template <class T>
-void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
+void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r,
+                  ParallelFor parallel) {
   check_probability("dropout", p);
   check_args("dropout", n, bernoulli_words(uint64_t(n)), r);
   const float keep = bernoulli_threshold(1.0 - p);
@@ -242,44 +243,58 @@ void dropout_impl(const T* x, T* y, int64_t n, double p, const Reservation& r) {
   if constexpr (std::is_same_v<T, float>) {
     if (r.offset % 4 == 0) {  // chunks start on blocks (kChunk is a multiple of 4)
       const __m512 keep_v = _mm512_set1_ps(keep), scale_v = _mm512_set1_ps(scale);
-      for_each_chunk<0, 1>(y, n, r, [&](const uint32_t*, T* yi, int64_t begin, int64_t end) {
-        const float* xi = x + begin;
-        fused_words_avx512(
-            r, r.offset + uint64_t(begin), end - begin,
-            [&](size_t i, __m512i words) {
-              const __mmask16 kept = _mm512_cmp_ps_mask(uniform_float16(words), keep_v, _CMP_LE_OQ);
-              _mm512_storeu_ps(yi + i, _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(xi + i), scale_v));
-            },
-            [&](const uint32_t* w, int64_t i, int64_t count) {
-              dropout_words(w, xi + i, yi + i, count, keep, scale);
-            });
-      });
+      for_each_chunk<0, 1>(
+          y, n, r, parallel, [&](const uint32_t*, T* yi, int64_t begin, int64_t end) {
+            const float* xi = x + begin;
+            fused_words_avx512(
+                r, r.offset + uint64_t(begin), end - begin,
+                [&](size_t i, __m512i words) {
+                  const __mmask16 kept =
+                      _mm512_cmp_ps_mask(uniform_float16(words), keep_v, _CMP_LE_OQ);
+                  _mm512_storeu_ps(yi + i,
+                                   _mm512_maskz_mul_ps(kept, _mm512_loadu_ps(xi + i), scale_v));
+                },
+                [&](const uint32_t* w, int64_t i, int64_t count) {
+                  dropout_words(w, xi + i, yi + i, count, keep, scale);
+                });
+          });
       return;
     }
   }
 #endif
-  for_each_chunk<1, 1>(y, n, r, [&](const uint32_t* w, T* yi, int64_t begin, int64_t end) {
-    dropout_words(w, x + begin, yi, end - begin, keep, scale);
-  });
+  for_each_chunk<1, 1>(y, n, r, parallel,
+                       [&](const uint32_t* w, T* yi, int64_t begin, int64_t end) {
+                         dropout_words(w, x + begin, yi, end - begin, keep, scale);
+                       });
 }
 
 }  // namespace
 
-void fill_uniform(float* out, int64_t n, const Reservation& r) { uniform_impl(out, n, r); }
-void fill_uniform(double* out, int64_t n, const Reservation& r) { uniform_impl(out, n, r); }
-void fill_normal(float* out, int64_t n, const Reservation& r) { normal_impl(out, n, r); }
-void fill_normal(double* out, int64_t n, const Reservation& r) { normal_impl(out, n, r); }
-void fill_bernoulli(float* out, int64_t n, double p, const Reservation& r) {
-  bernoulli_impl(out, n, p, r);
+void fill_uniform(float* out, int64_t n, const Reservation& r, ParallelFor parallel) {
+  uniform_impl(out, n, r, parallel);
 }
-void fill_bernoulli(double* out, int64_t n, double p, const Reservation& r) {
-  bernoulli_impl(out, n, p, r);
+void fill_uniform(double* out, int64_t n, const Reservation& r, ParallelFor parallel) {
+  uniform_impl(out, n, r, parallel);
 }
-void dropout(const float* x, float* y, int64_t n, double p, const Reservation& r) {
-  dropout_impl(x, y, n, p, r);
+void fill_normal(float* out, int64_t n, const Reservation& r, ParallelFor parallel) {
+  normal_impl(out, n, r, parallel);
 }
-void dropout(const double* x, double* y, int64_t n, double p, const Reservation& r) {
-  dropout_impl(x, y, n, p, r);
+void fill_normal(double* out, int64_t n, const Reservation& r, ParallelFor parallel) {
+  normal_impl(out, n, r, parallel);
+}
+void fill_bernoulli(float* out, int64_t n, double p, const Reservation& r, ParallelFor parallel) {
+  bernoulli_impl(out, n, p, r, parallel);
+}
+void fill_bernoulli(double* out, int64_t n, double p, const Reservation& r, ParallelFor parallel) {
+  bernoulli_impl(out, n, p, r, parallel);
+}
+void dropout(const float* x, float* y, int64_t n, double p, const Reservation& r,
+             ParallelFor parallel) {
+  dropout_impl(x, y, n, p, r, parallel);
+}
+void dropout(const double* x, double* y, int64_t n, double p, const Reservation& r,
+             ParallelFor parallel) {
+  dropout_impl(x, y, n, p, r, parallel);
 }
 
 }  // namespace reprise::rng

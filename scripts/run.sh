@@ -5,8 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${REPRISE_JOBS:-$(nproc)}
-# OpenMP threads sleep rather than spin while waiting (see README: Building by hand).
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 scripts/setup.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release

@@ -1,7 +1,7 @@
 // RNG throughput on the CPU: reprise's fills beside cuRAND's host Philox
 // generator (when the CUDA toolkit is present) and a plain copy of the same
 // bytes, which is the machine's bandwidth. N = 2^24 floats (64 MiB per
-// buffer, beyond the 32 MiB L3) on 2 OpenMP threads unless
+// buffer, beyond the 32 MiB L3) on 2 threads of the engine's pool unless
 // REPRISE_BENCH_THREADS says otherwise; cuRAND's host generator uses the
 // calling thread.
 //
@@ -12,7 +12,6 @@
 // elements / CPU time is the cost per core-second whatever the load.
 // Every variant's output is checked before timing.
 #include <benchmark/benchmark.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "bench/support.h"
+#include "engine/threads.h"
 #include "rng/distributions.h"
 #include "rng/fill.h"
 #include "rng/generator.h"
@@ -38,6 +38,8 @@ using namespace reprise::rng;
 constexpr int64_t kN = int64_t{1} << 24;
 constexpr double kP = 0.1;  // dropout probability
 constexpr uint64_t kSeed = 1234;
+// The fills run on the engine's pool, as ops/ runs them.
+constexpr ParallelFor kPool = &reprise::threads::parallel_for;
 
 void set_counters(benchmark::State& state, double bytes_per_element) {
   const double n = double(kN) * double(state.iterations());
@@ -60,12 +62,11 @@ void BM_Copy(benchmark::State& state) {
   std::vector<float> x = buffer(1.0f), y = buffer(0.0f);
   // Two threads, each copying its half: the same parallelism as the fills.
   auto copy = [&] {
-#pragma omp parallel
-    {
-      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int nt = reprise::threads::num_threads();
+    reprise::threads::run_on_threads(nt, [&](int t) {
       const int64_t begin = kN * t / nt, end = kN * (t + 1) / nt;
       std::memcpy(y.data() + begin, x.data() + begin, size_t(end - begin) * sizeof(float));
-    }
+    });
   };
   copy();
   reprise::bench::check(y == x, "copy");
@@ -80,10 +81,10 @@ void BM_Copy(benchmark::State& state) {
 void BM_UniformFloat(benchmark::State& state) {
   std::vector<float> y = buffer(0.0f);
   const Reservation r = reservation(uniform_words<float>(kN));
-  fill_uniform(y.data(), kN, r);
+  fill_uniform(y.data(), kN, r, kPool);
   reprise::bench::check(y[kN - 1] == uniform_float(stream_word(kSeed, 0, kN - 1)), "uniform");
   for (auto _ : state) {
-    fill_uniform(y.data(), kN, r);
+    fill_uniform(y.data(), kN, r, kPool);
     benchmark::ClobberMemory();
   }
   set_counters(state, 4);
@@ -92,12 +93,12 @@ void BM_UniformFloat(benchmark::State& state) {
 void BM_NormalFloat(benchmark::State& state) {
   std::vector<float> y = buffer(0.0f);
   const Reservation r = reservation(normal_words<float>(kN));
-  fill_normal(y.data(), kN, r);
+  fill_normal(y.data(), kN, r, kPool);
   float z0, z1;
   box_muller(stream_word(kSeed, 0, kN - 2), stream_word(kSeed, 0, kN - 1), z0, z1);
   reprise::bench::check(y[kN - 1] == z1, "normal");
   for (auto _ : state) {
-    fill_normal(y.data(), kN, r);
+    fill_normal(y.data(), kN, r, kPool);
     benchmark::ClobberMemory();
   }
   set_counters(state, 4);
@@ -106,13 +107,13 @@ void BM_NormalFloat(benchmark::State& state) {
 void BM_BernoulliMask(benchmark::State& state) {
   std::vector<float> y = buffer(0.0f);
   const Reservation r = reservation(bernoulli_words(kN));
-  fill_bernoulli(y.data(), kN, 1.0 - kP, r);
+  fill_bernoulli(y.data(), kN, 1.0 - kP, r, kPool);
   double kept = 0;
   for (float v : y) kept += v;
   reprise::bench::check(std::abs(kept / double(kN) - (1.0 - kP)) < 1e-3,
                         "bernoulli mask keep rate");
   for (auto _ : state) {
-    fill_bernoulli(y.data(), kN, 1.0 - kP, r);
+    fill_bernoulli(y.data(), kN, 1.0 - kP, r, kPool);
     benchmark::ClobberMemory();
   }
   set_counters(state, 4);
@@ -121,12 +122,12 @@ void BM_BernoulliMask(benchmark::State& state) {
 void BM_DropoutForward(benchmark::State& state) {
   std::vector<float> x = buffer(1.0f), y = buffer(0.0f);
   const Reservation r = reservation(bernoulli_words(kN));
-  dropout(x.data(), y.data(), kN, kP, r);
+  dropout(x.data(), y.data(), kN, kP, r, kPool);
   double sum = 0;
   for (float v : y) sum += v;
   reprise::bench::check(std::abs(sum / double(kN) - 1.0) < 2e-3, "dropout preserves the mean");
   for (auto _ : state) {
-    dropout(x.data(), y.data(), kN, kP, r);
+    dropout(x.data(), y.data(), kN, kP, r, kPool);
     benchmark::ClobberMemory();
   }
   set_counters(state, 8);
@@ -180,8 +181,10 @@ void BM_CuRandHostDropoutForward(benchmark::State& state) {
   const float keep = bernoulli_threshold(1.0 - kP), scale = float(1.0 / (1.0 - kP));
   auto run = [&] {
     curandGenerateUniform(gen.g, u.data(), size_t(kN));
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < kN; ++i) y[i] = u[i] <= keep ? x[i] * scale : 0.0f;
+    reprise::threads::parallel_for(kN, kN / 2, [&](int64_t begin, int64_t end) {
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) y[i] = u[i] <= keep ? x[i] * scale : 0.0f;
+    });
   };
   run();
   double sum = 0;
@@ -220,10 +223,10 @@ BENCHMARK(BM_CuRandHostDropoutForward)
 
 int main(int argc, char** argv) {
   const char* env = std::getenv("REPRISE_BENCH_THREADS");
-  omp_set_num_threads(env != nullptr ? std::atoi(env) : 2);
+  reprise::threads::set_num_threads(env != nullptr ? std::atoi(env) : 2);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("omp_threads", std::to_string(omp_get_max_threads()));
+  benchmark::AddCustomContext("threads", std::to_string(reprise::threads::num_threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

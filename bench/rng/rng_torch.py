@@ -1,7 +1,7 @@
 """Side-by-side: reprise's CPU random fills and dropout against PyTorch CPU.
 
 N = 2^24 float32 elements (64 MiB per buffer), 2 threads on both sides
-(torch.set_num_threads(2); bench_rng defaults to 2 OpenMP threads). PyTorch:
+(torch.set_num_threads(2); bench_rng defaults to 2 threads of the engine's pool). PyTorch:
   copy       y.copy_(x)                       (the machine's bandwidth)
   uniform    y.uniform_()                     (what torch.rand does)
   normal     y.normal_()                      (what torch.randn does)

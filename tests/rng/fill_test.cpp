@@ -1,11 +1,10 @@
 // Fills over a reservation: element i is exactly the documented function of
-// its words, whatever the thread count; the portable log/sin/cos are within
+// its words, whatever the threads that run it; the portable log/sin/cos are within
 // a stated ulp bound of long double; the distributions pass moment and
 // Kolmogorov-Smirnov checks at fixed seeds.
 #include "rng/fill.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/threads.h"
 #include "rng/distributions.h"
 #include "rng/philox.h"
 
@@ -161,19 +161,21 @@ TEST(Fill, DropoutEdgeProbabilities) {
 }
 
 // Outputs past 16 MiB leave through non-temporal stores from a staging
-// buffer; an output that starts off a vector boundary has a plain head.
+// buffer; an output that starts off a vector boundary has a plain head. On
+// the engine's pool, as ops/ runs them.
 TEST(Fill, LargeOutputsGiveTheSameValues) {
   const int64_t n = (int64_t{16} << 20) / 4 + 1001;
   const Reservation r = make_reservation(21, 5, 0, normal_words<float>(n));
   std::vector<float> buffer(n + 1), x(n, 3.0f);
   float* out = buffer.data() + 1;  // 4 bytes off the allocation's alignment
-  fill_uniform(out, n, r);
+  const ParallelFor pool = &threads::parallel_for;
+  fill_uniform(out, n, r, pool);
   for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(out[i], uniform_float(word(r, i)))) << i;
-  dropout(x.data(), out, n, 0.4, r);
+  dropout(x.data(), out, n, 0.4, r, pool);
   const float keep = bernoulli_threshold(0.6), scale = float(1.0 / 0.6);
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(out[i], bernoulli(word(r, i), keep) ? 3.0f * scale : 0.0f) << i;
-  fill_normal(out, n, r);
+  fill_normal(out, n, r, pool);
   for (int64_t i = 0; i < n; ++i) {
     float z0, z1;
     box_muller(word(r, 2 * (i / 2)), word(r, 2 * (i / 2) + 1), z0, z1);
@@ -201,27 +203,39 @@ TEST(Fill, RejectsShortReservationsAndBadProbabilities) {
   EXPECT_THROW(fill_uniform(f.data(), -1, r), Error);
 }
 
-// The output for a reservation never depends on the thread count.
-TEST(Fill, IdenticalAtOneAndTwoThreads) {
+// Runs the ranges of `grain` items in reverse order on the calling thread:
+// a split and an order that no thread pool would pick.
+void reversed_ranges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+  for (int64_t end = n; end > 0; end -= std::min(end, grain)) {
+    body(std::max<int64_t>(0, end - grain), end);
+  }
+}
+
+// The output for a reservation depends neither on the threads nor on how
+// the chunks are shared out: on the calling thread, on the engine's pool at 1
+// and 2 threads, and over ranges in reverse order.
+TEST(Fill, IdenticalWhateverRunsTheChunks) {
   const int64_t n = 300001;  // several chunks per thread, odd for the normal tail
   const Reservation r = make_reservation(2026, 17, 8, normal_words<double>(n));
-  const int saved = omp_get_max_threads();
-  auto run = [&](int threads) {
-    omp_set_num_threads(threads);
+  auto run = [&](ParallelFor parallel) {
     std::vector<float> uf(n), nf(n), bf(n), x(n, 1.0f), yf(n);
     std::vector<double> ud(n), nd(n);
-    fill_uniform(uf.data(), n, r);
-    fill_uniform(ud.data(), n, r);
-    fill_normal(nf.data(), n, r);
-    fill_normal(nd.data(), n, r);
-    fill_bernoulli(bf.data(), n, 0.25, r);
-    dropout(x.data(), yf.data(), n, 0.1, r);
+    fill_uniform(uf.data(), n, r, parallel);
+    fill_uniform(ud.data(), n, r, parallel);
+    fill_normal(nf.data(), n, r, parallel);
+    fill_normal(nd.data(), n, r, parallel);
+    fill_bernoulli(bf.data(), n, 0.25, r, parallel);
+    dropout(x.data(), yf.data(), n, 0.1, r, parallel);
     return std::make_tuple(uf, ud, nf, nd, bf, yf);
   };
-  const auto one = run(1);
-  const auto two = run(2);
-  omp_set_num_threads(saved);
-  EXPECT_TRUE(one == two);
+  const auto serial = run(nullptr);
+  const int saved = threads::num_threads();
+  threads::set_num_threads(1);
+  EXPECT_TRUE(run(&threads::parallel_for) == serial);
+  threads::set_num_threads(2);
+  EXPECT_TRUE(run(&threads::parallel_for) == serial);
+  threads::set_num_threads(saved);
+  EXPECT_TRUE(run(&reversed_ranges) == serial);
 }
 
 // Max ulp distance of the portable functions from long double, over a dense
