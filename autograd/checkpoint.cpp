@@ -1,8 +1,10 @@
 #include "autograd/checkpoint.h"
 
 #include <chrono>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "autograd/recompute_noise.h"
 #include "autograd/scope.h"
@@ -26,6 +28,66 @@ ValueKey key_of(int32_t node, uint32_t output) { return (uint64_t(node) << 32) |
 ValueRef ref_of(ValueKey key) {
   return {ValueRef::Kind::produced, int32_t(key >> 32), uint32_t(key & 0xffffffffu)};
 }
+
+// Which value a tensor the region has seen is: TensorImpl* -> ValueRef, with
+// a weak handle so that a reused address is not taken for the old tensor.
+// A region sees tens of tensors (a transformer block about 35), where a scan
+// from the newest entry finds most inputs (the previous node's outputs) at
+// once and allocates nothing per entry; past kScanned entries it adds a hash
+// index.
+class TensorIndex {
+ public:
+  std::optional<ValueRef> find(const Tensor& t) const {
+    const Entry* e = entry(t.impl());
+    if (e == nullptr || e->handle.lock() != t.impl_ptr()) return std::nullopt;
+    return e->ref;
+  }
+
+  // Adds t as `ref`, or makes an entry at t's address refer to it (an
+  // in-place op's output, or a new tensor at a freed one's address).
+  void set(const Tensor& t, ValueRef ref) {
+    if (Entry* e = entry(t.impl())) {
+      *e = {t.impl(), t.impl_ptr(), ref};
+      return;
+    }
+    entries_.push_back({t.impl(), t.impl_ptr(), ref});
+    if (entries_.size() > kScanned) {
+      if (hashed_.empty()) {
+        for (size_t i = 0; i < entries_.size(); ++i) hashed_[entries_[i].key] = i;
+      } else {
+        hashed_[t.impl()] = entries_.size() - 1;
+      }
+    }
+  }
+
+  void clear() {
+    entries_ = {};
+    hashed_ = {};
+  }
+
+ private:
+  static constexpr size_t kScanned = 64;
+  struct Entry {
+    TensorImpl* key;
+    std::weak_ptr<TensorImpl> handle;
+    ValueRef ref;
+  };
+
+  Entry* entry(TensorImpl* key) { return const_cast<Entry*>(std::as_const(*this).entry(key)); }
+  const Entry* entry(TensorImpl* key) const {
+    if (!hashed_.empty()) {
+      auto it = hashed_.find(key);
+      return it == hashed_.end() ? nullptr : &entries_[it->second];
+    }
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+      if (it->key == key) return &*it;
+    }
+    return nullptr;
+  }
+
+  std::vector<Entry> entries_;
+  std::unordered_map<TensorImpl*, size_t> hashed_;  // key -> entry, past kScanned entries
+};
 
 // What the region keeps of one output of a recorded node.
 struct RecordedOutput {
@@ -147,7 +209,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
       // may have no other owner by region exit: hold it until then.
       if (is_save(out.decision)) out.held = SavedTensor(outputs[j]);
       if (j < node->num_public_outputs) {
-        produced_index_[outputs[j].impl()] = {outputs[j].impl_ptr(), key_of(index, j)};
+        tensors_.set(outputs[j], {ValueRef::Kind::produced, index, j});
       }
       if (options_.verify != Verify::none) {
         out.fingerprint = Fingerprint::of(outputs[j], options_.verify);
@@ -162,18 +224,25 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     // (a dead node's slots can never be read) and, transitively, of the
     // recomputed values they read. Producers precede consumers, so one
     // backward pass over the recording order closes the set.
-    std::vector<bool> needed(nodes_.size(), false);
-    bool replays = false;
+    std::vector<bool> needed;
     for (const auto& [node, key] : dropped_) {
       if (node.expired()) continue;
       ++output(ref_of(key)).dropped_slots;
-      needed[size_t(key >> 32)] = replays = true;
+      if (needed.empty()) needed.resize(nodes_.size(), false);
+      needed[size_t(key >> 32)] = true;
     }
     dropped_.clear();
 
     if (policy_->region_hook()) policy_->region_hook()(graph());
     policy_ = nullptr;
+    tensors_.clear();
 
+    if (needed.empty()) {
+      // Nothing to replay: release what was recorded for it.
+      nodes_.clear();
+      externals_.clear();
+      return;
+    }
     std::vector<bool> external_needed(externals_.size(), false);
     for (size_t i = nodes_.size(); i-- > 0;) {
       if (!needed[i]) continue;
@@ -200,11 +269,6 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     for (size_t e = 0; e < externals_.size(); ++e) {
       if (!external_needed[e]) externals_[e].release();
     }
-    produced_index_.clear();
-    external_index_.clear();
-
-    // Nothing left to replay: release what was recorded for it.
-    if (!replays) nodes_.clear();
   }
 
  private:
@@ -275,27 +339,20 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
 
   // Innermost region first; a region recomputes when every policy abstains.
   Decision decide(const ValueInfo& info) {
-    votes_.clear();
+    thread_local std::vector<std::optional<Decision>> votes;  // innermost first
+    votes.clear();
     const auto& stack = region_stack();
-    for (auto it = stack.rbegin(); it != stack.rend(); ++it)
-      votes_.push_back((*it)->policy()(info));
-    return resolve(votes_).value_or(Decision::prefer_recompute);
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) votes.push_back((*it)->policy()(info));
+    return resolve(votes).value_or(Decision::prefer_recompute);
   }
 
   ValueRef resolve_input(const Tensor& t) {
     if (!t.defined()) return {};
-    auto p = produced_index_.find(t.impl());
-    if (p != produced_index_.end() && p->second.first.lock() == t.impl_ptr()) {
-      return ref_of(p->second.second);
-    }
-    auto e = external_index_.find(t.impl());
-    if (e != external_index_.end() && e->second.first.lock() == t.impl_ptr()) {
-      return {ValueRef::Kind::external, e->second.second, 0};
-    }
-    int32_t slot = int32_t(externals_.size());
+    if (std::optional<ValueRef> known = tensors_.find(t)) return *known;
+    const ValueRef ref{ValueRef::Kind::external, int32_t(externals_.size()), 0};
     externals_.emplace_back(t);
-    external_index_[t.impl()] = {t.impl_ptr(), slot};
-    return {ValueRef::Kind::external, slot, 0};
+    tensors_.set(t, ref);
+    return ref;
   }
 
   // A dropped value, replaying the region when this backward has not yet.
@@ -400,11 +457,8 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   std::vector<RecordedNode> nodes_;
   std::vector<SavedTensor> externals_;                             // inputs from outside the region
   std::vector<std::pair<std::string_view, int64_t>> op_counts_;    // op name -> nodes so far
-  std::vector<std::optional<Decision>> votes_;                     // scratch of decide()
   std::vector<std::pair<std::weak_ptr<Node>, ValueKey>> dropped_;  // slots dropped while recording
-  // While recording: which tensor is which value (weak: an address can be reused).
-  std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, ValueKey>> produced_index_;
-  std::unordered_map<TensorImpl*, std::pair<std::weak_ptr<TensorImpl>, int32_t>> external_index_;
+  TensorIndex tensors_;  // while recording: which tensor is which value
 
   // After exit: the replay plan and the values it hands to backward.
   std::vector<int32_t> replay_order_;                               // node indices, recording order

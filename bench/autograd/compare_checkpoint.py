@@ -69,12 +69,17 @@ TARGETS = {"full": 1.33, "op_sac": 1.10, "budget30": 1.15}
 
 
 def run_bench(bench, pattern, min_time, *flags):
-    """bench_checkpoint's JSON rows for the cases matching `pattern`."""
+    """bench_checkpoint's JSON rows for the cases matching `pattern`.
+
+    OPENBLAS_NUM_THREADS=1: a pthread OpenBLAS starts its worker threads when
+    it is loaded, and they spin for about 0.1 s of CPU before they sleep,
+    inside the first case's measurement; reprise never runs OpenBLAS threaded
+    (ops/gemm.cpp), so this changes nothing else."""
     out = subprocess.run(
         [bench, f"--benchmark_filter={pattern}", "--benchmark_format=json",
          f"--benchmark_min_time={min_time}", *flags],
         check=True, capture_output=True, text=True,
-        env={**os.environ, "REPRISE_NUM_THREADS": "2"})
+        env={**os.environ, "REPRISE_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "1"})
     rows = [b for b in json.loads(out.stdout)["benchmarks"] if b.get("run_type") == "iteration"]
     for row in rows:
         if row.get("error_occurred"):

@@ -85,6 +85,31 @@ TEST(Checkpoint, EveryPolicyIsBitwiseEqualToNoCheckpointing) {
   EXPECT_GT(recompute_stats().replays, replays);
 }
 
+// One region over a 24-block stack: about 200 tensors, past the size where a
+// region looks its tensors up by hashing rather than by a scan. Under full
+// checkpointing the forward leaves nothing but its output: every tensor a
+// node read was known as the region's own.
+TEST(Checkpoint, LargeRegionsAreBitwiseEqual) {
+  Stack s(24, 33);
+  Tensor x = uniform({2, 33}, -1, 1, 10, DType::f32).requires_grad(true);
+  auto expected = run(s, x, plain());
+  for (const Policy& p : {policies::full(), policies::save_every_nth("mul", 3)}) {
+    s.zero();
+    const int64_t before = memory_stats::snapshot().total.live;
+    Tensor h = checkpoint("stack", p, [&] {
+      Tensor y = x;
+      for (size_t i = 0; i < s.w.size(); ++i) y = block(y, s.w[i], s.b[i]);
+      return y;
+    });
+    const int64_t held = memory_stats::snapshot().total.live - before - int64_t(h.nbytes());
+    if (p.name() == policies::full().name()) {
+      EXPECT_EQ(held, 0);
+    }
+    backward(ops::sum(ops::mul(h, h)));
+    EXPECT_EQ(s.grads(), expected) << p.name();
+  }
+}
+
 TEST(Checkpoint, StatsCountReplaysAndTheirWallTime) {
   Stack s(3, 1 << 16);
   Tensor x = uniform({4, 1 << 16}, -1, 1, 9, DType::f32).requires_grad(true);
