@@ -116,6 +116,7 @@ struct RecordedNode {
   std::optional<rng::Reservation> rng;
   std::vector<ValueRef> inputs;
   double flops;
+  double bytes_moved;
   std::vector<RecordedOutput> outputs;
 };
 
@@ -185,6 +186,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
                                                        node->rng,
                                                        {},
                                                        node->flops,
+                                                       node->bytes,
                                                        {}});
     r.inputs.reserve(inputs.size());
     for (const Tensor& t : inputs) r.inputs.push_back(resolve_input(t));
@@ -317,7 +319,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     std::vector<int32_t> first_value(nodes_.size());  // node -> index of its output 0
     for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
       const RecordedNode& r = nodes_[size_t(i)];
-      RegionGraph::NodeInfo info{r.op->name, r.flops, {}};
+      RegionGraph::NodeInfo info{r.op->name, r.flops, {}, r.bytes_moved};
       for (const ValueRef& ref : r.inputs) {
         if (ref.kind == ValueRef::Kind::produced) {
           info.reads.push_back(first_value[size_t(ref.index)] + int32_t(ref.output));

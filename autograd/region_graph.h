@@ -9,6 +9,17 @@
 
 namespace reprise::autograd {
 
+// What replaying a node costs, in flop-equivalents: its flops plus
+// flops_per_byte for each byte it moves (OpInfo's bytes: every input and
+// output once unless the op says otherwise). flops_per_byte is the machine's
+// balance, its flop rate over its memory bandwidth: at 0 only flops count and
+// an elementwise op looks free to replay; a 2-core AVX-512 CPU runs the
+// Llama example's GEMMs at about 200 GFLOP/s and its elementwise ops at
+// about 20 GB/s (10); a GPU is nearer 100-300.
+struct ReplayCostModel {
+  double flops_per_byte = 0;
+};
+
 // One recorded region, as the planner sees it.
 struct RegionGraph {
   struct Value {
@@ -21,15 +32,18 @@ struct RegionGraph {
     std::string op;
     double flops;
     std::vector<int32_t> reads;  // values (indices in `values`) the node reads
+    double bytes_moved = 0;      // memory traffic of one run
   };
   std::string region;
   std::vector<NodeInfo> nodes;
   std::vector<Value> values;
   int64_t input_bytes = 0;  // non-parameter region inputs: held whatever the plan
+  ReplayCostModel model;    // how evaluate() prices a replayed node
 
   struct Cost {
     int64_t bytes;  // input_bytes + kept values that are read
     double flops;   // replay flops
+    double cost;    // replay cost by `model`: what the planner minimizes
   };
   // The memory and replay cost of keeping exactly the values marked in `keep`,
   // computed as the replay in autograd/checkpoint.cpp would run it.

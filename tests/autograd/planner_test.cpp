@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "autograd/backward.h"
@@ -12,6 +13,7 @@
 #include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/gradcheck.h"
 
 namespace reprise::autograd {
@@ -115,6 +117,96 @@ TEST(Planner, RestartedGreedyIsNeverWorseThanGreedy) {
   std::printf(
       "replay flops / optimal, worst over 24 cases: greedy %.3f, restarted %.3f (%d better)\n",
       worst_greedy, worst_restarted, strictly_better);
+}
+
+// The frontier of a small region: increasing bytes, decreasing cost, and at
+// every budget its best plan is the exhaustive optimum.
+TEST(Planner, FrontierIsExactOnSmallGraphs) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    RegionGraph g = random_graph(12, seed);
+    const std::vector<RegionPlan> front = region_frontier(g);
+    ASSERT_FALSE(front.empty());
+    EXPECT_EQ(front.front().cost.bytes, g.input_bytes);  // keeping nothing
+    for (size_t i = 1; i < front.size(); ++i) {
+      EXPECT_GT(front[i].cost.bytes, front[i - 1].cost.bytes);
+      EXPECT_LT(front[i].cost.cost, front[i - 1].cost.cost);
+    }
+    const int64_t full = g.evaluate(std::vector<bool>(g.values.size(), true)).bytes;
+    for (int64_t budget = g.input_bytes; budget <= full; budget += 37) {
+      double best_in_front = std::numeric_limits<double>::infinity();
+      for (const RegionPlan& p : front) {
+        if (p.cost.bytes <= budget) best_in_front = p.cost.cost;
+      }
+      EXPECT_EQ(best_in_front, g.evaluate(plan_exhaustive(g, budget)).cost)
+          << "seed " << seed << " budget " << budget;
+    }
+  }
+}
+
+// Across regions: the chosen plans are the cheapest combination that fits,
+// by brute force over every combination of frontier points.
+TEST(Planner, ChoosePlansIsTheOptimumOverRegions) {
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    std::vector<std::vector<RegionPlan>> fronts;
+    int64_t least = 0, most = 0;
+    for (uint32_t r = 0; r < 3; ++r) {
+      RegionGraph g = random_graph(9, 100 * seed + r);
+      fronts.push_back(region_frontier(g));
+      least += fronts.back().front().cost.bytes;
+      most += fronts.back().back().cost.bytes;
+    }
+    for (int64_t budget = least; budget <= most; budget += (most - least) / 13 + 1) {
+      double best = std::numeric_limits<double>::infinity();
+      for (const RegionPlan& a : fronts[0]) {
+        for (const RegionPlan& b : fronts[1]) {
+          for (const RegionPlan& c : fronts[2]) {
+            if (a.cost.bytes + b.cost.bytes + c.cost.bytes <= budget) {
+              best = std::min(best, a.cost.cost + b.cost.cost + c.cost.cost);
+            }
+          }
+        }
+      }
+      const std::vector<size_t> chosen = choose_plans(fronts, budget);
+      int64_t bytes = 0;
+      double cost = 0;
+      for (size_t r = 0; r < 3; ++r) {
+        bytes += fronts[r][chosen[r]].cost.bytes;
+        cost += fronts[r][chosen[r]].cost.cost;
+      }
+      EXPECT_LE(bytes, budget);
+      EXPECT_EQ(cost, best) << "seed " << seed << " budget " << budget;
+    }
+    // Below the least memory the regions can hold: each keeps nothing.
+    EXPECT_EQ(choose_plans(fronts, least - 1), (std::vector<size_t>{0, 0, 0}));
+  }
+}
+
+// Two identical regions whose one value costs 100 to replay: a budget with
+// room for one copy keeps it in one region, which equal shares never would.
+TEST(Planner, IdenticalRegionsMayTakeDifferentPlans) {
+  RegionGraph g;
+  g.nodes = {{"matmul", 100, {}}};
+  g.values = {{0, 0, 10, true}};
+  const std::vector<RegionPlan> front = region_frontier(g);
+  ASSERT_EQ(front.size(), 2u);
+  const std::vector<size_t> chosen = choose_plans({front, front}, 10);
+  EXPECT_EQ(chosen[0] + chosen[1], 1u);
+  EXPECT_EQ(choose_plans({front, front}, 9), (std::vector<size_t>{0, 0}));
+}
+
+// A memory-bound node (few flops, many bytes moved) beside a compute-bound
+// one, room to keep one output: counting flops alone keeps the matmul's;
+// pricing bytes at 10 flops keeps the elementwise op's.
+TEST(Planner, BytesMovedPriceMemoryBoundReplays) {
+  RegionGraph g;
+  g.nodes = {{"matmul", 100, {}, 1}, {"add", 1, {}, 50}};
+  g.values = {{0, 0, 10, true}, {1, 0, 10, true}};
+  EXPECT_EQ(plan_region(g, 10), (std::vector<bool>{true, false}));
+  g.model.flops_per_byte = 10;
+  EXPECT_EQ(g.evaluate({false, false}).cost, 100 + 10 * 1 + 1 + 10 * 50);
+  EXPECT_EQ(plan_region(g, 10), (std::vector<bool>{false, true}));
+  testing::expect_error([] { BudgetPlanner p(100, {.flops_per_byte = -1}); },
+                        {"BudgetPlanner", "flops_per_byte", "-1"});
 }
 
 Tensor block(const Tensor& x, const Tensor& w, const Tensor& b) {
