@@ -13,7 +13,18 @@ The scripts import it after putting bench/ on sys.path:
 import json
 import os
 import subprocess
+import sys
 import time
+
+# PyTorch's OpenMP threads spin while they wait (libgomp's default), and
+# they go on spinning while our benchmark program runs beside them as a
+# child process, taking a core from it: the Llama step measured 0.92x
+# torch's time that way against 0.70x with PASSIVE (2026-12-03). libgomp
+# reads the setting when torch loads it, so a script started without one
+# starts again with it.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
