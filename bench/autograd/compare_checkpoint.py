@@ -25,6 +25,11 @@ the forward); "held" is what the forward leaves for backward (bytes alive at
 its end minus at its start, output excluded): ours by MemoryStats, torch by
 malloc's in-use bytes (see checkpoint_torch.py).
 
+"paired": ours/none measured in one process by bench_checkpoint's BM_Paired_*
+cases, which alternate a step under the mode with a no-checkpoint step and
+compare their CPU times: both halves see the same load and the same heap,
+where "ours/none" divides medians of separate processes.
+
 "replay": the wall time our step spends replaying regions over the wall time
 of our no-checkpoint step (medians): the part of ours/none that the
 recomputed ops make up, which no overhead elsewhere can remove.
@@ -64,6 +69,10 @@ MODES = (
     ("budget30", "BM_Step_budget30", None),
 )
 REGIONS = ("BM_Region_op_only", "BM_Region_recorded", "BM_Region_stash")
+# Our paired cases (a step under the mode alternating with a no-checkpoint
+# step in one process), by mode label.
+PAIRED = {"full": "BM_Paired_full", "full+stash": "BM_Paired_full_stash",
+          "op_sac": "BM_Paired_op_sac", "budget30": "BM_Paired_budget30"}
 
 TARGETS = {"full": 1.33, "op_sac": 1.10, "budget30": 1.15}
 
@@ -139,6 +148,7 @@ def main():
     theirs = {label: {"cpu": [], "wall": []} for label, _, mode in MODES if mode}
     counters = {}
     region_ours = {name: [] for name in REGIONS}
+    paired = {label: [] for label in PAIRED}
     region_theirs = {k: [] for k in ("op", "True", "False")}
 
     for rnd in range(args.rounds):
@@ -158,6 +168,10 @@ def main():
             steps = [mine] + ([torchs] if mode else [])
             for run in (steps if rnd % 2 == 0 else steps[::-1]):
                 run()
+        for row in run_bench(args.bench, "^BM_Paired_", args.min_time):
+            for label, name in PAIRED.items():
+                if row["run_name"].startswith(name + "/"):
+                    paired[label].append(row["ratio_vs_none"])
         regions = run_regions(args.bench)
         for name in REGIONS:
             region_ours[name].append(regions[name][0])
@@ -176,7 +190,7 @@ def main():
     print(f"B={ct.B} T={ct.T} C={ct.C} heads {ct.H}/{ct.G} D={ct.D} MLP {ct.F_MLP}, "
           f"{ct.BLOCKS} blocks, dropout {ct.DROPOUT}, f32")
     header = (f"{'mode':<11} {'ours ms':>16} {'torch ms':>17} {'ours/torch':>10} "
-              f"{'ours/none':>9} {'target':>6} {'replay':>6} {'torch/none':>10} {'peak saved':>10} "
+              f"{'ours/none':>9} {'paired':>6} {'target':>6} {'replay':>6} {'torch/none':>10} {'peak saved':>10} "
               f"{'held ours':>9} {'held torch':>10} {'torch grad err':>14}")
     print(header)
     none_cpu, none_wall = med(ours["none"]["cpu"]), med(ours["none"]["wall"])
@@ -196,13 +210,16 @@ def main():
         target = f"{TARGETS[label]:6.2f}" if label in TARGETS else f"{'':6}"
         peak = counters[label]["peak_saved_MiB"]
         replay = med(ours[label]["replay"]) / none_wall
-        print(f"{label:<11} {mine:>16} {their:>17} {ratio} {o_cpu / none_cpu:9.2f} {target} "
+        pair = f"{med(paired[label]):6.2f}" if label in PAIRED else f"{'':6}"
+        print(f"{label:<11} {mine:>16} {their:>17} {ratio} {o_cpu / none_cpu:9.2f} {pair} {target} "
               f"{replay:6.3f} "
               f"{t_none} {peak:7.1f} Mi {counters[label]['held_MiB']:6.1f} Mi {t_held} {err}")
     print("ours/none per round (min..max; the spread is the machine's noise):",
           ", ".join(f"{label} {min(r):.2f}..{max(r):.2f}" for label, r in (
               (label, [c / n for c, n in zip(ours[label]["cpu"], ours["none"]["cpu"])])
               for label, _, _ in MODES[1:])))
+    print("paired per round (min..max):",
+          ", ".join(f"{label} {min(r):.2f}..{max(r):.2f}" for label, r in paired.items()))
     sac_share = counters["op_sac"]["peak_saved_MiB"] / peak_none
     print(f"op_sac peak saved = {100 * sac_share:.0f}% of none's (target <= 50%); "
           f"budget30 budget {counters['budget30']['budget_MiB']:.1f} MiB")
