@@ -14,6 +14,7 @@
 #include "engine/memory_stats.h"
 #include "engine/threads.h"
 #include "ops/loss.h"
+#include "tests/support/tokens.h"
 
 namespace reprise::nn {
 namespace {
@@ -32,16 +33,6 @@ LlamaConfig small_config(double dropout = 0.0, double attention_dropout = 0.0) {
   c.dropout = dropout;
   c.attention_dropout = attention_dropout;
   return c;
-}
-
-Tensor batch_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
-  std::vector<int64_t> v(size_t(B * T));
-  uint64_t s = seed;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = int64_t((s >> 33) % uint64_t(vocab));
-  }
-  return Tensor::from_vector(v, {B, T});
 }
 
 // Bit patterns of every parameter gradient, in parameters() order.
@@ -102,7 +93,7 @@ TEST(Llama, RecordedScopesAreParameterPaths) {
     m.set_checkpointing({.kind = kind});
     {
       autograd::ObserveTape observe(seen);
-      m.forward(batch_ids(1, 4, 64, 1));
+      m.forward(testing::random_token_ids(1, 4, 64, 1));
     }
     // Every Linear's nodes carry its parameter's path, checkpointed or not.
     std::set<std::string> expected{"lm_head"};
@@ -145,7 +136,7 @@ TEST(Llama, InitialisesAsHuggingFaceFromTheGenerator) {
 TEST(Llama, LossShiftsTheLabelsAsHuggingFace) {
   LlamaForCausalLM m(small_config());
   const int64_t B = 2, T = 5, V = 64;
-  Tensor ids = batch_ids(B, T, V, 3);
+  Tensor ids = testing::random_token_ids(B, T, V, 3);
   Tensor logits = m.forward(ids);
   ASSERT_EQ(logits.shape(), (Shape{B, T, V}));
   std::vector<int64_t> lab = ids.to_vector<int64_t>();
@@ -230,7 +221,7 @@ struct DropoutRun {
   LlamaForCausalLM model{small_config(0.1, 0.2)};
   rng::Generator gen{42};
   rng::GeneratorState start = gen.state();
-  Tensor ids = batch_ids(2, 16, 64, 5);
+  Tensor ids = testing::random_token_ids(2, 16, 64, 5);
 
   DropoutRun() { model.set_dropout_generator(gen); }
 

@@ -13,6 +13,7 @@
 #include "autograd/verifier.h"
 #include "engine/grad_mode.h"
 #include "nn/llama.h"
+#include "tests/support/tokens.h"
 
 namespace reprise::nn {
 namespace {
@@ -33,23 +34,13 @@ LlamaConfig moe_config() {
   return c;
 }
 
-Tensor batch_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
-  std::vector<int64_t> v(size_t(B * T));
-  uint64_t s = seed;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = int64_t((s >> 33) % uint64_t(vocab));
-  }
-  return Tensor::from_vector(v, {B, T});
-}
-
 // A model whose routers have experts 1 and 2 exactly tied (equal gate
 // rows): every token's logits for them are equal, so any change in the
 // last bit decides between them.
 struct TiedRouters {
   rng::Generator gen{7};
   LlamaForCausalLM model{moe_config(), gen};
-  Tensor ids = batch_ids(2, 16, 64, 11);
+  Tensor ids = testing::random_token_ids(2, 16, 64, 11);
 
   TiedRouters() {
     NoGradGuard no_grad;

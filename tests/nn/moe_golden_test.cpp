@@ -33,17 +33,10 @@ namespace {
 using testing::all_close;
 using testing::max_abs;
 
-const std::map<std::string, Tensor>& golden() {
-  static const std::map<std::string, Tensor> g = testing::load_golden("moe_golden.safetensors");
-  return g;
-}
-
-Tensor get(const std::string& name) { return testing::golden_tensor(golden(), name); }
-
-std::string tiny_dir() { return std::string(REPRISE_FIXTURES_DIR) + "/mixtral_tiny"; }
+const testing::GoldenModel kGolden{"moe_golden.safetensors", "mixtral_tiny"};
 
 TEST(MoeGolden, ConfigMatchesTheFixture) {
-  LlamaConfig c = read_llama_config(tiny_dir());
+  LlamaConfig c = read_llama_config(kGolden.dir());
   ASSERT_TRUE(c.moe.has_value());
   EXPECT_EQ(c.moe->num_local_experts, 4);
   EXPECT_EQ(c.moe->num_experts_per_tok, 2);
@@ -59,14 +52,14 @@ TEST(MoeGolden, ConfigMatchesTheFixture) {
 }
 
 TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
-  auto model = load_llama(tiny_dir());
-  Tensor logits = model->forward(get("input_ids"));
-  EXPECT_TRUE(all_close(logits, get("logits"), 2e-5, 1e-3));
+  auto model = load_llama(kGolden.dir());
+  Tensor logits = model->forward(kGolden.get("input_ids"));
+  EXPECT_TRUE(all_close(logits, kGolden.get("logits"), 2e-5, 1e-3));
   const LlamaForCausalLM::RouterLosses& r = model->router_losses();
-  EXPECT_TRUE(all_close(r.aux, get("aux_loss"), 2e-5, 1e-3));
-  EXPECT_TRUE(all_close(r.z, get("z_loss"), 2e-5, 1e-3));
-  Tensor loss = model->causal_lm_loss(logits, get("labels"));
-  EXPECT_TRUE(all_close(loss, get("loss"), 2e-5, 1e-3));
+  EXPECT_TRUE(all_close(r.aux, kGolden.get("aux_loss"), 2e-5, 1e-3));
+  EXPECT_TRUE(all_close(r.z, kGolden.get("z_loss"), 2e-5, 1e-3));
+  Tensor loss = model->causal_lm_loss(logits, kGolden.get("labels"));
+  EXPECT_TRUE(all_close(loss, kGolden.get("loss"), 2e-5, 1e-3));
   // The per-layer statistics: every token routed to two experts.
   const std::vector<MoeLayerStats> stats = model->moe_stats();
   ASSERT_EQ(stats.size(), 2u);
@@ -83,7 +76,7 @@ TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
   int checked = 0;
   for (const NamedParameter& p : model->parameters()) {
     SCOPED_TRACE(p.name);
-    Tensor expected = get("grad." + p.name);
+    Tensor expected = kGolden.get("grad." + p.name);
     ASSERT_TRUE(p.value.grad().defined());
     EXPECT_TRUE(all_close(p.value.grad(), expected, 1e-4 * max_abs(expected), 1e-3));
     ++checked;
@@ -95,7 +88,7 @@ TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
 // and 3rd router probability is far above f32 noise (see the tolerances).
 TEST(MoeGolden, RoutingIsFarFromTies) {
   for (int layer = 0; layer < 2; ++layer) {
-    Tensor l = get("router_logits." + std::to_string(layer));  // (32, 4)
+    Tensor l = kGolden.get("router_logits." + std::to_string(layer));  // (32, 4)
     const std::vector<float> v = l.to_vector<float>();
     for (size_t n = 0; n < 32; ++n) {
       std::vector<float> row(v.begin() + long(n * 4), v.begin() + long(n * 4 + 4));

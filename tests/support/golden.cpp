@@ -23,8 +23,12 @@ std::string index_of(const Shape& shape, int64_t flat) {
 }
 }  // namespace
 
+std::string fixture_path(const std::string& name) {
+  return std::string(REPRISE_FIXTURES_DIR) + "/" + name;
+}
+
 std::map<std::string, Tensor> load_golden(const std::string& file) {
-  const std::string path = std::string(REPRISE_FIXTURES_DIR) + "/" + file;
+  const std::string path = fixture_path(file);
   io::SafetensorsFile golden = io::read_safetensors(path);
   auto format = golden.metadata().find("format");
   REPRISE_CHECK(format != golden.metadata().end() && format->second == kGoldenFormat,
@@ -34,6 +38,13 @@ std::map<std::string, Tensor> load_golden(const std::string& file) {
   std::map<std::string, Tensor> out;
   for (const std::string& name : golden.names()) out.emplace(name, golden.get(name));
   return out;
+}
+
+const std::map<std::string, Tensor>& GoldenModel::tensors() const {
+  static std::map<std::string, std::map<std::string, Tensor>> loaded;
+  auto it = loaded.find(file);
+  if (it == loaded.end()) it = loaded.emplace(file, load_golden(file)).first;
+  return it->second;
 }
 
 const Tensor& golden_tensor(const std::map<std::string, Tensor>& golden, const std::string& name) {

@@ -20,6 +20,21 @@ std::map<std::string, Tensor> load_golden(const std::string& file);
 // golden.at(name), raising an Error that names the missing tensor.
 const Tensor& golden_tensor(const std::map<std::string, Tensor>& golden, const std::string& name);
 
+// tests/fixtures/<name>.
+std::string fixture_path(const std::string& name);
+
+// A model's golden file and the fixture folder of the tiny Hugging Face
+// model it was made from. The file is loaded on first use and kept for the
+// rest of the test program.
+struct GoldenModel {
+  std::string file;    // under tests/fixtures/
+  std::string folder;  // under tests/fixtures/
+
+  const std::map<std::string, Tensor>& tensors() const;
+  const Tensor& get(const std::string& name) const { return golden_tensor(tensors(), name); }
+  std::string dir() const { return fixture_path(folder); }
+};
+
 // The largest |element| of an f32 tensor: the scale of a gradient, for
 // tolerances relative to it.
 double max_abs(const Tensor& t);
