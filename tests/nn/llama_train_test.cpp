@@ -14,6 +14,8 @@
 #include "engine/threads.h"
 #include "io/safetensors.h"
 #include "nn/train_state.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_train.h"
 
 namespace reprise::nn {
 namespace {
@@ -21,32 +23,15 @@ namespace {
 namespace fs = std::filesystem;
 
 TrainConfig tiny_config() {
-  TrainConfig c;
-  c.model.hidden_size = 32;
-  c.model.intermediate_size = 64;
-  c.model.num_hidden_layers = 2;
-  c.model.num_attention_heads = 2;
-  c.model.num_key_value_heads = 1;
-  c.model.max_position_embeddings = 64;
-  c.steps = 6;
-  c.batch = 4;
-  c.seq = 32;
-  c.warmup = 2;
-  c.lr = 1e-2;
-  c.min_lr = 1e-3;
-  return c;
+  return testing::tiny_train_config(/*hidden=*/32, /*intermediate=*/64, /*steps=*/6, /*batch=*/4,
+                                    /*seq=*/32);
 }
 
-std::shared_ptr<const TextDataset> tiny_data() {
-  static const auto data =
-      std::make_shared<const TextDataset>(TextDataset::builtin(kCorpusSeed, 100000));
-  return data;
-}
+std::shared_ptr<const TextDataset> tiny_data() { return testing::builtin_corpus(100000); }
 
+// A fresh directory under the test's temp dir.
 std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("reprise_llama_train_" + name);
-  fs::remove_all(dir);
-  return dir.string();
+  return testing::fresh_temp_dir("llama_train_" + name);
 }
 
 uint32_t bits(float f) {

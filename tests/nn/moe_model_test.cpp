@@ -14,6 +14,7 @@
 #include "nn/train_state.h"
 #include "ops/binary.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/temp_dir.h"
 
 namespace reprise::nn {
 namespace {
@@ -128,11 +129,7 @@ TEST(MoeModel, FlopsCountTheActiveExpertsOnly) {
 }
 
 // A fresh directory under the test's temp dir.
-std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("reprise_moe_" + name);
-  fs::remove_all(dir);
-  return dir.string();
-}
+std::string fresh_dir(const std::string& name) { return testing::fresh_temp_dir("moe_" + name); }
 
 TEST(MoeModel, MixtralFolderRoundTrips) {
   LlamaConfig c = moe_llama();

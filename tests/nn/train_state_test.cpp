@@ -17,6 +17,8 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/tiny_train.h"
 
 namespace reprise::nn {
 namespace {
@@ -24,34 +26,18 @@ namespace {
 namespace fs = std::filesystem;
 
 TrainConfig tiny_config() {
-  TrainConfig c;
-  c.model.hidden_size = 16;
-  c.model.intermediate_size = 32;
-  c.model.num_hidden_layers = 2;
-  c.model.num_attention_heads = 2;
-  c.model.num_key_value_heads = 1;
-  c.model.max_position_embeddings = 64;
+  TrainConfig c = testing::tiny_train_config(/*hidden=*/16, /*intermediate=*/32, /*steps=*/8,
+                                             /*batch=*/2, /*seq=*/16);
   c.model.dropout = 0.1;
   c.model.attention_dropout = 0.1;
-  c.steps = 8;
-  c.batch = 2;
-  c.seq = 16;
-  c.warmup = 2;
-  c.lr = 1e-2;
-  c.min_lr = 1e-3;
   return c;
 }
 
-std::shared_ptr<const TextDataset> tiny_data() {
-  static const auto data =
-      std::make_shared<const TextDataset>(TextDataset::builtin(kCorpusSeed, 20000));
-  return data;
-}
+std::shared_ptr<const TextDataset> tiny_data() { return testing::builtin_corpus(20000); }
 
+// A fresh directory under the test's temp dir.
 std::string fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("reprise_train_state_" + name);
-  fs::remove_all(dir);
-  return dir.string();
+  return testing::fresh_temp_dir("train_state_" + name);
 }
 
 std::string read_bytes(const std::string& path) {
