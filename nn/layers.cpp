@@ -5,6 +5,7 @@
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/random.h"
+#include "ops/swiglu.h"
 
 namespace reprise::nn {
 namespace {
@@ -68,6 +69,23 @@ Tensor RMSNorm::forward(const Tensor& x) const {
 void RMSNorm::reset_parameters() {
   NoGradGuard no_grad;
   weight_.fill_(1.0);
+}
+
+// ---- SwiGluMLP --------------------------------------------------------------
+
+SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size)
+    : Module(std::move(name)),
+      gate_proj("gate_proj", hidden_size, intermediate_size),
+      up_proj("up_proj", hidden_size, intermediate_size),
+      down_proj("down_proj", intermediate_size, hidden_size) {
+  register_module(gate_proj);
+  register_module(up_proj);
+  register_module(down_proj);
+}
+
+Tensor SwiGluMLP::forward(const Tensor& x) const {
+  autograd::Scope scope(name());
+  return down_proj.forward(ops::swiglu(gate_proj.forward(x), up_proj.forward(x)));
 }
 
 }  // namespace reprise::nn

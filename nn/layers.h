@@ -66,4 +66,15 @@ class RMSNorm : public Module {
   double eps_;
 };
 
+// down_proj(silu(gate_proj(x)) * up_proj(x)): Llama's MLP (LlamaMLP in
+// Hugging Face) and the shared experts of an MoE layer, with their names.
+class SwiGluMLP : public Module {
+ public:
+  SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size);
+  // x: (..., C) -> (..., C)
+  Tensor forward(const Tensor& x) const;
+
+  Linear gate_proj, up_proj, down_proj;  // (F, C), (F, C), (C, F)
+};
+
 }  // namespace reprise::nn

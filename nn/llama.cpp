@@ -14,7 +14,6 @@
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/rotary.h"
-#include "ops/swiglu.h"
 #include "ops/views.h"
 
 namespace reprise::nn {
@@ -201,23 +200,6 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen) const {
   return o_proj.forward(a);
 }
 
-// ---- LlamaMLP ---------------------------------------------------------------
-
-LlamaMLP::LlamaMLP(std::string name, const LlamaConfig& c)
-    : Module(std::move(name)),
-      gate_proj("gate_proj", c.hidden_size, c.intermediate_size),
-      up_proj("up_proj", c.hidden_size, c.intermediate_size),
-      down_proj("down_proj", c.intermediate_size, c.hidden_size) {
-  register_module(gate_proj);
-  register_module(up_proj);
-  register_module(down_proj);
-}
-
-Tensor LlamaMLP::forward(const Tensor& x) const {
-  autograd::Scope scope(name());
-  return down_proj.forward(ops::swiglu(gate_proj.forward(x), up_proj.forward(x)));
-}
-
 // ---- LlamaDecoderLayer ------------------------------------------------------
 
 LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c)
@@ -233,7 +215,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c)
                                                         c.intermediate_size, *c.moe);
     register_module(*block_sparse_moe);
   } else {
-    mlp = std::make_unique<LlamaMLP>("mlp", c);
+    mlp = std::make_unique<SwiGluMLP>("mlp", c.hidden_size, c.intermediate_size);
     register_module(*mlp);
   }
   register_module(input_layernorm);

@@ -136,15 +136,6 @@ class LlamaAttention : public Module {
 };
 
 // SwiGLU feed-forward: down_proj(silu(gate_proj(x)) * up_proj(x)).
-class LlamaMLP : public Module {
- public:
-  LlamaMLP(std::string name, const LlamaConfig& config);
-  // x: (B, T, C) -> (B, T, C)
-  Tensor forward(const Tensor& x) const;
-
-  Linear gate_proj, up_proj, down_proj;
-};
-
 class LlamaDecoderLayer : public Module {
  public:
   LlamaDecoderLayer(std::string name, const LlamaConfig& config);
@@ -157,7 +148,7 @@ class LlamaDecoderLayer : public Module {
   LlamaAttention self_attn;
   RMSNorm post_attention_layernorm;
   // Exactly one is set: mlp for a dense config, block_sparse_moe with config.moe.
-  std::unique_ptr<LlamaMLP> mlp;
+  std::unique_ptr<SwiGluMLP> mlp;
   std::unique_ptr<SparseMoeBlock> block_sparse_moe;
 
  private:

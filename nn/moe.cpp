@@ -217,16 +217,6 @@ MoeExpert::MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate
   register_module(w3);
 }
 
-MoeSharedExperts::MoeSharedExperts(std::string name, int64_t hidden_size, int64_t intermediate_size)
-    : Module(std::move(name)),
-      gate_proj("gate_proj", hidden_size, intermediate_size),
-      up_proj("up_proj", hidden_size, intermediate_size),
-      down_proj("down_proj", intermediate_size, hidden_size) {
-  register_module(gate_proj);
-  register_module(up_proj);
-  register_module(down_proj);
-}
-
 namespace {
 const MoeConfig& validated(const MoeConfig& c) {
   c.validate();
@@ -246,8 +236,8 @@ SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t in
     experts.append(std::make_unique<MoeExpert>(std::to_string(e), hidden_size, intermediate_size));
   }
   if (config.n_shared_experts > 0) {
-    shared_experts = std::make_unique<MoeSharedExperts>(
-        "shared_experts", hidden_size, config.n_shared_experts * intermediate_size);
+    shared_experts = std::make_unique<SwiGluMLP>("shared_experts", hidden_size,
+                                                 config.n_shared_experts * intermediate_size);
     register_module(*shared_experts);
   }
 }

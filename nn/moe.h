@@ -131,15 +131,6 @@ class MoeExpert : public Module {
   Linear w1, w2, w3;  // (F, C), (C, F), (F, C)
 };
 
-// The shared experts: a SwiGLU MLP that every token runs through,
-// down_proj(silu(gate_proj(x)) * up_proj(x)).
-class MoeSharedExperts : public Module {
- public:
-  MoeSharedExperts(std::string name, int64_t hidden_size, int64_t intermediate_size);
-
-  Linear gate_proj, up_proj, down_proj;  // (S, C), (S, C), (C, S)
-};
-
 // The layer's weights as plain tensors, one dtype (f32, or f64 for the
 // gradient check).
 struct MoeWeights {
@@ -183,9 +174,9 @@ class SparseMoeBlock : public Module {
   const MoeLayerStats& last_stats() const { return stats_; }
   const MoeRouterTerms& last_terms() const { return terms_; }
 
-  Linear gate;                                       // (E, C)
-  ModuleList<MoeExpert> experts;                     // E of them
-  std::unique_ptr<MoeSharedExperts> shared_experts;  // nullptr without shared experts
+  Linear gate;                                // (E, C)
+  ModuleList<MoeExpert> experts;              // E of them
+  std::unique_ptr<SwiGluMLP> shared_experts;  // every token runs through them; nullptr without
 
  private:
   MoeConfig config_;
