@@ -5,7 +5,7 @@
 // and reports ratios.
 //
 // Times: the Time column is wall time; the CPU column is the CPU time of the
-// whole process (every OpenMP thread), which is what compare_checkpoint.py
+// whole process (every thread), which is what compare_checkpoint.py
 // reports when the shared machine is loaded. replay_ms is the wall time a
 // step spends replaying regions. Rates (tokens_per_s,
 // GFLOP_per_s) are per second of that CPU time, so per core. BM_Paired_*
@@ -302,17 +302,17 @@ void region_overhead(benchmark::State& state, const CheckpointOptions* options) 
   rng::Generator gen(7);
   Tensor x = Tensor::ones({64}).requires_grad(true);
   Policy p = policies::full();
-  RecomputeStats before = recompute_stats();
+  const RecomputeStats before = recompute_stats();
   for (auto _ : state) {
     Tensor y = options ? checkpoint(
                              "r", p, [&] { return ops::dropout(x, 0.5, gen); }, *options)
                        : ops::dropout(x, 0.5, gen);
     benchmark::DoNotOptimize(y);
   }
-  int64_t regions = recompute_stats().regions - before.regions;
-  if (regions > 0) {
+  const RecomputeStats ran = recompute_stats() - before;
+  if (ran.regions > 0) {
     state.counters["stashed_bytes_per_region"] =
-        double(recompute_stats().rng_bytes_stashed - before.rng_bytes_stashed) / double(regions);
+        double(ran.rng_bytes_stashed) / double(ran.regions);
   }
 }
 void BM_Region_op_only(benchmark::State& state) { region_overhead(state, nullptr); }

@@ -16,9 +16,11 @@ Pairs of modes (ours <-> torch), matched by what they keep of the RNG:
 Times are per training step (forward + backward). "cpu" is the CPU time of the
 whole process, all threads (Google Benchmark's MeasureProcessCPUTime, Python's
 time.process_time); "wall" is elapsed time. On a loaded shared machine cpu is
-the figure to read. Both sides run 2 OpenMP threads with the same
-OMP_WAIT_POLICY (default PASSIVE: a thread waiting at a barrier sleeps rather
-than spins, so CPU time counts work, not spinning while a peer is descheduled).
+the figure to read. Both sides run 2 threads: ours on reprise's pool (its
+workers spin at most REPRISE_SPIN_US after a job, then sleep), torch's on
+OpenMP with OMP_WAIT_POLICY (default PASSIVE: a thread waiting at a barrier
+sleeps rather than spins, so CPU time counts work, not spinning while a peer
+is descheduled).
 
 Memory: "peak saved" is ours by MemoryStats (saved-activation bytes, peak over
 the forward); "held" is what the forward leaves for backward (bytes alive at

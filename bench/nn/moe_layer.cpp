@@ -12,10 +12,12 @@
 // loop (routing, gates and experts) on a sample of tokens.
 //
 // The step runs many short parallel regions (each op, each expert's GEMM);
-// on a machine whose cores are busy with other work, OpenMP's spinning waits
-// dominate (measured 2026-12-02, load 6 on 2 cores: 1.37 s per step with
-// the default wait policy, 56 ms with OMP_WAIT_POLICY=passive, 58 ms at
-// REPRISE_NUM_THREADS=1), so run it on idle cores or with the passive policy.
+// on a machine whose cores are busy with other work, threads that spin
+// while they wait dominate (measured 2026-12-02, when the ops ran on
+// OpenMP, load 6 on 2 cores: 1.37 s per step with its default wait policy,
+// 56 ms with OMP_WAIT_POLICY=passive, 58 ms at REPRISE_NUM_THREADS=1). The
+// ops now run on reprise's pool, whose workers spin at most REPRISE_SPIN_US
+// between jobs: run it on idle cores or with REPRISE_SPIN_US=0.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
