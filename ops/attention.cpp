@@ -119,14 +119,14 @@ struct VecOf<double> {
 template <class T>
 using Vec = typename VecOf<T>::type;
 
+// Vectors pass by reference: passing or returning a 64-byte vector by value
+// has an ABI of its own without AVX-512 (GCC's -Wpsabi).
 template <class T>
-Vec<T> load(const T* p) {
-  Vec<T> v;
+void load(Vec<T>& v, const T* p) {
   std::memcpy(&v, p, sizeof v);
-  return v;
 }
 template <class T>
-void store(T* p, Vec<T> v) {
+void store(T* p, const Vec<T>& v) {
   std::memcpy(p, &v, sizeof v);
 }
 
@@ -145,11 +145,14 @@ void gemm_micro(int64_t K, const T* A, int64_t am, int64_t ak, const T* Bm, int6
   constexpr int64_t W = kLanes<T>;
   V acc[R][NC];
   for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < NC; ++c) acc[r][c] = accumulate ? load(C + r * ldc + c * W) : V{};
+    for (int c = 0; c < NC; ++c) {
+      acc[r][c] = V{};
+      if (accumulate) load(acc[r][c], C + r * ldc + c * W);
+    }
   }
   for (int64_t k = 0; k < K; ++k) {
     V b[NC];
-    for (int c = 0; c < NC; ++c) b[c] = load(Bm + k * ldb + c * W);
+    for (int c = 0; c < NC; ++c) load(b[c], Bm + k * ldb + c * W);
     for (int r = 0; r < R; ++r) {
       const T a = A[r * am + k * ak];
       for (int c = 0; c < NC; ++c) acc[r][c] += a * b[c];
