@@ -1,8 +1,9 @@
 #pragma once
 // OpInfo describes one op for the tape: its name, whether it draws random
-// numbers, and its cost from the shapes it ran on. Each op defines exactly
-// one OpInfo beside its forward kernel and backward rule (ops/*.cpp); the
-// recompute planner reads the costs.
+// numbers, whether it has a gradient, and its cost from the shapes it ran
+// on. reprise's ops are declared once each in ops/registry.cpp and
+// registered by name (autograd/op_registry.h); the recompute planner reads
+// the costs.
 
 #include <vector>
 
@@ -17,8 +18,9 @@ using CostFn = double (*)(const std::vector<Tensor>& inputs, const std::vector<T
 struct OpInfo {
   const char* name;
   bool is_random = false;
-  CostFn flops = nullptr;  // floating-point operations; default: one per output element
-  CostFn bytes = nullptr;  // bytes read and written; default: every input and output once
+  bool differentiable = true;  // has a backward rule for its floating inputs
+  CostFn flops = nullptr;      // floating-point operations; default: one per output element
+  CostFn bytes = nullptr;      // bytes read and written; default: every input and output once
 };
 
 double op_flops(const OpInfo& op, const std::vector<Tensor>& inputs,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "autograd/op_registry.h"
+
 namespace reprise::autograd {
 
 const char* decision_name(Decision d) {
@@ -60,6 +62,7 @@ Policy save_all() {
 }
 
 Policy save_ops(std::vector<std::string> ops) {
+  for (const std::string& op : ops) op_named(op, "policies::save_ops");
   std::string name = "save_ops(";
   for (size_t i = 0; i < ops.size(); ++i) name += (i ? "," : "") + ops[i];
   return Policy(name + ")", [ops](const ValueInfo& v) {
@@ -70,6 +73,7 @@ Policy save_ops(std::vector<std::string> ops) {
 
 Policy save_every_nth(std::string op, int n) {
   REPRISE_CHECK(n >= 1, "policies::save_every_nth: n must be >= 1, got ", n);
+  op_named(op, "policies::save_every_nth");
   return Policy("save_every_nth(" + op + "," + std::to_string(n) + ")",
                 [op, n](const ValueInfo& v) -> std::optional<Decision> {
                   if (v.op != op) return std::nullopt;

@@ -77,6 +77,9 @@ namespace policies {
 Policy full();
 // Save everything (a region that only records; useful for nesting and study).
 Policy save_all();
+// Ops are named as registered (autograd/op_registry.h); an unknown name is
+// an Error that lists the closest registered ones.
+//
 // Save the outputs of the named ops, recompute the rest (selective AC).
 Policy save_ops(std::vector<std::string> ops);
 // Save outputs of `op` for every n-th node of it in the region (the 1st,

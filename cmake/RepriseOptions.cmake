@@ -12,11 +12,19 @@ if(REPRISE_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
-# Builds are tuned for the machine that builds them (-march=native in every
-# configuration, so the sanitizer build runs the same SIMD code paths), and
-# Release adds -O3. These flags stay private to reprise's own targets so that
-# an embedding project keeps its own.
-set(REPRISE_OPT_FLAGS -march=native $<$<CONFIG:Release>:-O3>)
+# A build runs on any CPU of its architecture: the CPU backend carries its
+# kernels once per capability and picks one at run time (cpu/level.h), so
+# the default build needs no -march. REPRISE_NATIVE=ON adds -march=native
+# for the machine that builds, for comparison (the kernels' bits do not
+# change: they are defined as fixed sequences of IEEE operations). Nothing
+# may be contracted into a fused multiply-add behind the code's back
+# (-ffp-contract=off; the kernels spell their FMAs out), or the bits would
+# depend on the compiler's choices per target. Release adds -O3. These flags
+# stay private to reprise's own targets so that an embedding project keeps
+# its own.
+option(REPRISE_NATIVE "Tune the build for the CPU that builds it (-march=native)" OFF)
+set(REPRISE_OPT_FLAGS -ffp-contract=off $<$<BOOL:${REPRISE_NATIVE}>:-march=native>
+    $<$<CONFIG:Release>:-O3>)
 
 # reprise_add_layer(<layer> SOURCES ... DEPENDS ...)
 # Declares reprise_<layer> (alias reprise::<layer>); headers are included from
@@ -46,16 +54,3 @@ function(reprise_private_flags target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:${REPRISE_WARNINGS}> ${REPRISE_OPT_FLAGS})
 endfunction()
-
-# REPRISE_BLAS: what computes each tile of the CPU GEMM (ops/gemm.cpp).
-# OPENBLAS: OpenBLAS's sgemm/dgemm through Eigen's EIGEN_USE_BLAS forwarding,
-# run single-threaded (the tiles are the parallelism, so OpenBLAS's threads
-# never compete with OpenMP's). OFF: Eigen's own kernel. AUTO (default):
-# OpenBLAS when it is installed, else Eigen. OpenBLAS is 1.05-1.3x faster
-# than Eigen 3.4's kernel per core on the Llama shapes (bench/RESULTS.md).
-set(REPRISE_BLAS "AUTO" CACHE STRING
-  "BLAS under the CPU GEMM: AUTO (OpenBLAS when found), OPENBLAS or OFF (Eigen's kernel)")
-set_property(CACHE REPRISE_BLAS PROPERTY STRINGS AUTO OPENBLAS OFF)
-if(NOT REPRISE_BLAS MATCHES "^(AUTO|OPENBLAS|OFF)$")
-  message(FATAL_ERROR "REPRISE_BLAS must be AUTO, OPENBLAS or OFF, got '${REPRISE_BLAS}'")
-endif()

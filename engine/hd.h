@@ -6,5 +6,8 @@
 #if defined(__CUDACC__)
 #define REPRISE_HD __host__ __device__ __forceinline__
 #else
-#define REPRISE_HD inline
+// Forced inline on the host too: the CPU backend compiles this math once per
+// ISA level (cpu/vec.h), and a copy that is never emitted out of line is
+// never shared between levels.
+#define REPRISE_HD inline __attribute__((always_inline))
 #endif

@@ -5,8 +5,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "engine/cuda_runtime.h"
-#include "engine/strided_loop.h"
+#include "engine/backend.h"
 
 namespace reprise {
 
@@ -318,16 +317,12 @@ Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
   Tensor src = contiguous();
   Tensor out = empty(shape(), dtype(), target);
-  using cuda_runtime::CopyKind;
-  if (target.is_cuda() && src.device().is_cpu()) {
-    cuda_runtime::copy(out.raw_data(), src.raw_data(), nbytes(), CopyKind::host_to_device,
-                       target.index());
-  } else if (target.is_cpu() && src.device().is_cuda()) {
-    cuda_runtime::copy(out.raw_data(), src.raw_data(), nbytes(), CopyKind::device_to_host,
-                       src.device().index());
-  } else {
-    REPRISE_FAIL("Tensor::to: copy from ", to_string(src.device()), " to ", to_string(target),
-                 " is not supported");
+  if (src.device().is_cpu()) {
+    backend(target).copy_from_host(out.raw_data(), src.raw_data(), nbytes());
+  } else if (target.is_cpu()) {
+    backend(src.device()).copy_to_host(out.raw_data(), src.raw_data(), nbytes());
+  } else {  // between two devices, through the host
+    return src.to(Device::cpu()).to(target);
   }
   return out;
 }
@@ -338,50 +333,25 @@ void Tensor::check_writable(const char* op) const {
   REPRISE_CHECK(!(GradMode::enabled() && requires_grad()), "Tensor::", op, ": ", describe(),
                 " requires grad; in-place writes to it are not recorded on the tape (run them "
                 "under NoGradGuard)");
-  REPRISE_CHECK(device().is_cpu(), "Tensor::", op, ": ", describe(), ": only cpu tensors here");
 }
 
 Tensor& Tensor::fill_(double value) {
   check_writable("fill_");
-  dispatch_all(dtype(), "Tensor::fill_", [&]<class T>() {
-    T v = convert<T>(value);
-    char* base = static_cast<char*>(raw_data());
-    for_each_run<1>(shape(), {strides()}, [&](auto off, int64_t n, auto st) {
-      T* p = reinterpret_cast<T*>(base) + off[0];
-      for (int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
-    });
-  });
+  backend(device()).fill(*this, value);
   storage()->bump_version();
   return *this;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_writable("copy_");
-  REPRISE_CHECK(src.device().is_cpu(), "Tensor::copy_: source ", src.describe(),
-                " must be on cpu; use Tensor::to(Device)");
-  Tensor s = src.dim() == 0 && dim() == 0 ? src : [&] {
+  REPRISE_CHECK(src.defined(), "Tensor::copy_: undefined source");
+  // A source on another device comes over whole first.
+  const Tensor local = src.device() == device() ? src : src.to(device());
+  const Tensor s = local.dim() == 0 && dim() == 0 ? local : [&] {
     NoGradGuard no_grad;
-    return src.expand(shape());
+    return local.expand(shape());
   }();
-  dispatch_all(dtype(), "Tensor::copy_", [&]<class To>() {
-    dispatch_all(s.dtype(), "Tensor::copy_", [&]<class From>() {
-      To* out = static_cast<To*>(raw_data());
-      const From* in = static_cast<const From*>(s.raw_data());
-      for_each_run<2>(shape(), {strides(), s.strides()}, [&](auto off, int64_t n, auto st) {
-        To* o = out + off[0];
-        const From* i = in + off[1];
-        if (st[0] == 1 && st[1] == 1) {
-          if constexpr (std::is_same_v<To, From>) {
-            std::memcpy(o, i, size_t(n) * sizeof(To));
-          } else {
-            for (int64_t j = 0; j < n; ++j) o[j] = convert<To>(i[j]);
-          }
-        } else {
-          for (int64_t j = 0; j < n; ++j) o[j * st[0]] = convert<To>(i[j * st[1]]);
-        }
-      });
-    });
-  });
+  backend(device()).copy(*this, s);
   storage()->bump_version();
   return *this;
 }

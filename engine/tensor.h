@@ -101,18 +101,20 @@ class Tensor {
   // Copies (not recorded) ------------------------------------------------
   Tensor clone() const;  // contiguous copy, same dtype
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  Tensor to(Device device) const;  // a contiguous copy on `device`
 
   // In-place writes; they bump the storage's version counter --------------
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
-  Tensor& copy_(const Tensor& src);  // broadcasts src to this shape, converts dtype
+  // Broadcasts src to this shape and converts its dtype; a src on another
+  // device is copied over first.
+  Tensor& copy_(const Tensor& src);
 
   // Values ---------------------------------------------------------------
   template <class T>
   T item() const;
   template <class T>
-  std::vector<T> to_vector() const;  // row-major copy of every element
+  std::vector<T> to_vector() const;  // row-major copy of every element (on the host)
 
   // Autograd -------------------------------------------------------------
   bool requires_grad() const { return impl()->requires_grad || impl()->grad_fn != nullptr; }
@@ -157,9 +159,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  REPRISE_CHECK(device().is_cpu(), "Tensor::to_vector: tensor is on ", reprise::to_string(device()),
-                "; copy it to cpu first");
-  Tensor c = to(dtype_of<T>()).contiguous();
+  Tensor c = to(Device::cpu()).to(dtype_of<T>()).contiguous();
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());
 }

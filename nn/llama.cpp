@@ -9,6 +9,7 @@
 #include "engine/grad_mode.h"
 #include "ops/attention.h"
 #include "ops/binary.h"
+#include "ops/cast.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/random.h"
@@ -377,40 +378,35 @@ Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) {
                     labels.size(0) == logits.size(0) && labels.size(1) == logits.size(1),
                 "LlamaForCausalLM::loss: expected logits (B, T, V) and labels (B, T) i64, got ",
                 logits.describe(), " and ", labels.describe());
-  REPRISE_CHECK(labels.device().is_cpu(), "LlamaForCausalLM::loss: labels ", labels.describe(),
-                " must be on the cpu");
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
   // Shift the labels rather than the logits (as HF's ForCausalLMLoss does):
   // target[b, t] = labels[b, t + 1], and -100 at t = T - 1, so the full
   // contiguous logits feed the loss without a copy. The mean is over the
   // same pairs as logits[:, :-1] against labels[:, 1:].
-  const Tensor l = labels.contiguous();
-  Tensor target = Tensor::empty({B * T}, DType::i64);
-  const int64_t* in = l.data<int64_t>();
-  int64_t* out = target.data<int64_t>();
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t + 1 < T; ++t) out[b * T + t] = in[b * T + t + 1];
-    out[b * T + T - 1] = -100;
+  Tensor target = Tensor::empty({B, T}, DType::i64, labels.device());
+  {
+    NoGradGuard no_grad;
+    target.slice(1, 0, T - 1).copy_(labels.slice(1, 1, T));
+    target.slice(1, T - 1, T).fill_(-100);
   }
-  return ops::cross_entropy(ops::reshape(logits, {B * T, V}), target, -100);
+  return ops::cross_entropy(ops::reshape(logits, {B * T, V}), target.view({B * T}), -100);
 }
 
 void LlamaForCausalLM::collect_router_losses() {
   // HF's load_balancing_loss_func over the layers' rows concatenated:
   // E * sum_e (routed_e / R) (prob_sum_e / R), R = rows over all layers.
   const int64_t E = config_.moe->num_local_experts;
-  std::vector<float> routed(size_t(E), 0.0f);
-  Tensor prob_sum, z_sum;
+  Tensor routed, prob_sum, z_sum;  // routed: (E) i64 assignments, summed over layers
   double rows = 0;
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const MoeRouterTerms& t = model.layers[i].block_sparse_moe->last_terms();
-    for (size_t e = 0; e < size_t(E); ++e) routed[e] += float(t.routed[e]);
+    routed = routed.defined() ? ops::add(routed, t.routed) : t.routed;
     prob_sum = prob_sum.defined() ? ops::add(prob_sum, t.prob_sum) : t.prob_sum;
     z_sum = z_sum.defined() ? ops::add(z_sum, t.z_sum) : t.z_sum;
     rows += double(t.rows);
   }
   autograd::Scope scope("router_loss");
-  Tensor fraction = Tensor::from_vector(routed, {E});  // (E) assignments, summed over layers
+  const Tensor fraction = ops::cast(routed, prob_sum.dtype());  // (E)
   router_losses_.aux = ops::mul(ops::sum(ops::mul(fraction, prob_sum)), double(E) / (rows * rows));
   router_losses_.z = ops::mul(z_sum, 1.0 / rows);
 }

@@ -115,7 +115,7 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                 w.gate.defined() ? w.gate.describe() : std::string("undefined"),
                 " expects C = ", w.gate.defined() && w.gate.dim() == 2 ? w.gate.size(1) : 0);
   check_weights(x, w, c, layer);
-  const int64_t E = c.num_local_experts, k = c.num_experts_per_tok, C = x.size(-1);
+  const int64_t k = c.num_experts_per_tok, C = x.size(-1);
   const Tensor x2 = ops::reshape(x, {-1, C});  // (N, C)
   const int64_t N = x2.size(0);
 
@@ -138,13 +138,14 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   Tensor out;
   {
     autograd::Scope scope("experts");
-    Tensor xs = ops::index_select(x2, 0, route.token);                           // (M, C)
-    Tensor h1 = ops::grouped_linear(xs, route.counts, w.w1);                     // (M, F)
-    Tensor h3 = ops::grouped_linear(xs, route.counts, w.w3);                     // (M, F)
-    Tensor a = ops::swiglu(h1, h3);                                              // (M, F)
-    Tensor ys = ops::grouped_linear(a, route.counts, w.w2);                      // (M, C)
-    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));                         // (M, C)
-    out = ops::index_add(Tensor::zeros({N, C}, x.dtype()), 0, route.token, ys);  // (N, C)
+    Tensor xs = ops::index_select(x2, 0, route.token);        // (M, C)
+    Tensor h1 = ops::grouped_linear(xs, route.counts, w.w1);  // (M, F)
+    Tensor h3 = ops::grouped_linear(xs, route.counts, w.w3);  // (M, F)
+    Tensor a = ops::swiglu(h1, h3);                           // (M, F)
+    Tensor ys = ops::grouped_linear(a, route.counts, w.w2);   // (M, C)
+    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));      // (M, C)
+    out = ops::index_add(Tensor::zeros({N, C}, x.dtype(), x.device()), 0, route.token,
+                         ys);  // (N, C)
   }
   if (c.n_shared_experts > 0) {
     autograd::Scope scope("shared_experts");
@@ -184,25 +185,32 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
     Tensor lse = ops::add(ops::log(ops::sum(ops::exp(ops::sub(logits, m)), {1}, true)), m);
     r.terms.z_sum = ops::sum(ops::mul(lse, lse));  // ()
   }
-  r.terms.routed = route.routed.to_vector<int64_t>();
+  r.terms.routed = route.routed;
+  r.terms.kept = route.counts;
   r.terms.rows = N;
-
-  r.stats.layer = layer;
-  r.stats.tokens = N;
-  r.stats.tokens_per_expert = r.terms.routed;
-  const std::vector<int64_t> kept = route.counts.to_vector<int64_t>();
-  r.stats.dropped_per_expert.resize(size_t(E));
-  double aux = 0;
-  const std::vector<double> prob_sum = r.terms.prob_sum.detach().to(DType::f64).to_vector<double>();
-  for (size_t e = 0; e < size_t(E); ++e) {
-    r.stats.dropped_per_expert[e] = r.terms.routed[e] - kept[e];
-    r.stats.tokens_dropped += r.stats.dropped_per_expert[e];
-    aux += double(r.terms.routed[e]) / double(N) * prob_sum[e] / double(N);
-  }
-  r.stats.aux_loss = double(E) * aux;
-  r.stats.z_loss = r.terms.z_sum.detach().to(DType::f64).item<double>() / double(N);
+  r.layer = layer;
   r.out = ops::reshape(out, x.shape());
   return r;
+}
+
+MoeLayerStats MoeRouterTerms::stats(const std::string& layer) const {
+  MoeLayerStats s;
+  s.layer = layer;
+  s.tokens = rows;
+  s.tokens_per_expert = routed.to_vector<int64_t>();
+  const std::vector<int64_t> kept_per_expert = kept.to_vector<int64_t>();
+  const std::vector<double> probs = prob_sum.to_vector<double>();
+  const size_t E = s.tokens_per_expert.size();
+  s.dropped_per_expert.resize(E);
+  double aux = 0;
+  for (size_t e = 0; e < E; ++e) {
+    s.dropped_per_expert[e] = s.tokens_per_expert[e] - kept_per_expert[e];
+    s.tokens_dropped += s.dropped_per_expert[e];
+    aux += double(s.tokens_per_expert[e]) / double(rows) * probs[e] / double(rows);
+  }
+  s.aux_loss = double(E) * aux;
+  s.z_loss = z_sum.item<double>() / double(rows);
+  return s;
 }
 
 // ---- modules ----------------------------------------------------------------
@@ -260,8 +268,8 @@ MoeWeights SparseMoeBlock::weights() const {
 
 Tensor SparseMoeBlock::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  MoeResult r = moe_forward(x, weights(), config_, *autograd::current_scope());
-  stats_ = std::move(r.stats);
+  layer_ = *autograd::current_scope();
+  MoeResult r = moe_forward(x, weights(), config_, layer_);
   terms_ = std::move(r.terms);
   return r.out;
 }

@@ -115,12 +115,18 @@ struct MoeLayerStats {
 // with R the rows summed over the layers combined. A term whose coefficient
 // (router_aux_loss_coef, router_z_loss_coef) is 0 is computed without
 // recording: its value is right, it carries no gradient.
+// They stay on the layer's device: nothing here is read on the host unless
+// asked for (MoeRouterTerms::stats).
 struct MoeRouterTerms {
-  Tensor prob_sum;              // (E) f32, sum over tokens of the router probabilities
-                                // (softmax(logits); for sigmoid scoring s / sum(s))
-  Tensor z_sum;                 // () f32, sum over tokens of logsumexp(logits)^2
-  std::vector<int64_t> routed;  // (E) routed assignments per expert
-  int64_t rows = 0;             // N
+  Tensor prob_sum;   // (E) f32, sum over tokens of the router probabilities
+                     // (softmax(logits); for sigmoid scoring s / sum(s))
+  Tensor z_sum;      // () f32, sum over tokens of logsumexp(logits)^2
+  Tensor routed;     // (E) i64, routed assignments per expert
+  Tensor kept;       // (E) i64, of those, the ones the capacity limit kept
+  int64_t rows = 0;  // N
+
+  // The layer's routing statistics (read on the host).
+  MoeLayerStats stats(const std::string& layer) const;
 };
 
 // One expert: w2(silu(w1(x)) * w3(x)), Mixtral's MixtralBlockSparseTop2MLP names.
@@ -142,15 +148,17 @@ struct MoeWeights {
 
 struct MoeResult {
   Tensor out;  // x's shape
-  MoeLayerStats stats;
   MoeRouterTerms terms;
+  std::string layer;
+  // Routing statistics (read on the host).
+  MoeLayerStats stats() const { return terms.stats(layer); }
 };
 
 // The MoE layer as a function: what SparseMoeBlock::forward computes, for
 // weights of any floating dtype matching x. Records the router under
 // Scope("gate"), the experts under Scope("experts") and the shared experts
 // under Scope("shared_experts") of the current scope. `layer` names the
-// layer in errors and in stats.layer. x: (B, T, C) or (N, C).
+// layer in errors and in its statistics. x: (B, T, C) or (N, C).
 MoeResult moe_forward(const Tensor& x, const MoeWeights& weights, const MoeConfig& config,
                       const std::string& layer);
 
@@ -170,8 +178,9 @@ class SparseMoeBlock : public Module {
   const MoeConfig& config() const { return config_; }
   // The parameters as MoeWeights (the leaves themselves).
   MoeWeights weights() const;
-  // Statistics of the last forward; `layer` is the scope it ran under.
-  const MoeLayerStats& last_stats() const { return stats_; }
+  // Statistics of the last forward (read on the host); `layer` is the
+  // scope it ran under.
+  MoeLayerStats last_stats() const { return terms_.stats(layer_); }
   const MoeRouterTerms& last_terms() const { return terms_; }
 
   Linear gate;                                // (E, C)
@@ -180,7 +189,7 @@ class SparseMoeBlock : public Module {
 
  private:
   MoeConfig config_;
-  mutable MoeLayerStats stats_;
+  mutable std::string layer_;
   mutable MoeRouterTerms terms_;
 };
 

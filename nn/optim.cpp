@@ -4,26 +4,23 @@
 #include <cmath>
 #include <numbers>
 
+#include "engine/backend.h"
 #include "engine/grad_mode.h"
-#include "engine/threads.h"
 
 namespace reprise::nn {
 namespace {
 
-// Elements per parallel task of an elementwise update.
-constexpr int64_t kUpdateGrain = 1 << 14;
-
 void check_params(const std::vector<NamedParameter>& params, const char* who) {
   for (const NamedParameter& p : params) {
-    REPRISE_CHECK(p.value.defined() && p.value.dtype() == DType::f32 && p.value.device().is_cpu() &&
-                      p.value.is_contiguous() && p.value.is_leaf(),
-                  who, ": parameter '", p.name, "' must be a contiguous f32 cpu leaf, got ",
+    REPRISE_CHECK(p.value.defined() && p.value.dtype() == DType::f32 && p.value.is_contiguous() &&
+                      p.value.is_leaf(),
+                  who, ": parameter '", p.name, "' must be a contiguous f32 leaf, got ",
                   p.value.defined() ? p.value.describe() : std::string("an undefined tensor"));
   }
 }
 
 Tensor state_zeros(const Tensor& like) {
-  Tensor t = Tensor::zeros(like.shape(), DType::f32);
+  Tensor t = Tensor::zeros(like.shape(), DType::f32, like.device());
   t.storage()->set_kind(MemoryKind::optimizer_state);
   return t;
 }
@@ -32,8 +29,9 @@ Tensor state_zeros(const Tensor& like) {
 Tensor grad_of(const NamedParameter& p, const char* who) {
   Tensor g = p.value.grad();
   if (!g.defined()) return g;
-  REPRISE_CHECK(g.dtype() == DType::f32 && g.shape() == p.value.shape(), who, ": gradient ",
-                g.describe(), " of '", p.name, "' does not match ", p.value.describe());
+  REPRISE_CHECK(
+      g.dtype() == DType::f32 && g.shape() == p.value.shape() && g.device() == p.value.device(),
+      who, ": gradient ", g.describe(), " of '", p.name, "' does not match ", p.value.describe());
   return g.contiguous();
 }
 
@@ -116,19 +114,15 @@ void AdamW::step() {
     const float neg_step = float(-(lr_ / bc1));
     const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(o.beta2, double(t))));
     const float eps = float(o.eps);
-    float* w = p.value.data<float>();
-    float* m = exp_avg_[i].data<float>();
-    float* v = exp_avg_sq_[i].data<float>();
-    const float* gr = g.data<float>();
-    threads::parallel_for(p.value.numel(), kUpdateGrain, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) {
-        float x = decay ? w[j] * shrink : w[j];
-        m[j] = m[j] + w1 * (gr[j] - m[j]);  // lerp(m, g, 1 - b1), weight < 0.5 form
-        v[j] = v[j] * b2 + w2 * gr[j] * gr[j];
-        const float denom = std::sqrt(v[j]) / bc2_sqrt + eps;
-        w[j] = x + neg_step * m[j] / denom;
-      }
-    });
+    backend_of(p.value).adamw_step(p.value, g, exp_avg_[i], exp_avg_sq_[i],
+                                   {.decay = decay,
+                                    .shrink = shrink,
+                                    .w1 = w1,
+                                    .b2 = b2,
+                                    .w2 = w2,
+                                    .neg_step = neg_step,
+                                    .bc2_sqrt = bc2_sqrt,
+                                    .eps = eps});
     p.value.storage()->bump_version();
   }
   ++steps_;
@@ -197,19 +191,14 @@ void SGD::step() {
     if (!g.defined()) continue;
     const bool first = o.momentum != 0 && !momentum_[i].defined();
     if (first) momentum_[i] = state_zeros(p.value);
-    float* w = p.value.data<float>();
-    float* buf = o.momentum != 0 ? momentum_[i].data<float>() : nullptr;
-    const float* gr = g.data<float>();
-    threads::parallel_for(p.value.numel(), kUpdateGrain, [&](int64_t b, int64_t e) {
-      for (int64_t j = b; j < e; ++j) {
-        float d = o.weight_decay != 0 ? gr[j] + wd * w[j] : gr[j];
-        if (buf != nullptr) {
-          buf[j] = first ? d : buf[j] * mu + keep * d;
-          d = o.nesterov ? d + mu * buf[j] : buf[j];
-        }
-        w[j] = w[j] + neg_lr * d;
-      }
-    });
+    backend_of(p.value).sgd_step(p.value, g, momentum_[i],
+                                 {.wd = wd,
+                                  .mu = mu,
+                                  .keep = keep,
+                                  .neg_lr = neg_lr,
+                                  .momentum = o.momentum != 0,
+                                  .first = first,
+                                  .nesterov = o.nesterov});
     p.value.storage()->bump_version();
   }
   ++steps_;
@@ -254,43 +243,25 @@ void SGD::load_state(const std::map<std::string, Tensor>& state) {
 
 double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm) {
   REPRISE_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
-  // Sum of squares in f64 over fixed 4096-element chunks, each summed by
-  // one thread, the chunk sums added in order: the same bits for any thread
-  // count.
-  constexpr int64_t kChunk = 4096;
+  // Sums of squares in f64 over fixed 4096-element chunks of each gradient,
+  // added in order: the same bits for any thread count.
   double total = 0;
   std::vector<Tensor> grads;
   for (const NamedParameter& p : params) {
     Tensor g = grad_of(p, "clip_grad_norm");
     if (!g.defined()) continue;
-    const float* x = g.data<float>();
-    const int64_t n = g.numel(), chunks = (n + kChunk - 1) / kChunk;
-    std::vector<double> part(size_t(chunks), 0.0);
-    threads::parallel_for(chunks, 4, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        double s = 0;
-        for (int64_t j = c * kChunk; j < std::min(n, (c + 1) * kChunk); ++j) {
-          s += double(x[j]) * double(x[j]);
-        }
-        part[size_t(c)] = s;
-      }
-    });
-    for (double s : part) total += s;
+    for (double s : backend_of(g).chunk_square_sums(g).to_vector<double>()) total += s;
     grads.push_back(g);
   }
   const double norm = std::sqrt(total);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     NoGradGuard no_grad;
-    const float c = float(coef);
     size_t k = 0;
     for (const NamedParameter& p : params) {
       if (!p.value.grad().defined()) continue;
       Tensor g = grads[k++];
-      float* x = g.data<float>();
-      threads::parallel_for(g.numel(), kUpdateGrain, [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) x[j] *= c;
-      });
+      backend_of(g).scale_(g, coef);
       g.storage()->bump_version();
       Tensor owner = p.value;  // a handle; set_grad is not const
       if (!g.is_same(owner.grad())) owner.set_grad(g);

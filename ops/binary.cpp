@@ -1,11 +1,13 @@
-// Binary elementwise ops. The backward of a broadcast sums the gradient
-// back to each input's shape (detail::sum_to_shape).
+// Binary elementwise ops. Operands broadcast as in numpy; the backward of a
+// broadcast sums the gradient back to each input's shape
+// (detail::sum_to_shape).
 #include "ops/binary.h"
 
 #include "autograd/tape.h"
-#include "ops/elementwise.h"
-#include "ops/functors.h"
+#include "engine/backend.h"
+#include "ops/check.h"
 #include "ops/reduce.h"
+#include "ops/registry.h"
 
 namespace reprise::ops {
 namespace {
@@ -13,15 +15,18 @@ namespace {
 using autograd::Node;
 using autograd::Tensors;
 
-const autograd::OpInfo kAdd{"add"}, kSub{"sub"}, kMul{"mul"}, kDiv{"div"}, kAddScalar{"add_scalar"},
-    kMulScalar{"mul_scalar"};
-
-Tensor negate(const Tensor& g) { return detail::map("sub", g, fn::Neg{}); }
-
-// Scales every element by s (a float kernel shared by the scalar ops).
-Tensor scale(const char* op, const Tensor& x, double s) {
-  return detail::map(op, x, [s](auto v) { return v * decltype(v)(s); });
+// a op b with numpy broadcasting, into a new contiguous tensor.
+Tensor apply(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  detail::check_same_dtype_device(name, a, b);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(shape, a.dtype(), a.device());
+  NoGradGuard no_grad;  // expand is plumbing here
+  backend_of(a).binary(op, out, a.expand(shape), b.expand(shape));
+  return out;
 }
+
+Tensor negate(const Tensor& g) { return backend_of(g).unary(UnaryOp::neg, 0, g); }
+Tensor scale(const Tensor& x, double s) { return backend_of(x).unary(UnaryOp::mul_scalar, s, x); }
 
 }  // namespace
 
@@ -29,10 +34,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_device("add", a, b);
   Shape sa = a.shape(), sb = b.shape();
   return autograd::record_one({
-      .op = kAdd,
+      .op = registry::kAdd,
       .inputs = {a, b},
       .forward = [](const Tensors& in,
-                    auto*) { return Tensors{detail::map2("add", in[0], in[1], fn::Add{})}; },
+                    auto*) { return Tensors{apply(BinaryOp::add, "add", in[0], in[1])}; },
       .backward =
           [sa, sb](Node&, const Tensors& g) {
             return Tensors{detail::sum_to_shape(g[0], sa), detail::sum_to_shape(g[0], sb)};
@@ -44,10 +49,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_device("sub", a, b);
   Shape sa = a.shape(), sb = b.shape();
   return autograd::record_one({
-      .op = kSub,
+      .op = registry::kSub,
       .inputs = {a, b},
       .forward = [](const Tensors& in,
-                    auto*) { return Tensors{detail::map2("sub", in[0], in[1], fn::Sub{})}; },
+                    auto*) { return Tensors{apply(BinaryOp::sub, "sub", in[0], in[1])}; },
       .backward =
           [sa, sb](Node& node, const Tensors& g) {
             Tensor gb =
@@ -65,20 +70,20 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   if (b.requires_grad()) save.inputs.push_back(0);
   if (a.requires_grad()) save.inputs.push_back(1);
   return autograd::record_one({
-      .op = kMul,
+      .op = registry::kMul,
       .inputs = {a, b},
       .forward = [](const Tensors& in,
-                    auto*) { return Tensors{detail::map2("mul", in[0], in[1], fn::Mul{})}; },
+                    auto*) { return Tensors{apply(BinaryOp::mul, "mul", in[0], in[1])}; },
       .backward =
           [sa, sb](Node& node, const Tensors& g) {
             Tensors grads(2);
             if (node.needs_input_grad(0)) {
-              grads[0] = detail::sum_to_shape(
-                  detail::map2("mul", g[0], node.saved_input(1), fn::Mul{}), sa);
+              grads[0] =
+                  detail::sum_to_shape(apply(BinaryOp::mul, "mul", g[0], node.saved_input(1)), sa);
             }
             if (node.needs_input_grad(1)) {
-              grads[1] = detail::sum_to_shape(
-                  detail::map2("mul", g[0], node.saved_input(0), fn::Mul{}), sb);
+              grads[1] =
+                  detail::sum_to_shape(apply(BinaryOp::mul, "mul", g[0], node.saved_input(0)), sb);
             }
             return grads;
           },
@@ -93,18 +98,18 @@ Tensor div(const Tensor& a, const Tensor& b) {
   autograd::SaveSpec save{.inputs = {1}};
   if (b.requires_grad()) save.outputs.push_back(0);
   return autograd::record_one({
-      .op = kDiv,
+      .op = registry::kDiv,
       .inputs = {a, b},
       .forward = [](const Tensors& in,
-                    auto*) { return Tensors{detail::map2("div", in[0], in[1], fn::Div{})}; },
+                    auto*) { return Tensors{apply(BinaryOp::div, "div", in[0], in[1])}; },
       .backward =
           [sa, sb](Node& node, const Tensors& g) {
-            Tensor bv = node.saved_input(1);
-            Tensor ga = detail::map2("div", g[0], bv, fn::Div{});
-            Tensors grads{detail::sum_to_shape(ga, sa), Tensor()};
+            const Tensor bv = node.saved_input(1);
+            Tensors grads{detail::sum_to_shape(apply(BinaryOp::div, "div", g[0], bv), sa),
+                          Tensor()};
             if (node.needs_input_grad(1)) {
-              Tensor gy = detail::map2(
-                  "div", detail::map2("mul", g[0], node.saved_output(0), fn::Mul{}), bv, fn::Div{});
+              const Tensor gy = apply(BinaryOp::div, "div",
+                                      apply(BinaryOp::mul, "div", g[0], node.saved_output(0)), bv);
               grads[1] = detail::sum_to_shape(negate(gy), sb);
             }
             return grads;
@@ -114,26 +119,25 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& x, double s) {
-  detail::check_float_cpu("add_scalar", x);
+  detail::check_float("add_scalar", x);
   return autograd::record_one({
-      .op = kAddScalar,
+      .op = registry::kAddScalar,
       .inputs = {x},
       .forward =
           [s](const Tensors& in, auto*) {
-            return Tensors{
-                detail::map("add_scalar", in[0], [s](auto v) { return v + decltype(v)(s); })};
+            return Tensors{backend_of(in[0]).unary(UnaryOp::add_scalar, s, in[0])};
           },
       .backward = [](Node&, const Tensors& g) { return Tensors{g[0]}; },
   });
 }
 
 Tensor mul(const Tensor& x, double s) {
-  detail::check_float_cpu("mul_scalar", x);
+  detail::check_float("mul_scalar", x);
   return autograd::record_one({
-      .op = kMulScalar,
+      .op = registry::kMulScalar,
       .inputs = {x},
-      .forward = [s](const Tensors& in, auto*) { return Tensors{scale("mul_scalar", in[0], s)}; },
-      .backward = [s](Node&, const Tensors& g) { return Tensors{scale("mul_scalar", g[0], s)}; },
+      .forward = [s](const Tensors& in, auto*) { return Tensors{scale(in[0], s)}; },
+      .backward = [s](Node&, const Tensors& g) { return Tensors{scale(g[0], s)}; },
   });
 }
 

@@ -1,17 +1,16 @@
-// grouped_linear: checks, forward (one detail::matmul_kernel per block),
-// backward rule and OpInfo.
+// grouped_linear: checks, forward (one Backend::matmul per block) and
+// backward rule.
 //
 // Block e (rows [o_e, o_e + c_e) of x and y, c_e = counts[e]):
 //   y_e = x_e W_e^T   (c_e, K) @ (N, K)^T:  dx_e = dy_e W_e,  dW_e = dy_e^T x_e
-// The blocks are computed one after another; each product is ops/gemm.h's,
-// whose bits do not depend on the thread count.
+// The blocks are computed one after another; each product's bits do not
+// depend on the thread count (Backend::matmul).
 #include "ops/grouped_linear.h"
 
-#include <cstring>
-
 #include "autograd/tape.h"
-#include "ops/elementwise.h"
-#include "ops/gemm.h"
+#include "engine/backend.h"
+#include "ops/check.h"
+#include "ops/registry.h"
 
 namespace reprise::ops {
 namespace {
@@ -19,19 +18,12 @@ namespace {
 using autograd::Node;
 using autograd::Tensors;
 
-// 2 M N K: every output element is K multiply-adds.
-double grouped_flops(const Tensors& in, const Tensors& out) {
-  return 2.0 * double(out[0].numel()) * double(in[0].size(1));
-}
-
-const autograd::OpInfo kGroupedLinear{"grouped_linear", false, grouped_flops};
-
 // The block sizes, checked against the rows of x and the number of weights.
 std::vector<int64_t> block_sizes(const Tensor& x, const Tensor& counts, size_t groups) {
   REPRISE_CHECK(counts.defined() && counts.dtype() == DType::i64 && counts.dim() == 1 &&
-                    counts.device().is_cpu() && counts.size(0) == int64_t(groups),
-                "grouped_linear: expected counts (E) i64 on the cpu with E = ", groups,
-                " weights, got ", counts.defined() ? counts.describe() : std::string("undefined"));
+                    counts.size(0) == int64_t(groups),
+                "grouped_linear: expected counts (E) i64 with E = ", groups, " weights, got ",
+                counts.defined() ? counts.describe() : std::string("undefined"));
   std::vector<int64_t> sizes = counts.to_vector<int64_t>();
   int64_t total = 0;
   for (size_t e = 0; e < sizes.size(); ++e) {
@@ -43,17 +35,18 @@ std::vector<int64_t> block_sizes(const Tensor& x, const Tensor& counts, size_t g
   return sizes;
 }
 
-// Copies the contiguous (rows, N) block into rows [row, row + rows) of out.
+// Copies the (rows, N) block into rows [row, row + rows) of out.
 void put_rows(Tensor& out, int64_t row, const Tensor& block) {
-  std::memcpy(static_cast<char*>(out.raw_data()) + row * out.size(1) * out.element_size(),
-              block.raw_data(), size_t(block.nbytes()));
+  out.slice(0, row, row + block.size(0)).copy_(block);
 }
+
+Tensor product(const Tensor& a, const Tensor& b) { return backend_of(a).matmul(a, b); }
 
 }  // namespace
 
 Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<Tensor>& weights) {
   REPRISE_CHECK(!weights.empty(), "grouped_linear: expected at least one weight");
-  detail::check_float_cpu("grouped_linear", x);
+  detail::check_float("grouped_linear", x);
   REPRISE_CHECK(x.dim() == 2, "grouped_linear: expected x (M, K), got ", x.describe());
   const Shape sw = weights[0].shape();
   for (size_t e = 0; e < weights.size(); ++e) {
@@ -75,19 +68,20 @@ Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<T
     for (size_t e = 0; e < E; ++e) save.inputs.push_back(uint32_t(2 + e));  // dx reads W
   }
   return autograd::record_one({
-      .op = kGroupedLinear,
+      .op = registry::kGroupedLinear,
       .inputs = inputs,
       .forward =
           [E](const Tensors& in, auto*) {
             const Tensor& xs = in[0];
             const std::vector<int64_t> sizes = block_sizes(xs, in[1], E);
-            Tensor y = Tensor::empty({xs.size(0), in[2].size(0)}, xs.dtype());  // (M, N)
+            Tensor y =
+                Tensor::empty({xs.size(0), in[2].size(0)}, xs.dtype(), xs.device());  // (M, N)
             int64_t row = 0;
             for (size_t e = 0; e < E; ++e) {
               if (sizes[e] == 0) continue;
-              Tensor block = xs.slice(0, row, row + sizes[e]);     // (c, K)
-              Tensor wt = in[2 + e].transpose(0, 1);               // (K, N)
-              put_rows(y, row, detail::matmul_kernel(block, wt));  // (c, N)
+              Tensor block = xs.slice(0, row, row + sizes[e]);  // (c, K)
+              Tensor wt = in[2 + e].transpose(0, 1);            // (K, N)
+              put_rows(y, row, product(block, wt));             // (c, N)
               row += sizes[e];
             }
             return Tensors{y};
@@ -100,20 +94,21 @@ Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<T
             const std::vector<int64_t> sizes = counts.to_vector<int64_t>();
             const bool dx = node.needs_input_grad(0);
             Tensor xs;
-            if (dx) grads[0] = Tensor::empty({gy.size(0), sw[1]}, gy.dtype());  // (M, K)
+            if (dx)
+              grads[0] = Tensor::empty({gy.size(0), sw[1]}, gy.dtype(), gy.device());  // (M, K)
             int64_t row = 0;
             for (size_t e = 0; e < E; ++e) {
               const bool dw = node.needs_input_grad(2 + e);
               if (dw && !xs.defined()) xs = node.saved_input(0);
               if (sizes[e] == 0) {
-                if (dw) grads[2 + e] = Tensor::zeros(sw, gy.dtype());
+                if (dw) grads[2 + e] = Tensor::zeros(sw, gy.dtype(), gy.device());
                 continue;
               }
               Tensor gb = gy.slice(0, row, row + sizes[e]);  // (c, N)
-              if (dx) put_rows(grads[0], row, detail::matmul_kernel(gb, node.saved_input(2 + e)));
+              if (dx) put_rows(grads[0], row, product(gb, node.saved_input(2 + e)));
               if (dw) {
-                Tensor xb = xs.slice(0, row, row + sizes[e]);                  // (c, K)
-                grads[2 + e] = detail::matmul_kernel(gb.transpose(0, 1), xb);  // (N, K)
+                Tensor xb = xs.slice(0, row, row + sizes[e]);    // (c, K)
+                grads[2 + e] = product(gb.transpose(0, 1), xb);  // (N, K)
               }
               row += sizes[e];
             }

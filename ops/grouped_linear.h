@@ -12,10 +12,9 @@ namespace reprise::ops {
 
 // x: (M, K), counts: (E) i64 >= 0 summing to M, weights: E tensors (N, K)
 // -> (M, N), rows [o_e, o_e + counts[e]) = x[o_e : o_e + counts[e]] @
-// weights[e]^T with o_e = sum(counts[:e]). f32 or f64 on the cpu, one
-// dtype. Each block is one ops/gemm.h product (bits independent of the
-// thread count); an empty block costs nothing and its weight gets a zero
-// gradient.
+// weights[e]^T with o_e = sum(counts[:e]). f32 or f64, one dtype. Each
+// block is one Backend::matmul product (bits independent of the thread
+// count); an empty block costs nothing and its weight gets a zero gradient.
 Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<Tensor>& weights);
 
 }  // namespace reprise::ops

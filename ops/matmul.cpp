@@ -1,5 +1,5 @@
-// matmul and linear: checks, forward (detail::matmul_kernel), backward rule
-// and OpInfo for each.
+// matmul and linear: checks, recording and backward rule for each; the
+// products are Backend::matmul.
 //
 // matmul  C = A B   (..., M, K) @ (..., K, N):  dA = dC B^T,  dB = A^T dC,
 //                   each summed over the batch dims broadcasting expanded.
@@ -10,9 +10,10 @@
 #include "ops/matmul.h"
 
 #include "autograd/tape.h"
-#include "ops/elementwise.h"
-#include "ops/gemm.h"
+#include "engine/backend.h"
+#include "ops/check.h"
 #include "ops/reduce.h"
+#include "ops/registry.h"
 
 namespace reprise::ops {
 namespace {
@@ -20,13 +21,8 @@ namespace {
 using autograd::Node;
 using autograd::Tensors;
 
-// 2 M N K per matrix: every output element is K multiply-adds.
-double product_flops(const Tensors& in, const Tensors& out) {
-  return 2.0 * double(out[0].numel()) * double(in[0].size(-1));
-}
-
-const autograd::OpInfo kMatmul{"matmul", false, product_flops};
-const autograd::OpInfo kLinear{"linear", false, product_flops};
+// a @ b through the backend (not recorded).
+Tensor product(const Tensor& a, const Tensor& b) { return backend_of(a).matmul(a, b); }
 
 Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 
@@ -37,7 +33,7 @@ Tensor at_least_2d(const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : t; 
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_device("matmul", a, b);
-  detail::check_float_cpu("matmul", a);
+  detail::check_float("matmul", a);
   REPRISE_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: expected a (..., M, K) and b (..., K, N), ",
                 "got a ", a.describe(), " and b ", b.describe(),
                 " (1-D operands are not supported: unsqueeze a vector to (1, K) or (K, 1))");
@@ -57,17 +53,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b.requires_grad()) save.inputs.push_back(0);  // dB reads A
   if (a.requires_grad()) save.inputs.push_back(1);  // dA reads B
   return autograd::record_one({
-      .op = kMatmul,
+      .op = registry::kMatmul,
       .inputs = {a, b},
-      .forward = [](const Tensors& in,
-                    auto*) { return Tensors{detail::matmul_kernel(in[0], in[1])}; },
+      .forward = [](const Tensors& in, auto*) { return Tensors{product(in[0], in[1])}; },
       .backward =
           [sa, sb](Node& node, const Tensors& g) {
             Tensors grads(2);
             const Tensor& gc = g[0];  // (..., M, N)
             if (node.needs_input_grad(0)) {
               Tensor bt = node.saved_input(1).transpose(-1, -2);  // (..., N, K)
-              grads[0] = detail::sum_to_shape(detail::matmul_kernel(gc, bt), sa);
+              grads[0] = detail::sum_to_shape(product(gc, bt), sa);
             }
             if (node.needs_input_grad(1)) {
               Tensor av = node.saved_input(0);
@@ -76,10 +71,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                 // One B for the batch: sum_i A_i^T dC_i is one product over
                 // the stacked rows, (K, batch*M) @ (batch*M, N).
                 Tensor rows_a = av.reshape({-1, K}), rows_g = gc.reshape({-1, N});
-                grads[1] = detail::matmul_kernel(rows_a.transpose(0, 1), rows_g).view(sb);
+                grads[1] = product(rows_a.transpose(0, 1), rows_g).view(sb);
               } else {
-                grads[1] =
-                    detail::sum_to_shape(detail::matmul_kernel(av.transpose(-1, -2), gc), sb);
+                grads[1] = detail::sum_to_shape(product(av.transpose(-1, -2), gc), sb);
               }
             }
             return grads;
@@ -90,7 +84,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& w) {
   detail::check_same_dtype_device("linear", x, w);
-  detail::check_float_cpu("linear", x);
+  detail::check_float("linear", x);
   REPRISE_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == w.size(1),
                 "linear: expected x (..., K) and w (N, K), got x ", x.describe(), " and w ",
                 w.describe());
@@ -99,26 +93,26 @@ Tensor linear(const Tensor& x, const Tensor& w) {
   if (w.requires_grad()) save.inputs.push_back(0);  // dW reads x
   if (x.requires_grad()) save.inputs.push_back(1);  // dx reads W
   return autograd::record_one({
-      .op = kLinear,
+      .op = registry::kLinear,
       .inputs = {x, w},
       .forward =
           [](const Tensors& in, auto*) {
             Shape out = in[0].shape();
             out.back() = in[1].size(0);
             Tensor wt = in[1].transpose(0, 1);  // (K, N), column-major
-            return Tensors{detail::matmul_kernel(at_least_2d(in[0]), wt).view(out)};
+            return Tensors{product(at_least_2d(in[0]), wt).view(out)};
           },
       .backward =
           [sx, sw](Node& node, const Tensors& g) {
             Tensors grads(2);
             const Tensor& gy = g[0];  // (..., N)
             if (node.needs_input_grad(0)) {
-              grads[0] = detail::matmul_kernel(at_least_2d(gy), node.saved_input(1)).view(sx);
+              grads[0] = product(at_least_2d(gy), node.saved_input(1)).view(sx);
             }
             if (node.needs_input_grad(1)) {
               Tensor rows_g = gy.reshape({-1, sw[0]}),
                      rows_x = node.saved_input(0).reshape({-1, sw[1]});
-              grads[1] = detail::matmul_kernel(rows_g.transpose(0, 1), rows_x);  // (N, K)
+              grads[1] = product(rows_g.transpose(0, 1), rows_x);  // (N, K)
             }
             return grads;
           },

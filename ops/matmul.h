@@ -1,8 +1,9 @@
 #pragma once
 // Matrix products with backward rules. M = rows, K = inner dim, N = columns;
-// "..." = batch dims, broadcast as in numpy. f32 or f64 on the cpu; the GEMM
-// is ops/gemm.h (tiled; bits independent of the thread count). Transposed
-// views are read in place, without copies.
+// "..." = batch dims, broadcast as in numpy. f32 or f64; the product is the
+// backend's (Backend::matmul: each element the sequential FMA chain over k,
+// so its bits depend on neither the thread count nor the CPU capability).
+// Transposed views are read in place, without copies.
 
 #include "engine/tensor.h"
 

@@ -1,24 +1,16 @@
-// cat, split, stack: forward, backward rule and OpInfo for each. The copies
+// cat, split, stack: forward and backward rule for each. The copies
 // go through Tensor::copy_, which walks any strides and splits the work
 // across threads (each element written once, so thread-count independent).
 #include "ops/shape.h"
 
 #include "autograd/tape.h"
+#include "ops/registry.h"
 
 namespace reprise::ops {
 namespace {
 
 using autograd::Node;
 using autograd::Tensors;
-
-// Pure copies: no arithmetic.
-double no_flops(const Tensors&, const Tensors&) { return 0; }
-// split makes views: nothing is read or written.
-double no_bytes(const Tensors&, const Tensors&) { return 0; }
-
-const autograd::OpInfo kCat{"cat", false, no_flops};
-const autograd::OpInfo kSplit{"split", false, no_flops, no_bytes};
-const autograd::OpInfo kStack{"stack", false, no_flops};
 
 std::string describe_all(const std::vector<Tensor>& tensors) {
   std::string s;
@@ -29,7 +21,7 @@ std::string describe_all(const std::vector<Tensor>& tensors) {
   return s;
 }
 
-// Checks that `tensors` is a non-empty list of defined cpu tensors of one
+// Checks that `tensors` is a non-empty list of defined tensors of one
 // dtype, device and rank.
 void check_list(const char* op, const std::vector<Tensor>& tensors) {
   REPRISE_CHECK(!tensors.empty(), op, ": expected at least one tensor");
@@ -40,8 +32,6 @@ void check_list(const char* op, const std::vector<Tensor>& tensors) {
                   op, ": expected tensors of one dtype, device and rank, got (",
                   describe_all(tensors), ")");
   }
-  REPRISE_CHECK(tensors[0].device().is_cpu(), op, ": ", tensors[0].describe(),
-                ": no kernel for this device");
 }
 
 // wrap_dim, with t named in the message; `extra` = 1 for stack's new dim.
@@ -57,7 +47,7 @@ Tensor cat_kernel(const std::vector<Tensor>& tensors, int64_t dim) {
   Shape shape = tensors[0].shape();
   shape[size_t(dim)] = 0;
   for (const Tensor& t : tensors) shape[size_t(dim)] += t.size(dim);
-  Tensor out = Tensor::empty(shape, tensors[0].dtype());
+  Tensor out = Tensor::empty(shape, tensors[0].dtype(), tensors[0].device());
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     out.slice(dim, offset, offset + t.size(dim)).copy_(t);
@@ -83,7 +73,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     sizes.push_back(t.size(dim));
   }
   return autograd::record_one({
-      .op = kCat,
+      .op = registry::kCat,
       .inputs = tensors,
       .forward = [dim](const Tensors& in, auto*) { return Tensors{cat_kernel(in, dim)}; },
       // Each input's gradient is its slice of g (a view).
@@ -118,7 +108,7 @@ std::vector<int64_t> chunk_sizes(const Tensor& x, int64_t split_size, int64_t di
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   REPRISE_CHECK(x.defined(), "split: undefined input");
   REPRISE_CHECK(x.dim() > 0, "split: cannot split a 0-dim tensor ", x.describe());
-  REPRISE_CHECK(x.device().is_cpu(), "split: ", x.describe(), ": no kernel for this device");
+  REPRISE_CHECK(x.defined(), "split: undefined input");
   dim = wrap("split", dim, x);
   REPRISE_CHECK(!sizes.empty(), "split: expected at least one size for ", x.describe());
   int64_t total = 0;
@@ -129,7 +119,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   REPRISE_CHECK(total == x.size(dim), "split: sizes ", to_string(Shape(sizes)), " sum to ", total,
                 ", expected dim ", dim, " of ", x.describe(), " (", x.size(dim), ")");
   return autograd::record({
-      .op = kSplit,
+      .op = registry::kSplit,
       .inputs = {x},
       .forward =
           [dim, sizes](const Tensors& in, auto*) {
@@ -157,11 +147,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   Shape shape = tensors[0].shape();
   shape.insert(shape.begin() + dim, int64_t(tensors.size()));
   return autograd::record_one({
-      .op = kStack,
+      .op = registry::kStack,
       .inputs = tensors,
       .forward =
           [dim, shape](const Tensors& in, auto*) {
-            Tensor out = Tensor::empty(shape, in[0].dtype());
+            Tensor out = Tensor::empty(shape, in[0].dtype(), in[0].device());
             for (size_t i = 0; i < in.size(); ++i) out.select(dim, int64_t(i)).copy_(in[i]);
             return Tensors{out};
           },

@@ -2,16 +2,13 @@
 
 #include "autograd/tape.h"
 #include "ops/reduce.h"
+#include "ops/registry.h"
 
 namespace reprise::ops {
 namespace {
 
 using autograd::Node;
 using autograd::Tensors;
-
-const autograd::OpInfo kReshape{"reshape"}, kTranspose{"transpose"}, kPermute{"permute"},
-    kSlice{"slice"}, kExpand{"expand"}, kSqueeze{"squeeze"}, kUnsqueeze{"unsqueeze"},
-    kContiguous{"contiguous"};
 
 // A layout op: forward is a view function, backward is given.
 template <class Fwd, class Bwd>
@@ -30,13 +27,13 @@ Tensor layout_op(const autograd::OpInfo& op, const Tensor& x, Fwd fwd, Bwd bwd) 
 Tensor reshape(const Tensor& x, Shape shape) {
   Shape in = x.shape();
   return layout_op(
-      kReshape, x, [shape](const Tensor& t) { return t.reshape(shape); },
+      registry::kReshape, x, [shape](const Tensor& t) { return t.reshape(shape); },
       [in](const Tensor& g) { return g.reshape(in); });
 }
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   return layout_op(
-      kTranspose, x, [=](const Tensor& t) { return t.transpose(d0, d1); },
+      registry::kTranspose, x, [=](const Tensor& t) { return t.transpose(d0, d1); },
       [=](const Tensor& g) { return g.transpose(d0, d1); });
 }
 
@@ -50,7 +47,7 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   for (size_t i = 0; i < dims.size(); ++i)
     inverse[size_t(wrap_dim(dims[i], x.dim(), "permute"))] = int64_t(i);
   return layout_op(
-      kPermute, x, [dims](const Tensor& t) { return t.permute(dims); },
+      registry::kPermute, x, [dims](const Tensor& t) { return t.permute(dims); },
       [inverse](const Tensor& g) { return g.permute(inverse); });
 }
 
@@ -58,9 +55,9 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Shape in = x.shape();
   DType dtype = x.dtype();
   return layout_op(
-      kSlice, x, [=](const Tensor& t) { return t.slice(dim, start, end, step); },
+      registry::kSlice, x, [=](const Tensor& t) { return t.slice(dim, start, end, step); },
       [=](const Tensor& g) {
-        Tensor dx = Tensor::zeros(in, dtype);
+        Tensor dx = Tensor::zeros(in, dtype, g.device());
         Tensor window = dx.slice(dim, start, end, step);
         window.copy_(g);
         return dx;
@@ -70,27 +67,27 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor expand(const Tensor& x, const Shape& shape) {
   Shape in = x.shape();
   return layout_op(
-      kExpand, x, [shape](const Tensor& t) { return t.expand(shape); },
+      registry::kExpand, x, [shape](const Tensor& t) { return t.expand(shape); },
       [in](const Tensor& g) { return detail::sum_to_shape(g, in); });
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   Shape in = x.shape();
   return layout_op(
-      kSqueeze, x, [dim](const Tensor& t) { return t.squeeze(dim); },
+      registry::kSqueeze, x, [dim](const Tensor& t) { return t.squeeze(dim); },
       [in](const Tensor& g) { return g.reshape(in); });
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
   Shape in = x.shape();
   return layout_op(
-      kUnsqueeze, x, [dim](const Tensor& t) { return t.unsqueeze(dim); },
+      registry::kUnsqueeze, x, [dim](const Tensor& t) { return t.unsqueeze(dim); },
       [in](const Tensor& g) { return g.reshape(in); });
 }
 
 Tensor contiguous(const Tensor& x) {
   return layout_op(
-      kContiguous, x, [](const Tensor& t) { return t.contiguous(); },
+      registry::kContiguous, x, [](const Tensor& t) { return t.contiguous(); },
       [](const Tensor& g) { return g; });
 }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what reprise needs to build and test on a Debian machine
 # (g++, CMake, GoogleTest, Google Benchmark and the CUDA toolkit are expected
-# to be present; Eigen, OpenBLAS and MPI come from apt). Idempotent.
+# to be present; MPI comes from apt). Idempotent.
 set -euo pipefail
 
-packages=(libeigen3-dev libopenblas-dev libopenmpi-dev openmpi-bin libgtest-dev libbenchmark-dev
+packages=(libopenmpi-dev openmpi-bin libgtest-dev libbenchmark-dev
           cmake g++ clang-format)
 missing=()
 for p in "${packages[@]}"; do

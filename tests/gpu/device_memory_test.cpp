@@ -2,7 +2,7 @@
 // Skips when the build has no CUDA or no device is present (CTest label gpu).
 #include <gtest/gtest.h>
 
-#include "engine/cuda_runtime.h"
+#include "engine/backend.h"
 #include "engine/memory_stats.h"
 #include "engine/tensor.h"
 
@@ -13,7 +13,7 @@ class CudaDevice : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!built_with_cuda()) GTEST_SKIP() << "built without CUDA";
-    if (cuda_runtime::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";
   }
 };
 
@@ -27,7 +27,7 @@ TEST_F(CudaDevice, RoundTripIsBitwiseAndAccounted) {
 }
 
 TEST_F(CudaDevice, BadDeviceIndexIsAClearError) {
-  int n = cuda_runtime::device_count();
+  int n = cuda_device_count();
   try {
     Tensor::zeros({4}, DType::f32, Device::cuda(n));
     FAIL() << "expected an error";

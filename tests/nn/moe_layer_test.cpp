@@ -142,9 +142,9 @@ TEST(MoeLayer, Bf16RouterRoundsTheGateMatmul) {
   Tensor x = Tensor::from_vector(std::vector<float>{1.0f, 1e-3f}, {1, 2});
   MoeWeights w = make_weights(c, 2, 3, DType::f32, 700);
   w.gate = Tensor::from_vector(std::vector<float>{1, 0, 1, 1}, {2, 2});
-  EXPECT_EQ(moe_forward(x, w, c, "moe").stats.tokens_per_expert, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(moe_forward(x, w, c, "moe").stats().tokens_per_expert, (std::vector<int64_t>{0, 1}));
   c.router_dtype = RouterDType::bf16;
-  EXPECT_EQ(moe_forward(x, w, c, "moe").stats.tokens_per_expert, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(moe_forward(x, w, c, "moe").stats().tokens_per_expert, (std::vector<int64_t>{1, 0}));
 
   // Values bf16 holds exactly give the f32 router's bits.
   Tensor xe = Tensor::from_vector(std::vector<float>{1.0f, -0.5f, 2.0f, 0.25f}, {2, 2});
@@ -194,15 +194,15 @@ TEST(MoeLayer, CapacityDropsTheLatestTokensAndCountsThem) {
   MoeWeights w = make_weights(c, C, F, DType::f64, 300);
   w.gate = Tensor::from_vector(std::vector<double>{2, 2, 2, 2, -2, -2, -2, -2}, {2, C});
   MoeResult capped = moe_forward(x, w, c, "model.layers.0.block_sparse_moe");
-  EXPECT_EQ(capped.stats.tokens, N);
-  EXPECT_EQ(capped.stats.tokens_per_expert, (std::vector<int64_t>{6, 0}));
-  EXPECT_EQ(capped.stats.dropped_per_expert, (std::vector<int64_t>{3, 0}));
-  EXPECT_EQ(capped.stats.tokens_dropped, 3);
-  EXPECT_EQ(capped.stats.layer, "model.layers.0.block_sparse_moe");
+  EXPECT_EQ(capped.stats().tokens, N);
+  EXPECT_EQ(capped.stats().tokens_per_expert, (std::vector<int64_t>{6, 0}));
+  EXPECT_EQ(capped.stats().dropped_per_expert, (std::vector<int64_t>{3, 0}));
+  EXPECT_EQ(capped.stats().tokens_dropped, 3);
+  EXPECT_EQ(capped.stats().layer, "model.layers.0.block_sparse_moe");
 
   c.capacity_factor = 0;
   MoeResult open = moe_forward(x, w, c, "moe");
-  EXPECT_EQ(open.stats.tokens_dropped, 0);
+  EXPECT_EQ(open.stats().tokens_dropped, 0);
   const std::vector<double> a = capped.out.to_vector<double>(), b = open.out.to_vector<double>();
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t j = 0; j < C; ++j) {
@@ -250,9 +250,9 @@ TEST(MoeLayer, AuxAndZLossesMatchValuesComputedByHand) {
     for (int e = 0; e < 3; ++e) s += std::exp(logits[size_t(n * 3 + e)]);
     z += std::log(s) * std::log(s) / 3;
   }
-  EXPECT_EQ(r.stats.tokens_per_expert, (std::vector<int64_t>{1, 1, 1}));
-  EXPECT_NEAR(r.stats.aux_loss, 1.0, 1e-15);
-  EXPECT_NEAR(r.stats.z_loss, z, 1e-14);
+  EXPECT_EQ(r.stats().tokens_per_expert, (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_NEAR(r.stats().aux_loss, 1.0, 1e-15);
+  EXPECT_NEAR(r.stats().z_loss, z, 1e-14);
 
   // Unbalanced: move token 1 to expert 0; aux = 3 * (2/3 * P0 + 0 * P1 + 1/3 * P2)
   // with P_e = mean_n p[n, e].
@@ -265,8 +265,8 @@ TEST(MoeLayer, AuxAndZLossesMatchValuesComputedByHand) {
     for (int e = 0; e < 3; ++e) s += std::exp(l2[size_t(n * 3 + e)]);
     for (int e = 0; e < 3; ++e) P[e] += std::exp(l2[size_t(n * 3 + e)]) / s / 3;
   }
-  EXPECT_EQ(u.stats.tokens_per_expert, (std::vector<int64_t>{2, 0, 1}));
-  EXPECT_NEAR(u.stats.aux_loss, 3 * (2.0 / 3 * P[0] + 1.0 / 3 * P[2]), 1e-14);
+  EXPECT_EQ(u.stats().tokens_per_expert, (std::vector<int64_t>{2, 0, 1}));
+  EXPECT_NEAR(u.stats().aux_loss, 3 * (2.0 / 3 * P[0] + 1.0 / 3 * P[2]), 1e-14);
 }
 
 TEST(MoeLayer, ATermWithAZeroCoefficientRecordsNothing) {
@@ -281,8 +281,8 @@ TEST(MoeLayer, ATermWithAZeroCoefficientRecordsNothing) {
   MoeResult none = moe_forward(x, w, c, "moe");
   EXPECT_FALSE(none.terms.prob_sum.requires_grad());
   EXPECT_FALSE(none.terms.z_sum.requires_grad());
-  EXPECT_EQ(none.stats.z_loss, both.stats.z_loss);  // the values are the same
-  EXPECT_EQ(none.stats.aux_loss, both.stats.aux_loss);
+  EXPECT_EQ(none.stats().z_loss, both.stats().z_loss);  // the values are the same
+  EXPECT_EQ(none.stats().aux_loss, both.stats().aux_loss);
 }
 
 TEST(MoeLayer, TheRouterIsRecordedUnderTheGateScope) {

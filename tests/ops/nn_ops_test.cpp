@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "autograd/backward.h"
+#include "engine/functors.h"
 #include "engine/threads.h"
 #include "ops/binary.h"
 #include "ops/embedding.h"
@@ -15,7 +16,6 @@
 #include "ops/norm.h"
 #include "ops/reduce.h"
 #include "ops/rotary.h"
-#include "ops/row_math.h"
 #include "ops/softmax.h"
 #include "ops/views.h"
 #include "tests/support/expect_error.h"
@@ -247,7 +247,7 @@ TEST(Embedding, GathersRows) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11}));
 }
 
-TEST(RowMath, ExpF32WithinOneUlpOfExp) {
+TEST(SharedMath, ExpF32WithinOneUlpOfExp) {
   // Every 4099th bit pattern whose float lies in [-104, 88.72]: normal and
   // subnormal results, about 460K points.
   double worst = 0;
@@ -259,15 +259,15 @@ TEST(RowMath, ExpF32WithinOneUlpOfExp) {
     const double ulp = want < double(std::numeric_limits<float>::min())
                            ? double(std::numeric_limits<float>::denorm_min())
                            : double(std::nextafter(near, INFINITY) - near);
-    worst = std::max(worst, std::abs(double(ops::detail::exp_f32(x)) - want) / ulp);
+    worst = std::max(worst, std::abs(double(fn::exp_of(x)) - want) / ulp);
   }
   EXPECT_LT(worst, 1.02);
-  EXPECT_EQ(ops::detail::exp_f32(0.0f), 1.0f);
-  EXPECT_EQ(ops::detail::exp_f32(-INFINITY), 0.0f);
-  EXPECT_EQ(ops::detail::exp_f32(-200.0f), 0.0f);
-  EXPECT_EQ(ops::detail::exp_f32(89.0f), INFINITY);
-  EXPECT_EQ(ops::detail::exp_f32(INFINITY), INFINITY);
-  EXPECT_TRUE(std::isnan(ops::detail::exp_f32(NAN)));
+  EXPECT_EQ(fn::exp_of(0.0f), 1.0f);
+  EXPECT_EQ(fn::exp_of(-INFINITY), 0.0f);
+  EXPECT_EQ(fn::exp_of(-200.0f), 0.0f);
+  EXPECT_EQ(fn::exp_of(89.0f), INFINITY);
+  EXPECT_EQ(fn::exp_of(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(fn::exp_of(NAN)));
 }
 
 // ---- results do not depend on the thread count ---------------------------------

@@ -7,9 +7,10 @@
 
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/error.h"
+#include "ops/random.h"
 #include "rng/distributions.h"
-#include "rng/fill.h"
 
 namespace reprise::rng {
 namespace {
@@ -65,15 +66,16 @@ TEST(Generator, ReplayAfterTheStreamAdvanced) {
   Generator gen(2026);
   const int64_t n = 5000;
   const Reservation r = gen.reserve("dropout", bernoulli_words(n));
-  std::vector<float> x(n, 1.0f), first(n), again(n), other(n);
-  dropout(x.data(), first.data(), n, 0.5, r);
+  const Tensor x = Tensor::ones({n});
+  auto dropout = [&](const Reservation& words) {
+    return cpu_backend().dropout(x, 0.5, words).to_vector<float>();
+  };
+  const std::vector<float> first = dropout(r);
   // Other ops advance the stream...
-  const Reservation later = gen.reserve("dropout", bernoulli_words(n));
-  dropout(x.data(), other.data(), n, 0.5, later);
+  const std::vector<float> other = dropout(gen.reserve("dropout", bernoulli_words(n)));
   gen.reserve("default", 12345);
   // ...and the recorded reservation still reproduces the first output.
-  dropout(x.data(), again.data(), n, 0.5, r);
-  EXPECT_EQ(first, again);
+  EXPECT_EQ(dropout(r), first);
   EXPECT_NE(first, other);
 }
 
@@ -87,10 +89,8 @@ TEST(Generator, StateRestoresBitExactly) {
 
   const int64_t n = 777;
   auto draw = [n](Generator& g) {
-    std::vector<float> a(n), b(n);
-    fill_normal(a.data(), n, g.reserve("default", normal_words<float>(n)));
-    dropout(std::vector<float>(n, 1.0f).data(), b.data(), n, 0.2,
-            g.reserve("dropout", bernoulli_words(n)));
+    const std::vector<float> a = ops::randn({n}, g, "default").to_vector<float>();
+    const std::vector<float> b = ops::dropout(Tensor::ones({n}), 0.2, g).to_vector<float>();
     return std::make_pair(a, b);
   };
   const auto expected = draw(gen);

@@ -1,0 +1,455 @@
+// Fused scaled dot-product attention on the CPU, forward and backward.
+//
+// B = batch, Hq/Hkv = query/kv heads, G = Hq / Hkv, T = queries, S = keys,
+// D = q/k head size, Dv = v head size. Tiles are Br = 64 query rows by
+// Bc = 64 keys; tile rows are padded to multiples of 16 columns (V16).
+//
+// Forward, per (b, query head h, query block), for each key block:
+//   S = scale * Q K^T (masked), m' = max(m, rowmax S), P = exp(S - m'),
+//   l = l exp(m - m') + rowsum P,  O = O exp(m - m') + P V,
+// then O /= l and lse = m + log l (an auxiliary output kept for backward).
+// Backward (FlashAttention-2), with Di = rowsum(dO * O), per tile:
+//   P = exp(scale * Q K^T - lse), dV += P^T dO, dP = dO V^T,
+//   dS = scale * P * (dP - Di), dK += dS^T Q, dQ += dS K.
+// Dropout (p > 0) multiplies P by factors Z regenerated from the op's
+// reservation in both passes (see Dropout below).
+// Backward accumulates dK and dV of each key block over query heads, then
+// query blocks, and dQ of each query block over key blocks, always in that
+// order and each sum owned by one task, so no result depends on threads
+// (see backward_kernel for the two schedules). The tile products are
+// cpu/tile_product.h's, the exponentials engine/functors.h's, the row
+// reductions cpu/rows.h's: every CPU capability gives the same bits.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "cpu/backend.h"
+#include "cpu/philox.h"
+#include "cpu/rows.h"
+#include "cpu/tile_product.h"
+#include "engine/threads.h"
+#include "rng/distributions.h"
+
+REPRISE_CPU_BEGIN
+namespace {
+
+constexpr int64_t kBr = 64;  // query rows per tile
+constexpr int64_t kBc = 64;  // keys per tile
+
+constexpr int64_t W = 16;  // tile rows hold whole V16s
+
+// Tasks per parallel chunk so that a chunk does at least ~2^18 flops: tiny
+// problems (gradcheck shapes, T = 1) stay on one thread instead of paying a
+// parallel region per call.
+int64_t grain_for(double task_flops) {
+  return std::max<int64_t>(1, int64_t(double(1 << 18) / std::max(task_flops, 1.0)));
+}
+
+// The rows of a 4-d tensor (b, h, row, col), with its strides in elements.
+template <class T>
+struct Rows {
+  const T* data;
+  int64_t sb, sh, sr, sc;
+  const T* at(int64_t b, int64_t h, int64_t r) const { return data + b * sb + h * sh + r * sr; }
+};
+template <class T>
+Rows<T> rows_of(const Tensor& t) {
+  return {t.data<T>(), t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+}
+
+// The largest of n values (n a multiple of W).
+template <class T>
+T tile_row_max(const T* x, int64_t n) {
+  V16<T> acc = V16<T>::splat(-std::numeric_limits<T>::infinity());
+  for (int64_t j = 0; j < n; j += W) acc = fn::vmax(V16<T>::load(x + j), acc);
+  return fold_max(acc);
+}
+
+// x[j] = exp(x[j] - shift) over n values (a multiple of W); returns their
+// sum.
+template <class T>
+T exp_shift_sum(T* x, int64_t n, T shift) {
+  const V16<T> s = V16<T>::splat(shift);
+  V16<T> acc = V16<T>::splat(0);
+  for (int64_t j = 0; j < n; j += W) {
+    const V16<T> e = exp_of(V16<T>::load(x + j) - s);
+    e.store(x + j);
+    acc = acc + e;
+  }
+  return fold_sum(acc);
+}
+
+// Scales the first `valid` scores by `scale` and masks the rest of the n
+// (a multiple of W) with -inf.
+template <class T>
+void scale_mask(T* x, int64_t n, int64_t valid, T scale) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j) x[j] = j < valid ? x[j] * scale : neg_inf;
+}
+
+// How many keys of the block starting at j0 (nj keys) query i sees.
+int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t nj) {
+  return causal ? std::clamp<int64_t>(i - j0 + 1, 0, nj) : nj;
+}
+
+struct Dims {
+  int64_t B, Hq, Hkv, T, S, D, Dv;
+  int64_t group() const { return Hq / Hkv; }
+};
+
+Dims dims_of(const Tensor& q, const Tensor& v) {
+  return {q.size(0), q.size(1), v.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};
+}
+
+// t (B, H, R, C) as a tile-GEMM B operand: rows contiguous and holding a
+// multiple of W columns. t itself when it already is one, else a copy with
+// rows zero-padded to Cp columns.
+Tensor as_b_operand(const Tensor& t, int64_t Cp) {
+  if (t.stride(3) == 1 && t.size(3) == Cp) return t;
+  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(2), Cp}, t.dtype());
+  out.slice(3, 0, t.size(3)).copy_(t);
+  return out;
+}
+
+// t (B, H, S, C) -> (B, H, C, Sp) contiguous, zeros in columns >= S: k^T or
+// v^T as a B operand whose columns are keys.
+Tensor transpose_padded(const Tensor& t, int64_t Sp) {
+  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(3), Sp}, t.dtype());
+  out.slice(3, 0, t.size(2)).copy_(t.transpose(2, 3));
+  return out;
+}
+
+// Attention-probability dropout. Weight (b, h, i, j) is kept when word
+// ((b Hq + h) T + i) S + j of the reservation is a Bernoulli(1 - p) success
+// (rng/distributions.h), and kept weights are scaled by 1 / (1 - p). Backward
+// regenerates the same words; nothing is stored.
+struct Dropout {
+  rng::Reservation words;
+  float keep_threshold;  // bernoulli_threshold(1 - p)
+  double keep_scale;     // 1 / (1 - p)
+
+  explicit Dropout(const AttentionDropout& d)
+      : words(d.words),
+        keep_threshold(rng::bernoulli_threshold(1.0 - d.p)),
+        keep_scale(1.0 / (1.0 - d.p)) {}
+};
+
+// z[j] = the dropout factor (0 or 1 / (1 - p)) of keys j0 .. j0 + nj - 1 of
+// flat query row `row` (= (b Hq + h) T + i); z[nj .. ncol) = 0.
+template <class T>
+void dropout_factors(const Dropout& dr, int64_t S, int64_t row, int64_t j0, int64_t nj,
+                     int64_t ncol, uint32_t* words, T* z) {
+  generate_words(dr.words.seed, dr.words.subsequence,
+                 dr.words.offset + uint64_t(row) * uint64_t(S) + uint64_t(j0), words, size_t(nj));
+  const T keep = T(dr.keep_scale);
+  for (int64_t j = 0; j < nj; ++j) z[j] = rng::bernoulli(words[j], dr.keep_threshold) ? keep : T(0);
+  for (int64_t j = nj; j < ncol; ++j) z[j] = T(0);
+}
+
+// ---- forward ---------------------------------------------------------------
+
+template <class T>
+void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, const Rows<T>& vb,
+                    int64_t Dvp, T scale, bool causal, const Dropout* drop, T* out, T* lse) {
+  const int64_t nqb = ceil_div(d.T, kBr);
+  const double task_flops = 2.0 * double(std::min(kBr, d.T) * d.S * (d.D + d.Dv));
+  threads::parallel_for(d.B * d.Hq * nqb, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
+    std::vector<T> s(kBr * kBc), o(kBr * Dvp), m(kBr), l(kBr);  // scores, output, max, sum
+    std::vector<T> z(drop ? kBc : 0);                           // dropout factors of a row
+    std::vector<uint32_t> words(drop ? kBc : 0);
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, g = h / d.group();
+      const int64_t i0 = w % nqb * kBr, nr = std::min(kBr, d.T - i0);
+      const int64_t row0 = (b * d.Hq + h) * d.T + i0;
+      const int64_t kend = causal ? std::min(d.S, i0 + nr) : d.S;  // later blocks fully masked
+      const T* qrow = q.at(b, h, i0);
+      const T* ktg = kt + (b * d.Hkv + g) * d.D * Sp;  // (D, Sp)
+      std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(o.begin(), o.end(), T(0));
+      for (int64_t j0 = 0; j0 < kend; j0 += kBc) {
+        const int64_t nj = std::min(kBc, kend - j0), nch = ceil_div(nj, W), ncol = nch * W;
+        strided_product(nr, ncol, d.D, qrow, q.sr, q.sc, ktg + j0, Sp, s.data(), kBc, false);
+        for (int64_t r = 0; r < nr; ++r) {
+          T* row = s.data() + r * kBc;
+          scale_mask(row, ncol, visible_keys(causal, i0 + r, j0, nj), scale);
+          // Key 0 is in every row's first block, so m_new is finite from then on.
+          const T m_new = std::max(m[r], tile_row_max(row, ncol));
+          const T alpha = fn::exp_of(m[r] - m_new);
+          l[r] = l[r] * alpha + exp_shift_sum(row, ncol, m_new);  // l sums undropped weights
+          m[r] = m_new;
+          if (alpha != T(1)) {
+            T* orow = o.data() + r * Dvp;
+            for (int64_t c = 0; c < Dvp; ++c) orow[c] *= alpha;
+          }
+          if (drop) {
+            dropout_factors(*drop, d.S, row0 + r, j0, nj, ncol, words.data(), z.data());
+            for (int64_t j = 0; j < ncol; ++j) row[j] *= z[j];
+          }
+        }
+        strided_product(nr, Dvp, nj, s.data(), kBc, int64_t(1), vb.at(b, g, j0), vb.sr, o.data(),
+                        Dvp, true);
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        T* dst = out + (row0 + r) * d.Dv;
+        for (int64_t c = 0; c < d.Dv; ++c) dst[c] = o[r * Dvp + c] / l[r];
+        lse[row0 + r] = m[r] + std::log(l[r]);
+      }
+    }
+  });
+}
+
+// q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> {out (B, Hq, T, Dv),
+// lse (B, Hq, T)}.
+Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                     const Dropout* drop) {
+  const Dims d = dims_of(q, v);
+  Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q.dtype());
+  Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, q.dtype());
+  dispatch_float(q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
+    const int64_t Sp = round_up(d.S, W), Dvp = round_up(d.Dv, W);
+    Tensor kt = transpose_padded(k, Sp);
+    Tensor vb = as_b_operand(v, Dvp);
+    forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), causal,
+                      drop, out.data<T>(), lse.data<T>());
+  });
+  return {out, lse};
+}
+
+// ---- backward --------------------------------------------------------------
+
+// Everything one backward task reads. A operands (q, dO) keep their strides;
+// B operands are padded (qb, kb, dob); kt and vt are transposed and padded.
+template <class T>
+struct BackwardArgs {
+  Dims d;
+  T scale;
+  bool causal;
+  const Dropout* drop;
+  int64_t Sp, Dp, Dvp;
+  Rows<T> q, qb, kb, dout, dob;
+  const T* kt;     // (B, Hkv, D, Sp)
+  const T* vt;     // (B, Hkv, Dv, Sp)
+  const T* lse;    // (B, Hq, T)
+  const T* delta;  // (B, Hq, T): Di = rowsum(dO * O)
+  T* dq;           // (B, Hq, T, Dp), zeroed; null when dq is not needed
+  T* dk;           // (B, Hkv, S, D); null when dk is not needed
+  T* dv;           // (B, Hkv, S, Dv)
+};
+
+// Scratch tiles of one backward thread: p the probabilities, ds dP then dS;
+// with dropout, z the factors and pz = P * Z.
+template <class T>
+struct BackwardScratch {
+  std::vector<T> p, ds, z, pz;
+  std::vector<uint32_t> words;
+  explicit BackwardScratch(bool dropout)
+      : p(kBr * kBc),
+        ds(kBr * kBc),
+        z(dropout ? kBr * kBc : 0),
+        pz(dropout ? kBr * kBc : 0),
+        words(dropout ? kBc : 0) {}
+};
+
+// One tile: query block i0 of head h against key block j0 of its kv head.
+// Computes dS, then adds (P Z)^T dO to dv_acc, dS^T Q to dk_acc (the key
+// block's Bc rows, Dvp and Dp wide) and dS K to dq (the query block's rows),
+// each skipped when null.
+//
+// With dropout factors Z, O = (P * Z) V, so dV = (P * Z)^T dO and the
+// gradient reaching P is Z * (dO V^T); Di = rowsum(dO * O) still equals
+// rowsum(P * dP), so dS = P * (Z * (dO V^T) - Di).
+template <class T>
+void backward_tile(const BackwardArgs<T>& a, BackwardScratch<T>& s, int64_t b, int64_t h,
+                   int64_t i0, int64_t j0, T* dk_acc, T* dv_acc, T* dq) {
+  const Dims& d = a.d;
+  const int64_t g = h / d.group(), nr = std::min(kBr, d.T - i0), row0 = (b * d.Hq + h) * d.T + i0;
+  const int64_t nj = std::min(kBc, d.S - j0), nch = ceil_div(nj, W), ncol = nch * W;
+  const T* ktg = a.kt + (b * d.Hkv + g) * d.D * a.Sp;   // (D, Sp)
+  const T* vtg = a.vt + (b * d.Hkv + g) * d.Dv * a.Sp;  // (Dv, Sp)
+  T* p = s.p.data();
+  T* ds = s.ds.data();
+  strided_product(nr, ncol, d.D, a.q.at(b, h, i0), a.q.sr, a.q.sc, ktg + j0, a.Sp, p, kBc, false);
+  for (int64_t r = 0; r < nr; ++r) {
+    T* row = p + r * kBc;
+    const int64_t valid = visible_keys(a.causal, i0 + r, j0, nj);
+    const T shift = a.lse[row0 + r];
+    for (int64_t j = 0; j < ncol; ++j)
+      row[j] = j < valid ? fn::exp_of(row[j] * a.scale - shift) : T(0);
+    if (a.drop) {
+      T* zr = s.z.data() + r * kBc;
+      dropout_factors(*a.drop, d.S, row0 + r, j0, nj, ncol, s.words.data(), zr);
+      if (dv_acc) {
+        for (int64_t j = 0; j < ncol; ++j) s.pz[r * kBc + j] = row[j] * zr[j];
+      }
+    }
+  }
+  if (dv_acc) {  // A = (P Z)^T, read through strides (1, Bc)
+    strided_product(nj, a.Dvp, nr, a.drop ? s.pz.data() : p, int64_t(1), kBc, a.dob.at(b, h, i0),
+                    a.dob.sr, dv_acc, a.Dvp, true);
+  }
+  strided_product(nr, ncol, d.Dv, a.dout.at(b, h, i0), a.dout.sr, a.dout.sc, vtg + j0, a.Sp, ds,
+                  kBc, false);
+  for (int64_t r = 0; r < nr; ++r) {
+    const T* prow = p + r * kBc;
+    T* row = ds + r * kBc;
+    const T di = a.delta[row0 + r];
+    if (a.drop) {
+      const T* zr = s.z.data() + r * kBc;
+      for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] * zr[j] - di) * a.scale;
+    } else {
+      for (int64_t j = 0; j < ncol; ++j) row[j] = prow[j] * (row[j] - di) * a.scale;
+    }
+  }
+  if (dk_acc) {
+    strided_product(nj, a.Dp, nr, ds, int64_t(1), kBc, a.qb.at(b, h, i0), a.qb.sr, dk_acc, a.Dp,
+                    true);
+  }
+  if (dq)
+    strided_product(nr, a.Dp, nj, ds, kBc, int64_t(1), a.kb.at(b, g, j0), a.kb.sr, dq, a.Dp, true);
+}
+
+// dK and dV of key block j0 of (b, kv head g), summed over its query heads
+// and query blocks in order; with_dq also adds each tile's dS K to dQ.
+template <class T>
+void key_block(const BackwardArgs<T>& a, BackwardScratch<T>& s, std::vector<T>& dk_acc,
+               std::vector<T>& dv_acc, int64_t b, int64_t g, int64_t j0, bool with_dq) {
+  const Dims& d = a.d;
+  std::fill(dk_acc.begin(), dk_acc.end(), T(0));
+  std::fill(dv_acc.begin(), dv_acc.end(), T(0));
+  for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+    // Causal: queries before j0 see nothing of this block (kBr == kBc).
+    for (int64_t i0 = a.causal ? j0 : 0; i0 < d.T; i0 += kBr) {
+      T* dq = with_dq && a.dq ? a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp : nullptr;
+      backward_tile(a, s, b, h, i0, j0, a.dk ? dk_acc.data() : nullptr, dv_acc.data(), dq);
+    }
+  }
+  const int64_t key0 = (b * d.Hkv + g) * d.S + j0, nj = std::min(kBc, d.S - j0);
+  for (int64_t j = 0; j < nj; ++j) {
+    if (a.dk) std::copy_n(dk_acc.data() + j * a.Dp, d.D, a.dk + (key0 + j) * d.D);
+    std::copy_n(dv_acc.data() + j * a.Dvp, d.Dv, a.dv + (key0 + j) * d.Dv);
+  }
+}
+
+// Two schedules with the same sums. With at least as many (b, kv head)
+// pairs as threads, one task per pair does everything: it owns dK and dV
+// of its kv head and dQ of its query heads. With fewer, dK and dV run one
+// task per key block, and dQ one task per query block that recomputes its
+// tiles (about 40% more work, all threads busy); it adds the same tiles' dS K
+// in the same key order as the first schedule, so the bits do not change.
+template <class T>
+void backward_kernel(const BackwardArgs<T>& a) {
+  const Dims& d = a.d;
+  const int64_t nkb = ceil_div(d.S, kBc), nqb = ceil_div(d.T, kBr);
+  const bool per_head = d.B * d.Hkv >= threads::num_threads();
+  const int64_t tasks = per_head ? d.B * d.Hkv : d.B * d.Hkv * nkb;
+  // About 4 tile products of 2 (D + Dv) flops per (query, key) pair.
+  const double pair_flops = 4.0 * double(d.D + d.Dv);
+  const double task_flops =
+      pair_flops * double(d.group() * d.T) * double(per_head ? d.S : std::min(kBc, d.S));
+  threads::parallel_for(tasks, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
+    BackwardScratch<T> s(a.drop != nullptr);
+    std::vector<T> dk_acc(kBc * a.Dp), dv_acc(kBc * a.Dvp);
+    for (int64_t w = w0; w < w1; ++w) {
+      if (per_head) {
+        for (int64_t j0 = 0; j0 < d.S; j0 += kBc)
+          key_block(a, s, dk_acc, dv_acc, w / d.Hkv, w % d.Hkv, j0, true);
+      } else {
+        key_block(a, s, dk_acc, dv_acc, w / nkb / d.Hkv, w / nkb % d.Hkv, w % nkb * kBc, false);
+      }
+    }
+  });
+  if (per_head || !a.dq) return;
+  const double dq_task_flops = pair_flops * double(std::min(kBr, d.T) * d.S);
+  threads::parallel_for(d.B * d.Hq * nqb, grain_for(dq_task_flops), [&](int64_t w0, int64_t w1) {
+    BackwardScratch<T> s(a.drop != nullptr);
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, i0 = w % nqb * kBr;
+      // The tiles key_block visits: causal ones only where j0 <= i0.
+      const int64_t kend = a.causal ? std::min(d.S, i0 + 1) : d.S;
+      T* dq = a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp;
+      for (int64_t j0 = 0; j0 < kend; j0 += kBc)
+        backward_tile<T>(a, s, b, h, i0, j0, nullptr, nullptr, dq);
+    }
+  });
+}
+
+// Di = rowsum(dO * O) per query row. dout, out: (B, Hq, T, Dv) -> (B, Hq, T).
+template <class T>
+Tensor row_dot(const Dims& d, const Rows<T>& dout, const Tensor& out) {
+  Tensor delta = Tensor::empty({d.B, d.Hq, d.T}, out.dtype());
+  const Rows<T> o = rows_of<T>(out);
+  T* dst = delta.data<T>();
+  threads::parallel_for(d.B * d.Hq * d.T, grain_for(2.0 * double(d.Dv)),
+                        [&](int64_t r0, int64_t r1) {
+                          for (int64_t r = r0; r < r1; ++r) {
+                            const int64_t b = r / (d.Hq * d.T), h = r / d.T % d.Hq, i = r % d.T;
+                            const T* x = dout.at(b, h, i);
+                            const T* y = o.at(b, h, i);
+                            T s = 0;
+                            for (int64_t c = 0; c < d.Dv; ++c) s += x[c * dout.sc] * y[c * o.sc];
+                            dst[r] = s;
+                          }
+                        });
+  return delta;
+}
+
+// Gradients {dq, dk, dv}; dq and dk stay undefined when not needed.
+Tensors backward_pass(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                      const Tensor& lse, const Tensor& dout, double scale, bool causal,
+                      const Dropout* drop, bool need_dq, bool need_dk) {
+  const Dims d = dims_of(q, v);
+  Tensors grads(3);
+  dispatch_float(q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
+    BackwardArgs<T> a{.d = d, .scale = T(scale), .causal = causal, .drop = drop};
+    a.Sp = round_up(d.S, W);
+    a.Dp = round_up(d.D, W);
+    a.Dvp = round_up(d.Dv, W);
+    Tensor kt = transpose_padded(k, a.Sp), vt = transpose_padded(v, a.Sp);
+    Tensor qb = need_dk ? as_b_operand(q, a.Dp) : q;
+    Tensor kb = need_dq ? as_b_operand(k, a.Dp) : k;
+    Tensor dob = as_b_operand(dout, a.Dvp);
+    Tensor lse_c = lse.contiguous();
+    Tensor delta = row_dot<T>(d, rows_of<T>(dout), out);
+    Tensor dq = need_dq ? Tensor::zeros({d.B, d.Hq, d.T, a.Dp}, q.dtype()) : Tensor();
+    if (need_dk) grads[1] = Tensor::empty(k.shape(), k.dtype());
+    grads[2] = Tensor::empty(v.shape(), v.dtype());
+    a.q = rows_of<T>(q);
+    a.qb = rows_of<T>(qb);
+    a.kb = rows_of<T>(kb);
+    a.dout = rows_of<T>(dout);
+    a.dob = rows_of<T>(dob);
+    a.kt = kt.data<T>();
+    a.vt = vt.data<T>();
+    a.lse = lse_c.data<T>();
+    a.delta = delta.data<T>();
+    a.dq = need_dq ? dq.data<T>() : nullptr;
+    a.dk = need_dk ? grads[1].data<T>() : nullptr;
+    a.dv = grads[2].data<T>();
+    backward_kernel(a);
+    if (need_dq) grads[0] = a.Dp == d.D ? dq : dq.slice(3, 0, d.D).contiguous();
+  });
+  return grads;
+}
+
+}  // namespace
+
+Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
+                         const AttentionParams& params) {
+  std::optional<Dropout> drop;
+  if (params.dropout) drop.emplace(*params.dropout);
+  return sdpa_forward(q, k, v, params.scale, params.causal, drop ? &*drop : nullptr);
+}
+
+Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                  const AttentionParams& params, bool need_dq, bool need_dk) {
+  std::optional<Dropout> drop;
+  if (params.dropout) drop.emplace(*params.dropout);
+  return backward_pass(q, k, v, out, lse, dout, params.scale, params.causal,
+                       drop ? &*drop : nullptr, need_dq, need_dk);
+}
+
+REPRISE_CPU_END

@@ -1,0 +1,24 @@
+#pragma once
+// What the CPU backend does the same at every capability: host memory and
+// host copies (cpu/memory.cpp, built once). The kernels are CpuBackend's
+// (cpu/backend.h), built once per capability.
+
+#include "engine/backend.h"
+#include "engine/cpu_capability.h"
+
+namespace reprise::cpu {
+
+// Host memory and host copies: the same for every level.
+class CpuBackendBase : public Backend {
+ public:
+  CpuBackendBase() : Backend(Device::cpu()) {}
+  std::string name() const override;
+  void* allocate(size_t nbytes) override;
+  void release(void* ptr, size_t nbytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
+  // The capability this build's kernels are compiled for.
+  virtual CpuCapability capability() const = 0;
+};
+
+}  // namespace reprise::cpu

@@ -1,0 +1,182 @@
+// Elementwise kernels on the CPU: each applies an engine/functors.h functor
+// through cpu/loops.h, so it runs 16 lanes at a time where the operands are
+// contiguous and computes every element the same way either way.
+#include <cmath>
+#include <limits>
+
+#include "cpu/backend.h"
+#include "cpu/loops.h"
+
+REPRISE_CPU_BEGIN
+namespace {
+
+// Calls run(functor) with the forward functor of op.
+template <class Run>
+auto with_unary(UnaryOp op, double param, Run run) {
+  switch (op) {
+    case UnaryOp::neg:
+      return run(fn::Neg{});
+    case UnaryOp::exp:
+      return run(fn::Exp{});
+    case UnaryOp::log:
+      return run(fn::Log{});
+    case UnaryOp::sqrt:
+      return run(fn::Sqrt{});
+    case UnaryOp::rsqrt:
+      return run(fn::Rsqrt{});
+    case UnaryOp::pow:
+      return run(fn::PowScalar{param});
+    case UnaryOp::relu:
+      return run(fn::Relu{});
+    case UnaryOp::gelu:
+      return run(fn::GeluTanh{});
+    case UnaryOp::silu:
+      return run(fn::Silu{});
+    case UnaryOp::sigmoid:
+      return run(fn::Sigmoid{});
+    case UnaryOp::tanh:
+      return run(fn::Tanh{});
+    case UnaryOp::add_scalar:
+      return run(fn::AddScalar{param});
+    case UnaryOp::mul_scalar:
+      return run(fn::MulScalar{param});
+  }
+  REPRISE_FAIL("unary: unknown op");
+}
+
+// Calls run(functor) with op's gradient functor (x, y, dy) -> dx.
+template <class Run>
+auto with_unary_grad(UnaryOp op, double param, Run run) {
+  switch (op) {
+    case UnaryOp::neg:
+      return run(fn::NegGrad{});
+    case UnaryOp::exp:
+      return run(fn::ExpGrad{});
+    case UnaryOp::log:
+      return run(fn::LogGrad{});
+    case UnaryOp::sqrt:
+      return run(fn::SqrtGrad{});
+    case UnaryOp::rsqrt:
+      return run(fn::RsqrtGrad{});
+    case UnaryOp::pow:
+      return run(fn::PowScalarGrad{param});
+    case UnaryOp::relu:
+      return run(fn::ReluGrad{});
+    case UnaryOp::gelu:
+      return run(fn::GeluTanhGrad{});
+    case UnaryOp::silu:
+      return run(fn::SiluGrad{});
+    case UnaryOp::sigmoid:
+      return run(fn::SigmoidGrad{});
+    case UnaryOp::tanh:
+      return run(fn::TanhGrad{});
+    case UnaryOp::add_scalar:
+    case UnaryOp::mul_scalar:
+      break;  // their gradients are the identity and mul_scalar itself
+  }
+  REPRISE_FAIL("unary_backward: ", unary_op_name(op), " has no gradient kernel");
+}
+
+template <class Run>
+auto with_binary(BinaryOp op, Run run) {
+  switch (op) {
+    case BinaryOp::add:
+      return run(fn::Add{});
+    case BinaryOp::sub:
+      return run(fn::Sub{});
+    case BinaryOp::mul:
+      return run(fn::Mul{});
+    case BinaryOp::div:
+      return run(fn::Div{});
+  }
+  REPRISE_FAIL("binary: unknown op");
+}
+
+}  // namespace
+
+Tensor CpuBackend::unary(UnaryOp op, double param, const Tensor& x) {
+  return dispatch_float(x.dtype(), unary_op_name(op), [&]<class T>() {
+    return with_unary(op, param, [&](auto f) { return map_new<T, 1>({x}, f); });
+  });
+}
+
+Tensor CpuBackend::unary_backward(UnaryOp op, double param, const Tensor& saved, const Tensor& g) {
+  return dispatch_float(g.dtype(), unary_op_name(op), [&]<class T>() {
+    return with_unary_grad(op, param, [&](auto f) {
+      // The gradient functors take (x, y, dy); the op saved one of x and y,
+      // and each functor reads the one it was written for.
+      return map_new<T, 2>({g, saved}, [f](auto dy, auto v) { return f(v, v, dy); });
+    });
+  });
+}
+
+void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch_arith(out.dtype(), "binary", [&]<class T>() {
+    with_binary(op, [&](auto f) {
+      map_into<T, 2>(out, {a, b}, f);
+      return 0;
+    });
+  });
+}
+
+Tensor CpuBackend::swiglu(const Tensor& gate, const Tensor& up) {
+  return dispatch_float(gate.dtype(), "swiglu", [&]<class T>() {
+    return map_new<T, 2>({gate, up}, fn::Swiglu{});
+  });
+}
+
+Tensors CpuBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy) {
+  return dispatch_float(dy.dtype(), "swiglu", [&]<class T>() {
+    return Tensors{map_new<T, 3>({dy, gate, up},
+                                 [](auto d, auto g, auto u) { return fn::Swiglu::dgate(g, u, d); }),
+                   map_new<T, 3>({dy, gate, up},
+                                 [](auto d, auto g, auto u) { return fn::Swiglu::dup(g, u, d); })};
+  });
+}
+
+Tensor CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch_all(a.dtype(), "where", [&]<class T>() {
+    T* po = out.data<T>();
+    const bool* pc = static_cast<const bool*>(cond.raw_data());
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* pb = static_cast<const T*>(b.raw_data());
+    for_each_run<4>(out.shape(), {out.strides(), cond.strides(), a.strides(), b.strides()},
+                    [&](auto off, int64_t n, auto st) {
+                      T* o = po + off[0];
+                      const bool* c = pc + off[1];
+                      const T* x = pa + off[2];
+                      const T* y = pb + off[3];
+                      for (int64_t j = 0; j < n; ++j)
+                        o[j * st[0]] = c[j * st[1]] ? x[j * st[2]] : y[j * st[3]];
+                    });
+  });
+  return out;
+}
+
+namespace {
+
+template <class F>
+F step_ulps(F v, int64_t d) {
+  for (; d > 0; --d) v = std::nextafter(v, std::numeric_limits<F>::infinity());
+  for (; d < 0; ++d) v = std::nextafter(v, -std::numeric_limits<F>::infinity());
+  return v;
+}
+
+}  // namespace
+
+Tensor CpuBackend::perturb_ulps(const Tensor& t, int k, uint64_t seed) {
+  Tensor out = t.clone();  // contiguous
+  dispatch_float(out.dtype(), "perturb_ulps", [&]<class F>() {
+    F* p = out.data<F>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      if (!std::isfinite(p[i])) continue;
+      const int64_t d = int64_t(fn::splitmix64(seed + uint64_t(i)) % uint64_t(2 * k + 1)) - k;
+      const F moved = step_ulps(p[i], d);
+      if (std::isfinite(moved)) p[i] = moved;
+    }
+  });
+  return out;
+}
+
+REPRISE_CPU_END

@@ -1,0 +1,91 @@
+// Reductions on the CPU: sums over the middle of (A, R, B), row maxima with
+// their index, and the f64 sum of squares of a gradient.
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/backend.h"
+#include "cpu/rows.h"
+#include "engine/threads.h"
+
+REPRISE_CPU_BEGIN
+
+Tensor CpuBackend::sum_middle(const Tensor& x_in, int64_t A, int64_t R, int64_t B) {
+  const Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty({A * B}, x.dtype());
+  dispatch_float(x.dtype(), "sum", [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    if (B == 1) {  // each output a contiguous row of R
+      threads::parallel_for(
+          A, std::max<int64_t>(1, 4096 / std::max<int64_t>(R, 1)), [&](int64_t a0, int64_t a1) {
+            for (int64_t a = a0; a < a1; ++a) {
+              const T* row = px + a * R;
+              po[a] =
+                  row_sum<T>(R, [&](int64_t i, int64_t valid) { return row_load(row, i, valid); });
+            }
+          });
+      return;
+    }
+    // Parallel over (a, b-block); each output adds its r in order.
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (B + kBlock - 1) / kBlock;
+    threads::parallel_for(
+        A * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(R * kBlock, 1)),
+        [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t a = t / blocks, b0 = (t % blocks) * kBlock, b1 = std::min(B, b0 + kBlock);
+            T* o = po + a * B;
+            for (int64_t b = b0; b < b1; ++b) o[b] = 0;
+            for (int64_t r = 0; r < R; ++r) {
+              const T* row = px + (a * R + r) * B;
+              for (int64_t b = b0; b < b1; ++b) o[b] += row[b];
+            }
+          }
+        });
+  });
+  return out;
+}
+
+Tensors CpuBackend::max_rows(const Tensor& x_in) {
+  const Tensor x = x_in.contiguous();
+  const int64_t R = x.size(-1), M = x.numel() / R;
+  Tensor values = Tensor::empty({M}, x.dtype());
+  Tensor indices = Tensor::empty({M}, DType::i64);
+  dispatch_float(x.dtype(), "max", [&]<class T>() {
+    const T* p = x.data<T>();
+    T* v = values.data<T>();
+    int64_t* idx = indices.data<int64_t>();
+    threads::parallel_for(M, 64, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        const T* row = p + m * R;
+        int64_t best = 0;
+        for (int64_t r = 1; r < R && !std::isnan(row[best]); ++r) {
+          if (row[r] > row[best] || std::isnan(row[r])) best = r;
+        }
+        v[m] = row[best];
+        idx[m] = best;
+      }
+    });
+  });
+  return {values, indices};
+}
+
+Tensor CpuBackend::chunk_square_sums(const Tensor& x) {
+  constexpr int64_t kChunk = 4096;
+  const float* p = x.data<float>();
+  const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
+  Tensor sums = Tensor::empty({chunks}, DType::f64);
+  double* part = sums.data<double>();
+  threads::parallel_for(chunks, 4, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      double s = 0;
+      for (int64_t j = c * kChunk; j < std::min(n, (c + 1) * kChunk); ++j) {
+        s += double(p[j]) * double(p[j]);
+      }
+      part[c] = s;
+    }
+  });
+  return sums;
+}
+
+REPRISE_CPU_END

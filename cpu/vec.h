@@ -1,0 +1,374 @@
+#pragma once
+// Vectors of the CPU level being built (cpu/level.h): Native<T> is one
+// register of T (64 bytes with AVX-512, 32 with AVX2, 16 at the scalar
+// level, which is SSE2 on x86-64 and NEON on aarch64, both baseline), and
+// V16<T> is 16 lanes of T as however many registers that takes.
+//
+// Kernels are written on V16, so a row's 16 partial sums, a tile's 16
+// columns, the lanes an exp works on are the same at every level: only the
+// number of registers changes, never which value goes where or the order of
+// the roundings. V16 provides the helpers engine/functors.h's math uses
+// (lit through splat, select, vmin, vmax, exp_of, ...), so the same functor
+// runs on a scalar and on 16 lanes with the same bits.
+//
+// Everything is lane-wise IEEE arithmetic, written with the GCC/Clang vector
+// extension; the compiler emits the level's instructions for it.
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/level.h"
+#include "engine/half.h"
+#include "engine/hd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+// The shared math, compiled for this level: the first and only inclusion of
+// engine/functors.h in a file of cpu/ is here, inside the level's ISA, so
+// that its templates, instantiated on this level's vectors, use the level's
+// instructions (its own includes are all above). Its functions are always
+// inlined, so no copy of them is ever shared between levels.
+REPRISE_CPU_TARGET_PUSH
+#include "engine/functors.h"
+REPRISE_CPU_TARGET_POP
+
+REPRISE_CPU_BEGIN
+
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+inline constexpr int kRegisterBytes = 64;
+#elif defined(REPRISE_CPU_LEVEL_AVX2)
+inline constexpr int kRegisterBytes = 32;
+#else
+inline constexpr int kRegisterBytes = 16;
+#endif
+
+typedef float NativeF32 __attribute__((vector_size(kRegisterBytes)));
+typedef double NativeF64 __attribute__((vector_size(kRegisterBytes)));
+typedef int32_t NativeI32 __attribute__((vector_size(kRegisterBytes)));
+typedef int64_t NativeI64 __attribute__((vector_size(kRegisterBytes)));
+
+template <class T>
+struct NativeOf;
+template <>
+struct NativeOf<float> {
+  using type = NativeF32;
+  using mask = NativeI32;  // what a comparison of two NativeF32 gives
+};
+template <>
+struct NativeOf<double> {
+  using type = NativeF64;
+  using mask = NativeI64;
+};
+template <class T>
+using Native = typename NativeOf<T>::type;
+template <class T>
+using NativeMask = typename NativeOf<T>::mask;
+// Lanes of one register.
+template <class T>
+inline constexpr int kLanes = kRegisterBytes / int(sizeof(T));
+
+// a * b + c rounded once, lane by lane.
+REPRISE_CPU_INLINE NativeF32 fma_native(NativeF32 a, NativeF32 b, NativeF32 c) {
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(REPRISE_CPU_LEVEL_AVX2)
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  NativeF32 r;
+  for (int l = 0; l < kLanes<float>; ++l) r[l] = std::fma(a[l], b[l], c[l]);
+  return r;
+#endif
+}
+REPRISE_CPU_INLINE NativeF64 fma_native(NativeF64 a, NativeF64 b, NativeF64 c) {
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+  return _mm512_fmadd_pd(a, b, c);
+#elif defined(REPRISE_CPU_LEVEL_AVX2)
+  return _mm256_fmadd_pd(a, b, c);
+#else
+  NativeF64 r;
+  for (int l = 0; l < kLanes<double>; ++l) r[l] = std::fma(a[l], b[l], c[l]);
+  return r;
+#endif
+}
+
+template <class T>
+REPRISE_CPU_INLINE Native<T> load_native(const T* p) {
+  Native<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+REPRISE_CPU_INLINE void store_native(T* p, Native<T> v) {
+  std::memcpy(p, &v, sizeof v);
+}
+// Every lane x: one broadcast (`Native<T>{} + x` would add 0 first, which
+// the compiler must keep: -0 + 0 is +0).
+template <class T>
+REPRISE_CPU_INLINE Native<T> splat_native(T x) {
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+  if constexpr (sizeof(T) == 4) {
+    return _mm512_set1_ps(x);
+  } else {
+    return _mm512_set1_pd(x);
+  }
+#elif defined(REPRISE_CPU_LEVEL_AVX2)
+  if constexpr (sizeof(T) == 4) {
+    return _mm256_set1_ps(x);
+  } else {
+    return _mm256_set1_pd(x);
+  }
+#elif defined(__SSE2__)
+  if constexpr (sizeof(T) == 4) {
+    return _mm_set1_ps(x);
+  } else {
+    return _mm_set1_pd(x);
+  }
+#else
+  Native<T> v;
+  for (int l = 0; l < kLanes<T>; ++l) v[l] = x;
+  return v;
+#endif
+}
+
+#if defined(REPRISE_CPU_LEVEL_AVX2)
+// The AVX2 mask of lanes [0, n): all ones where the lane index is below n.
+template <class T>
+REPRISE_CPU_INLINE NativeMask<T> lanes_below(int64_t n) {
+  NativeMask<T> index;
+  for (int l = 0; l < kLanes<T>; ++l) index[l] = l;
+  using Lane = std::remove_cvref_t<decltype(index[0])>;
+  return index < NativeMask<T>{} + Lane(n);
+}
+#endif
+
+// The first n lanes (0 <= n <= lanes) of a register from p, the rest 0:
+// masked loads, which never touch memory past lane n - 1.
+template <class T>
+REPRISE_CPU_INLINE Native<T> load_first_native(const T* p, int64_t n) {
+  if (n >= kLanes<T>) return load_native(p);
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+  const __mmask16 m = __mmask16((1u << (n > 0 ? n : 0)) - 1);
+  if constexpr (sizeof(T) == 4) {
+    return _mm512_maskz_loadu_ps(m, p);
+  } else {
+    return _mm512_maskz_loadu_pd(__mmask8(m), p);
+  }
+#elif defined(REPRISE_CPU_LEVEL_AVX2)
+  const NativeMask<T> m = lanes_below<T>(n);
+  if constexpr (sizeof(T) == 4) {
+    return _mm256_maskload_ps(p, (__m256i)m);
+  } else {
+    return _mm256_maskload_pd(p, (__m256i)m);
+  }
+#else
+  T lanes[kLanes<T>] = {};
+  std::memcpy(lanes, p, size_t(n > 0 ? n : 0) * sizeof(T));
+  return load_native(lanes);
+#endif
+}
+
+// Stores the first n lanes (0 <= n <= lanes) of v at p.
+template <class T>
+REPRISE_CPU_INLINE void store_first_native(T* p, Native<T> v, int64_t n) {
+  if (n >= kLanes<T>) return store_native(p, v);
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+  const __mmask16 m = __mmask16((1u << (n > 0 ? n : 0)) - 1);
+  if constexpr (sizeof(T) == 4) {
+    _mm512_mask_storeu_ps(p, m, v);
+  } else {
+    _mm512_mask_storeu_pd(p, __mmask8(m), v);
+  }
+#elif defined(REPRISE_CPU_LEVEL_AVX2)
+  const NativeMask<T> m = lanes_below<T>(n);
+  if constexpr (sizeof(T) == 4) {
+    _mm256_maskstore_ps(p, (__m256i)m, v);
+  } else {
+    _mm256_maskstore_pd(p, (__m256i)m, v);
+  }
+#else
+  T lanes[kLanes<T>];
+  store_native(lanes, v);
+  std::memcpy(p, lanes, size_t(n > 0 ? n : 0) * sizeof(T));
+#endif
+}
+
+// 16 lanes of a comparison: all ones where true.
+template <class T>
+struct M16 {
+  static constexpr int kParts = 16 / kLanes<T>;
+  NativeMask<T> p[kParts];
+};
+
+// 16 lanes of T.
+template <class T>
+struct V16 {
+  static constexpr int kParts = 16 / kLanes<T>;
+  Native<T> p[kParts];
+
+  REPRISE_CPU_INLINE static V16 splat(double v) {
+    V16 r;
+    for (int i = 0; i < kParts; ++i) r.p[i] = splat_native(T(v));
+    return r;
+  }
+  REPRISE_CPU_INLINE static V16 load(const T* x) {
+    V16 r;
+    for (int i = 0; i < kParts; ++i) r.p[i] = load_native(x + i * kLanes<T>);
+    return r;
+  }
+  // The first n (< 16) lanes from x, the rest 0.
+  REPRISE_CPU_INLINE static V16 load_first(const T* x, int64_t n) {
+    V16 r;
+    for (int i = 0; i < kParts; ++i)
+      r.p[i] = load_first_native(x + i * kLanes<T>, n - i * kLanes<T>);
+    return r;
+  }
+  REPRISE_CPU_INLINE void store(T* x) const {
+    for (int i = 0; i < kParts; ++i) store_native(x + i * kLanes<T>, p[i]);
+  }
+  // Stores the first n (< 16) lanes.
+  REPRISE_CPU_INLINE void store_first(T* x, int64_t n) const {
+    for (int i = 0; i < kParts; ++i) store_first_native(x + i * kLanes<T>, p[i], n - i * kLanes<T>);
+  }
+  REPRISE_CPU_INLINE T lane(int l) const { return p[l / kLanes<T>][l % kLanes<T>]; }
+};
+
+#define REPRISE_V16_BINARY(op)                                     \
+  template <class T>                                               \
+  REPRISE_CPU_INLINE V16<T> operator op(V16<T> a, V16<T> b) {      \
+    for (int i = 0; i < V16<T>::kParts; ++i) a.p[i] op## = b.p[i]; \
+    return a;                                                      \
+  }
+REPRISE_V16_BINARY(+)
+REPRISE_V16_BINARY(-)
+REPRISE_V16_BINARY(*)
+REPRISE_V16_BINARY(/)
+#undef REPRISE_V16_BINARY
+
+template <class T>
+REPRISE_CPU_INLINE V16<T> operator-(V16<T> a) {
+  for (int i = 0; i < V16<T>::kParts; ++i) a.p[i] = -a.p[i];
+  return a;
+}
+
+#define REPRISE_V16_COMPARE(op)                                         \
+  template <class T>                                                    \
+  REPRISE_CPU_INLINE M16<T> operator op(V16<T> a, V16<T> b) {           \
+    M16<T> m;                                                           \
+    for (int i = 0; i < V16<T>::kParts; ++i) m.p[i] = a.p[i] op b.p[i]; \
+    return m;                                                           \
+  }
+REPRISE_V16_COMPARE(<)
+REPRISE_V16_COMPARE(<=)
+REPRISE_V16_COMPARE(>)
+REPRISE_V16_COMPARE(>=)
+REPRISE_V16_COMPARE(==)
+REPRISE_V16_COMPARE(!=)
+#undef REPRISE_V16_COMPARE
+
+template <class T>
+REPRISE_CPU_INLINE M16<T> operator&(M16<T> a, M16<T> b) {
+  for (int i = 0; i < M16<T>::kParts; ++i) a.p[i] &= b.p[i];
+  return a;
+}
+template <class T>
+REPRISE_CPU_INLINE M16<T> operator|(M16<T> a, M16<T> b) {
+  for (int i = 0; i < M16<T>::kParts; ++i) a.p[i] |= b.p[i];
+  return a;
+}
+
+// m ? a : b, lane by lane (found by argument-dependent lookup from the
+// functors).
+template <class T>
+REPRISE_CPU_INLINE V16<T> select(M16<T> m, V16<T> a, V16<T> b) {
+  V16<T> r;
+  for (int i = 0; i < V16<T>::kParts; ++i) {
+    // Casts between vectors of one size reinterpret the bits.
+    const NativeMask<T> bits = ((NativeMask<T>)a.p[i] & m.p[i]) | ((NativeMask<T>)b.p[i] & ~m.p[i]);
+    r.p[i] = (Native<T>)bits;
+  }
+  return r;
+}
+
+// a * b + c rounded once per lane.
+template <class T>
+REPRISE_CPU_INLINE V16<T> fmadd(V16<T> a, V16<T> b, V16<T> c) {
+  for (int i = 0; i < V16<T>::kParts; ++i) c.p[i] = fma_native(a.p[i], b.p[i], c.p[i]);
+  return c;
+}
+
+// A lane-wise call of a scalar function (the compiler vectorises those it
+// has instructions for, such as sqrt).
+template <class T, class F>
+REPRISE_CPU_INLINE V16<T> lanewise(V16<T> x, F f) {
+  T lanes[16];
+  x.store(lanes);
+  for (int l = 0; l < 16; ++l) lanes[l] = f(lanes[l]);
+  return V16<T>::load(lanes);
+}
+
+// p * 2^n for integral n, as fn::scale2 does it for one float.
+REPRISE_CPU_INLINE V16<float> scale2(V16<float> p, V16<float> n) {
+  for (int i = 0; i < V16<float>::kParts; ++i) {
+    const NativeI32 ni = __builtin_convertvector(n.p[i], NativeI32);
+    const NativeI32 n1 = ni >> 1, n2 = ni - n1;
+    const NativeI32 s1 = (n1 + 127) << 23, s2 = (n2 + 127) << 23;
+    p.p[i] = p.p[i] * (NativeF32)s1 * (NativeF32)s2;
+  }
+  return p;
+}
+
+// Forced inline: the polynomial is long enough that the compiler would
+// otherwise call it once per 16 lanes.
+REPRISE_HD V16<float> exp_of(V16<float> x) { return fn::exp_poly(x); }
+REPRISE_CPU_INLINE V16<double> exp_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::exp(v); });
+}
+template <class T>
+REPRISE_CPU_INLINE V16<T> log_of(V16<T> x) {
+  return lanewise(x, [](T v) { return std::log(v); });
+}
+template <class T>
+REPRISE_CPU_INLINE V16<T> sqrt_of(V16<T> x) {
+  return lanewise(x, [](T v) { return std::sqrt(v); });
+}
+template <class T>
+REPRISE_CPU_INLINE V16<T> tanh_of(V16<T> x) {
+  return lanewise(x, [](T v) { return std::tanh(v); });
+}
+template <class T>
+REPRISE_CPU_INLINE V16<T> pow_of(V16<T> x, V16<T> e) {
+  T base[16], exponent[16];
+  x.store(base);
+  e.store(exponent);
+  for (int l = 0; l < 16; ++l) base[l] = std::pow(base[l], exponent[l]);
+  return V16<T>::load(base);
+}
+
+// The 16 lanes summed in a fixed order: pairs (l, l + 8), then (l, l + 4),
+// (l, l + 2), (l, l + 1). Every level folds the same pairs.
+template <class T>
+REPRISE_CPU_INLINE T fold_sum(V16<T> v) {
+  T x[16];
+  v.store(x);
+  for (int half = 8; half > 0; half /= 2) {
+    for (int l = 0; l < half; ++l) x[l] += x[l + half];
+  }
+  return x[0];
+}
+// The largest lane (NaN lanes as MAXPS sees them: the second operand).
+template <class T>
+REPRISE_CPU_INLINE T fold_max(V16<T> v) {
+  T x[16];
+  v.store(x);
+  for (int half = 8; half > 0; half /= 2) {
+    for (int l = 0; l < half; ++l) x[l] = x[l] > x[l + half] ? x[l] : x[l + half];
+  }
+  return x[0];
+}
+
+REPRISE_CPU_END

@@ -1,0 +1,42 @@
+#pragma once
+// CPU capabilities: the instruction-set levels the CPU backend (cpu/) is
+// built for, one build of its kernels each, and the one it runs.
+//
+//   scalar  any CPU (plain C++; on x86-64 the compiler may use SSE2)
+//   avx2    x86-64 with AVX2, FMA, F16C and BMI2 (Haswell, Zen 1 and later)
+//   avx512  x86-64 with AVX-512 F, BW, DQ and VL (Skylake-X, Zen 4 and later)
+//
+// Every kernel computes each result as one fixed sequence of roundings, so
+// the capability changes the speed, never the bits (tests/ops/backends_test.cpp).
+//
+// The CPU backend runs the best capability this CPU supports, or the one
+// the environment variable REPRISE_CPU_CAPABILITY names (scalar, avx2 or
+// avx512; read at first use), which may only lower it.
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace reprise {
+
+enum class CpuCapability : uint8_t { scalar, avx2, avx512 };
+
+const char* to_string(CpuCapability c);
+
+// The capabilities this build carries and this CPU (and its OS) supports,
+// lowest first; scalar is always there.
+const std::vector<CpuCapability>& supported_cpu_capabilities();
+
+// The capability the CPU backend runs. Raises an Error when
+// REPRISE_CPU_CAPABILITY names an unknown capability or one this CPU lacks.
+CpuCapability cpu_capability();
+
+// Selects the capability for later kernels (tests and benchmarks compare
+// them in one process). Raises an Error when it is not supported.
+void set_cpu_capability(CpuCapability c);
+
+// "scalar", "avx2", "avx512" -> the capability; an Error naming `who` and
+// the valid names otherwise.
+CpuCapability parse_cpu_capability(std::string_view name, std::string_view who);
+
+}  // namespace reprise

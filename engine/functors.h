@@ -1,0 +1,325 @@
+#pragma once
+// The math of each elementwise op, written once as REPRISE_HD functors that
+// the CPU kernels (cpu/, on scalars and on cpu/vec.h's 16-lane vectors) and
+// the CUDA kernels share, so every backend and every CPU capability computes
+// an element with the same sequence of roundings.
+//
+// A functor is a template over its value type T: float, double, or a vector
+// of either. It uses only +, -, *, /, comparisons, and the helpers below
+// (lit, select, vmin, vmax, exp_of, ...), which a vector type provides as
+// overloads that argument-dependent lookup finds. Nothing here may be
+// contracted into a fused multiply-add by the compiler (reprise builds with
+// -ffp-contract=off; CUDA with --fmad=false): a fusion would change the bits
+// on one target and not on another.
+//
+// The CPU backend compiles this file once per ISA level (cpu/vec.h), so it
+// includes nothing beyond what cpu/vec.h includes first, and every function
+// here is REPRISE_HD (always inlined).
+//
+// Forward functors map x -> y; gradient functors map (x, y, dy) -> dx, and
+// each reads only what its op saves.
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "engine/half.h"
+#include "engine/hd.h"
+
+namespace reprise::fn {
+
+// The constant v in T (a vector type broadcasts it: T::splat).
+template <class T>
+REPRISE_HD T lit(double v) {
+  if constexpr (requires { T::splat(v); }) {
+    return T::splat(v);
+  } else {
+    return T(v);
+  }
+}
+
+template <class T>
+REPRISE_HD T select(bool c, T a, T b) {
+  return c ? a : b;
+}
+// a < b ? a : b and a > b ? a : b, as SSE's MINPS/MAXPS order them: the
+// second operand when either is NaN.
+template <class T>
+REPRISE_HD T vmin(T a, T b) {
+  return select(a < b, a, b);
+}
+template <class T>
+REPRISE_HD T vmax(T a, T b) {
+  return select(a > b, a, b);
+}
+
+// p * 2^n for an integral n in [-252, 254] (two factors, so that results
+// down to 2^-149, the subnormals, come out right).
+REPRISE_HD float scale2(float p, float n) {
+  const int32_t ni = int32_t(n), n1 = ni >> 1, n2 = ni - n1;
+  return p * detail::bits_float(uint32_t(n1 + 127) << 23) *
+         detail::bits_float(uint32_t(n2 + 127) << 23);
+}
+
+// e^x in f32: range reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
+// in two for an exact n ln2), Cephes expf's degree-6 polynomial for e^r,
+// and 2^n applied as two factors. Within 1.02 ulp of exp over all floats
+// (99% correctly rounded); +inf above 88.7228, 0 below -104, NaN for NaN.
+// The clamp maps NaN to kMax (a number), and the final select restores it.
+template <class T>
+REPRISE_HD T exp_poly(T x) {
+  const T kMax = lit<T>(88.72283935546875), kMin = lit<T>(-104.0);
+  const T shifter = lit<T>(12582912.0);  // 1.5 * 2^23: adding it rounds to an integer
+  const T xc = vmax(vmin(x, kMax), kMin);
+  const T n = (xc * lit<T>(1.44269504088896341) + shifter) - shifter;
+  const T r = (xc - n * lit<T>(0.693359375)) - n * lit<T>(-2.12194440e-4);
+  T p = lit<T>(1.9875691500e-4);
+  p = p * r + lit<T>(1.3981999507e-3);
+  p = p * r + lit<T>(8.3334519073e-3);
+  p = p * r + lit<T>(4.1665795894e-2);
+  p = p * r + lit<T>(1.6666665459e-1);
+  p = p * r + lit<T>(5.0000001201e-1);
+  p = p * r * r + r + lit<T>(1.0);
+  T y = scale2(p, n);
+  y = select(x > kMax, lit<T>(INFINITY), y);
+  y = select(x < kMin, lit<T>(0.0), y);
+  return select(x != x, x, y);
+}
+
+// e^x: the polynomial above in f32; f64 is the gradcheck type and keeps the
+// C library's exp, the exact formula.
+REPRISE_HD float exp_of(float x) { return exp_poly(x); }
+REPRISE_HD double exp_of(double x) { return std::exp(x); }
+REPRISE_HD float log_of(float x) { return std::log(x); }
+REPRISE_HD double log_of(double x) { return std::log(x); }
+REPRISE_HD float sqrt_of(float x) { return std::sqrt(x); }
+REPRISE_HD double sqrt_of(double x) { return std::sqrt(x); }
+REPRISE_HD float tanh_of(float x) { return std::tanh(x); }
+REPRISE_HD double tanh_of(double x) { return std::tanh(x); }
+REPRISE_HD float pow_of(float x, float e) { return std::pow(x, e); }
+REPRISE_HD double pow_of(double x, double e) { return std::pow(x, e); }
+
+struct Neg {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return -x;
+  }
+};
+struct Exp {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return exp_of(x);
+  }
+};
+struct Log {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return log_of(x);
+  }
+};
+struct Sqrt {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return sqrt_of(x);
+  }
+};
+struct Rsqrt {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return lit<T>(1) / sqrt_of(x);
+  }
+};
+struct Relu {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return select(x > lit<T>(0), x, lit<T>(0));
+  }
+};
+struct Sigmoid {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return lit<T>(1) / (lit<T>(1) + exp_of(-x));
+  }
+};
+struct Tanh {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return tanh_of(x);
+  }
+};
+// x * sigmoid(x)
+struct Silu {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return x / (lit<T>(1) + exp_of(-x));
+  }
+};
+// GELU, tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+// computed as x sigmoid(2 u), the same function: 0.5 (1 + tanh(u)) =
+// 1 / (1 + e^(-2u)). It needs one exp instead of a tanh, and for x < 0 it
+// avoids the cancellation in 1 + tanh(u).
+struct GeluTanh {
+  static constexpr double kAlpha = 0.7978845608028654;  // sqrt(2 / pi)
+  static constexpr double kBeta = 0.044715;
+  template <class T>
+  REPRISE_HD static T inner(T x) {  // u
+    return lit<T>(kAlpha) * (x + lit<T>(kBeta) * x * x * x);
+  }
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return x / (lit<T>(1) + exp_of(lit<T>(-2) * inner(x)));
+  }
+};
+struct PowScalar {
+  double exponent;
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    if (exponent == 2.0) return x * x;
+    return pow_of(x, lit<T>(exponent));
+  }
+};
+struct AddScalar {
+  double s;
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return x + lit<T>(s);
+  }
+};
+struct MulScalar {
+  double s;
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return x * lit<T>(s);
+  }
+};
+
+// ---- gradients: (x, y, dy) -> dx -------------------------------------------
+
+struct NegGrad {
+  template <class T>
+  REPRISE_HD T operator()(T, T, T g) const {
+    return -g;
+  }
+};
+struct ExpGrad {  // d exp = y
+  template <class T>
+  REPRISE_HD T operator()(T, T y, T g) const {
+    return g * y;
+  }
+};
+struct LogGrad {
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return g / x;
+  }
+};
+struct SqrtGrad {  // 1 / (2 y)
+  template <class T>
+  REPRISE_HD T operator()(T, T y, T g) const {
+    return g / (lit<T>(2) * y);
+  }
+};
+struct RsqrtGrad {  // -y^3 / 2
+  template <class T>
+  REPRISE_HD T operator()(T, T y, T g) const {
+    return lit<T>(-0.5) * g * y * y * y;
+  }
+};
+struct ReluGrad {
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return select(x > lit<T>(0), g, lit<T>(0));
+  }
+};
+struct SigmoidGrad {  // y (1 - y)
+  template <class T>
+  REPRISE_HD T operator()(T, T y, T g) const {
+    return g * y * (lit<T>(1) - y);
+  }
+};
+struct TanhGrad {  // 1 - y^2
+  template <class T>
+  REPRISE_HD T operator()(T, T y, T g) const {
+    return g * (lit<T>(1) - y * y);
+  }
+};
+struct SiluGrad {  // s (1 + x (1 - s)), s = sigmoid(x)
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    const T s = lit<T>(1) / (lit<T>(1) + exp_of(-x));
+    return g * s * (lit<T>(1) + x * (lit<T>(1) - s));
+  }
+};
+// With s = sigmoid(2 u) = 0.5 (1 + tanh(u)): 1 - tanh(u)^2 = 4 s (1 - s), so
+// d/dx 0.5 x (1 + tanh(u)) = s + 2 x s (1 - s) du/dx.
+struct GeluTanhGrad {
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    const T alpha = lit<T>(GeluTanh::kAlpha), beta = lit<T>(GeluTanh::kBeta);
+    const T s = lit<T>(1) / (lit<T>(1) + exp_of(lit<T>(-2) * GeluTanh::inner(x)));
+    const T d_inner = alpha * (lit<T>(1) + lit<T>(3) * beta * x * x);
+    return g * (s + lit<T>(2) * x * s * (lit<T>(1) - s) * d_inner);
+  }
+};
+struct PowScalarGrad {  // e x^(e-1)
+  double exponent;
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    if (exponent == 2.0) return g * lit<T>(2) * x;
+    return g * lit<T>(exponent) * pow_of(x, lit<T>(exponent - 1.0));
+  }
+};
+
+// splitmix64's finaliser: a 64-bit hash (recompute noise draws from it).
+REPRISE_HD uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// ---- binary ---------------------------------------------------------------
+
+struct Add {
+  template <class T>
+  REPRISE_HD T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Sub {
+  template <class T>
+  REPRISE_HD T operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct Mul {
+  template <class T>
+  REPRISE_HD T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct Div {
+  template <class T>
+  REPRISE_HD T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+
+// silu(gate) * up, and its two gradients from (gate, up, dy), in the order
+// silu followed by mul computes them, so the fused op has their bits.
+struct Swiglu {
+  template <class T>
+  REPRISE_HD T operator()(T gate, T up) const {
+    return Silu{}(gate)*up;
+  }
+  template <class T>
+  REPRISE_HD static T dgate(T gate, T up, T dy) {
+    return SiluGrad{}(gate, gate, dy * up);
+  }
+  template <class T>
+  REPRISE_HD static T dup(T gate, T, T dy) {
+    return dy * Silu{}(gate);
+  }
+};
+
+}  // namespace reprise::fn

@@ -1,0 +1,139 @@
+#include "ops/registry.h"
+
+#include "autograd/op_registry.h"
+#include "engine/tensor.h"
+
+namespace reprise::ops::registry {
+namespace {
+
+using Tensors = std::vector<Tensor>;
+
+// Costs. The default (no function) is one flop per output element and
+// every input and output read or written once (autograd/tape.h).
+
+// Copying, selecting and layout ops do no arithmetic.
+double no_flops(const Tensors&, const Tensors&) { return 0; }
+// split makes views: nothing is read or written.
+double no_bytes(const Tensors&, const Tensors&) { return 0; }
+// 2 M N K: every output element is K multiply-adds.
+double product_flops(const Tensors& in, const Tensors& out) {
+  return 2.0 * double(out[0].numel()) * double(in[0].size(-1));
+}
+// Both tile products: 2 T S D for Q K^T and 2 T S Dv for P V per (b, h).
+// Causal attention skips about half of them; the cost is the dense count.
+double sdpa_flops(const Tensors& in, const Tensors&) {
+  const Tensor &q = in[0], &v = in[2];
+  return 2.0 * double(q.size(0) * q.size(1)) * double(q.size(2)) * double(v.size(2)) *
+         double(q.size(3) + v.size(3));
+}
+// max, subtract, exp and sum per logit.
+double cross_entropy_flops(const Tensors& in, const Tensors&) {
+  return 4.0 * double(in[0].numel());
+}
+// About max, subtract, exp, sum and scale per element.
+double softmax_flops(const Tensors& in, const Tensors&) { return 5.0 * double(in[0].numel()); }
+// Square-and-add, scale, weight.
+double rmsnorm_flops(const Tensors& in, const Tensors&) { return 4.0 * double(in[0].numel()); }
+// Mean, centred square-and-add, centre, scale, weight, bias.
+double layernorm_flops(const Tensors& in, const Tensors&) { return 7.0 * double(in[0].numel()); }
+// Two multiplies and an add per element.
+double rotary_flops(const Tensors& in, const Tensors&) { return 3.0 * double(in[0].numel()); }
+// The sigmoid's exp, its divide and the gating multiply: 4 per element.
+double swiglu_flops(const Tensors& in, const Tensors&) { return 4.0 * double(in[0].numel()); }
+// About k comparisons per score, plus the gates.
+double route_flops(const Tensors& in, const Tensors&) { return 2.0 * double(in[0].numel()); }
+// An embedding lookup reads the ids and the gathered rows (not all of the
+// weight) and writes the output.
+double embedding_bytes(const Tensors& in, const Tensors& out) {
+  return double(in[1].nbytes()) + 2.0 * double(out[0].nbytes());
+}
+// index_select and gather read only the selected elements of x (one per
+// output element), not all of it: index + selected + output.
+double selected_bytes(const Tensors& in, const Tensors& out) {
+  return double(in[1].nbytes() + 2 * out[0].nbytes());
+}
+// One add per source element (input 2 is src).
+double source_adds(const Tensors& in, const Tensors&) { return double(in[2].numel()); }
+// Roughly one comparison per input element (selection, then a sort of k).
+double input_compares(const Tensors& in, const Tensors&) { return double(in[0].numel()); }
+
+}  // namespace
+
+const OpInfo kNeg{.name = "neg"};
+const OpInfo kExp{.name = "exp"};
+const OpInfo kLog{.name = "log"};
+const OpInfo kSqrt{.name = "sqrt"};
+const OpInfo kRsqrt{.name = "rsqrt"};
+const OpInfo kPow{.name = "pow"};
+const OpInfo kRelu{.name = "relu"};
+const OpInfo kGelu{.name = "gelu"};
+const OpInfo kSilu{.name = "silu"};
+const OpInfo kSigmoid{.name = "sigmoid"};
+const OpInfo kTanh{.name = "tanh"};
+const OpInfo kAdd{.name = "add"};
+const OpInfo kSub{.name = "sub"};
+const OpInfo kMul{.name = "mul"};
+const OpInfo kDiv{.name = "div"};
+const OpInfo kAddScalar{.name = "add_scalar"};
+const OpInfo kMulScalar{.name = "mul_scalar"};
+const OpInfo kSwiglu{.name = "swiglu", .flops = swiglu_flops};
+const OpInfo kSum{.name = "sum"};
+const OpInfo kMean{.name = "mean"};
+const OpInfo kMax{.name = "max"};
+const OpInfo kSoftmax{.name = "softmax", .flops = softmax_flops};
+const OpInfo kLogSoftmax{.name = "log_softmax", .flops = softmax_flops};
+const OpInfo kCrossEntropy{.name = "cross_entropy", .flops = cross_entropy_flops};
+const OpInfo kRmsnorm{.name = "rmsnorm", .flops = rmsnorm_flops};
+const OpInfo kLayernorm{.name = "layernorm", .flops = layernorm_flops};
+const OpInfo kRotary{.name = "rotary", .flops = rotary_flops};
+const OpInfo kEmbedding{.name = "embedding", .flops = no_flops, .bytes = embedding_bytes};
+const OpInfo kIndexSelect{.name = "index_select", .flops = no_flops, .bytes = selected_bytes};
+const OpInfo kGather{.name = "gather", .flops = no_flops, .bytes = selected_bytes};
+const OpInfo kScatterAdd{.name = "scatter_add", .flops = source_adds};
+const OpInfo kIndexAdd{.name = "index_add", .flops = source_adds};
+const OpInfo kWhere{.name = "where", .flops = no_flops};
+const OpInfo kTopk{.name = "topk", .flops = input_compares};
+const OpInfo kMatmul{.name = "matmul", .flops = product_flops};
+const OpInfo kLinear{.name = "linear", .flops = product_flops};
+const OpInfo kGroupedLinear{.name = "grouped_linear", .flops = product_flops};
+const OpInfo kSdpa{.name = "sdpa", .flops = sdpa_flops};
+const OpInfo kSdpaDropout{.name = "sdpa_dropout", .is_random = true, .flops = sdpa_flops};
+const OpInfo kMoeRoute{.name = "moe_route", .flops = route_flops};
+const OpInfo kDropout{.name = "dropout", .is_random = true};
+const OpInfo kCast{.name = "cast", .flops = no_flops};
+const OpInfo kReshape{.name = "reshape"};
+const OpInfo kTranspose{.name = "transpose"};
+const OpInfo kPermute{.name = "permute"};
+const OpInfo kSlice{.name = "slice"};
+const OpInfo kExpand{.name = "expand"};
+const OpInfo kSqueeze{.name = "squeeze"};
+const OpInfo kUnsqueeze{.name = "unsqueeze"};
+const OpInfo kContiguous{.name = "contiguous"};
+const OpInfo kCat{.name = "cat", .flops = no_flops};
+const OpInfo kSplit{.name = "split", .flops = no_flops, .bytes = no_bytes};
+const OpInfo kStack{.name = "stack", .flops = no_flops};
+
+const std::vector<const OpInfo*>& all() {
+  static const std::vector<const OpInfo*> ops = {
+      &kNeg,           &kExp,        &kLog,         &kSqrt,      &kRsqrt,       &kPow,
+      &kRelu,          &kGelu,       &kSilu,        &kSigmoid,   &kTanh,        &kAdd,
+      &kSub,           &kMul,        &kDiv,         &kAddScalar, &kMulScalar,   &kSwiglu,
+      &kSum,           &kMean,       &kMax,         &kSoftmax,   &kLogSoftmax,  &kCrossEntropy,
+      &kRmsnorm,       &kLayernorm,  &kRotary,      &kEmbedding, &kIndexSelect, &kGather,
+      &kScatterAdd,    &kIndexAdd,   &kWhere,       &kTopk,      &kMatmul,      &kLinear,
+      &kGroupedLinear, &kSdpa,       &kSdpaDropout, &kMoeRoute,  &kDropout,     &kCast,
+      &kReshape,       &kTranspose,  &kPermute,     &kSlice,     &kExpand,      &kSqueeze,
+      &kUnsqueeze,     &kContiguous, &kCat,         &kSplit,     &kStack};
+  return ops;
+}
+
+namespace {
+// Every op file records with one of the OpInfos above, which links this
+// file in, and with it this registration.
+const bool registered = [] {
+  for (const OpInfo* op : all()) autograd::register_op(*op);
+  return true;
+}();
+}  // namespace
+
+}  // namespace reprise::ops::registry

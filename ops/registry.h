@@ -1,0 +1,37 @@
+#pragma once
+// Every op reprise records, declared once: its name, whether it draws
+// random numbers, whether it has a gradient, and its cost (floating-point
+// operations and bytes moved) from the shapes it ran on. The op files
+// (ops/*.cpp) record with these; they are registered by name with autograd
+// (autograd/op_registry.h), so policies and the planner can only name ops
+// that exist; and the op tests check that every one has a test case.
+
+#include <vector>
+
+#include "autograd/op_info.h"
+
+namespace reprise::ops::registry {
+
+using autograd::OpInfo;
+
+// Elementwise (ops/unary.h, ops/binary.h, ops/swiglu.h).
+extern const OpInfo kNeg, kExp, kLog, kSqrt, kRsqrt, kPow, kRelu, kGelu, kSilu, kSigmoid, kTanh;
+extern const OpInfo kAdd, kSub, kMul, kDiv, kAddScalar, kMulScalar, kSwiglu;
+// Reductions (ops/reduce.h).
+extern const OpInfo kSum, kMean, kMax;
+// Layers (ops/softmax.h, ops/loss.h, ops/norm.h, ops/rotary.h, ops/embedding.h).
+extern const OpInfo kSoftmax, kLogSoftmax, kCrossEntropy, kRmsnorm, kLayernorm, kRotary, kEmbedding;
+// Indexing (ops/indexing.h).
+extern const OpInfo kIndexSelect, kGather, kScatterAdd, kIndexAdd, kWhere, kTopk;
+// Products (ops/matmul.h, ops/grouped_linear.h, ops/attention.h).
+extern const OpInfo kMatmul, kLinear, kGroupedLinear, kSdpa, kSdpaDropout;
+// Mixture of experts, random, casts (ops/moe_route.h, ops/random.h, ops/cast.h).
+extern const OpInfo kMoeRoute, kDropout, kCast;
+// Layout (ops/views.h, ops/shape.h).
+extern const OpInfo kReshape, kTranspose, kPermute, kSlice, kExpand, kSqueeze, kUnsqueeze,
+    kContiguous, kCat, kSplit, kStack;
+
+// All of the above, in this order.
+const std::vector<const OpInfo*>& all();
+
+}  // namespace reprise::ops::registry
