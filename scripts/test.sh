@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the Release build (warnings are
-# errors), the ASan+UBSan build, a find_package(reprise) consumer built
-# against an installed prefix, and the clang-format check.
+# errors) at every CPU capability this machine has, the ASan+UBSan build, a
+# find_package(reprise) consumer built against an installed prefix, and the
+# clang-format check.
 # GPU tests (CTest label gpu) skip themselves when no device is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,21 @@ echo "== release build and tests"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DREPRISE_WERROR=ON -DREPRISE_BUILD_BENCH=ON
 cmake --build build/release -j"$jobs"
 ctest --test-dir build/release --output-on-failure -j"$jobs" --timeout 900
+
+# The same suite at each lower CPU capability this machine supports (the
+# run above had the best; engine/cpu_capability.h says what each needs).
+flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
+lower=()
+if has avx2 fma f16c bmi2; then
+  lower+=(scalar)
+  has avx512f avx512bw avx512dq avx512vl && lower+=(avx2)
+fi
+for capability in "${lower[@]}"; do
+  echo "== release tests at CPU capability $capability"
+  REPRISE_CPU_CAPABILITY=$capability \
+    ctest --test-dir build/release --output-on-failure -j"$jobs" --timeout 900
+done
 
 echo "== installed package consumed by an outside project"
 rm -rf build/prefix build/embed

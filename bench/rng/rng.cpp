@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "bench/support.h"
+#include "engine/backend.h"
 #include "engine/threads.h"
 #include "rng/distributions.h"
-#include "rng/fill.h"
 #include "rng/generator.h"
 #include "rng/philox.h"
 
@@ -38,9 +38,6 @@ using namespace reprise::rng;
 constexpr int64_t kN = int64_t{1} << 24;
 constexpr double kP = 0.1;  // dropout probability
 constexpr uint64_t kSeed = 1234;
-// The fills run on the engine's pool, as ops/ runs them.
-constexpr ParallelFor kPool = &reprise::threads::parallel_for;
-
 void set_counters(benchmark::State& state, double bytes_per_element) {
   const double n = double(kN) * double(state.iterations());
   state.counters["Gfloat/s"] = benchmark::Counter(n / 1e9, benchmark::Counter::kIsRate);
@@ -78,56 +75,60 @@ void BM_Copy(benchmark::State& state) {
   set_counters(state, 8);
 }
 
+// The CPU backend's fills (what ops::rand, randn, bernoulli and dropout
+// run), on its thread pool.
+reprise::Backend& cpu() { return reprise::cpu_backend(); }
+
 void BM_UniformFloat(benchmark::State& state) {
-  std::vector<float> y = buffer(0.0f);
+  const reprise::Tensor y = reprise::Tensor::zeros({kN});
   const Reservation r = reservation(uniform_words<float>(kN));
-  fill_uniform(y.data(), kN, r, kPool);
-  reprise::bench::check(y[kN - 1] == uniform_float(stream_word(kSeed, 0, kN - 1)), "uniform");
+  cpu().fill_uniform(y, r, 0.0, 1.0);
+  reprise::bench::check(y.data<float>()[kN - 1] == uniform_float(stream_word(kSeed, 0, kN - 1)),
+                        "uniform");
   for (auto _ : state) {
-    fill_uniform(y.data(), kN, r, kPool);
+    cpu().fill_uniform(y, r, 0.0, 1.0);
     benchmark::ClobberMemory();
   }
   set_counters(state, 4);
 }
 
 void BM_NormalFloat(benchmark::State& state) {
-  std::vector<float> y = buffer(0.0f);
+  const reprise::Tensor y = reprise::Tensor::zeros({kN});
   const Reservation r = reservation(normal_words<float>(kN));
-  fill_normal(y.data(), kN, r, kPool);
+  cpu().fill_normal(y, r, 0.0, 1.0);
   float z0, z1;
   box_muller(stream_word(kSeed, 0, kN - 2), stream_word(kSeed, 0, kN - 1), z0, z1);
-  reprise::bench::check(y[kN - 1] == z1, "normal");
+  reprise::bench::check(y.data<float>()[kN - 1] == z1, "normal");
   for (auto _ : state) {
-    fill_normal(y.data(), kN, r, kPool);
+    cpu().fill_normal(y, r, 0.0, 1.0);
     benchmark::ClobberMemory();
   }
   set_counters(state, 4);
 }
 
 void BM_BernoulliMask(benchmark::State& state) {
-  std::vector<float> y = buffer(0.0f);
+  const reprise::Tensor y = reprise::Tensor::zeros({kN});
   const Reservation r = reservation(bernoulli_words(kN));
-  fill_bernoulli(y.data(), kN, 1.0 - kP, r, kPool);
+  cpu().fill_bernoulli(y, r, 1.0 - kP);
   double kept = 0;
-  for (float v : y) kept += v;
+  for (float v : y.to_vector<float>()) kept += v;
   reprise::bench::check(std::abs(kept / double(kN) - (1.0 - kP)) < 1e-3,
                         "bernoulli mask keep rate");
   for (auto _ : state) {
-    fill_bernoulli(y.data(), kN, 1.0 - kP, r, kPool);
+    cpu().fill_bernoulli(y, r, 1.0 - kP);
     benchmark::ClobberMemory();
   }
   set_counters(state, 4);
 }
 
 void BM_DropoutForward(benchmark::State& state) {
-  std::vector<float> x = buffer(1.0f), y = buffer(0.0f);
+  const reprise::Tensor x = reprise::Tensor::ones({kN});
   const Reservation r = reservation(bernoulli_words(kN));
-  dropout(x.data(), y.data(), kN, kP, r, kPool);
   double sum = 0;
-  for (float v : y) sum += v;
+  for (float v : cpu().dropout(x, kP, r).to_vector<float>()) sum += v;
   reprise::bench::check(std::abs(sum / double(kN) - 1.0) < 2e-3, "dropout preserves the mean");
   for (auto _ : state) {
-    dropout(x.data(), y.data(), kN, kP, r, kPool);
+    benchmark::DoNotOptimize(cpu().dropout(x, kP, r));
     benchmark::ClobberMemory();
   }
   set_counters(state, 8);

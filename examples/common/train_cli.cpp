@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "autograd/checkpoint.h"
+#include "engine/cpu_capability.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 #include "nn/data.h"
@@ -228,8 +229,12 @@ Peak machine_peak(int cores) {
       break;
     }
   }
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const int lanes = avx512 ? 16 : __builtin_cpu_supports("avx2") ? 8 : 4;
+  // The lanes of the capability the kernels run at (a forced lower one
+  // lowers the peak too).
+  const CpuCapability capability = cpu_capability();
+  const int lanes = capability == CpuCapability::avx512 ? 16
+                    : capability == CpuCapability::avx2 ? 8
+                                                        : 4;
   Peak p;
   if (mhz <= 0) {
     p.how = "unknown (no clock in /proc/cpuinfo): MFU not shown";
@@ -240,9 +245,9 @@ Peak machine_peak(int cores) {
   std::snprintf(buf, sizeof buf,
                 "%.0f GFLOP/s f32 = %d cores x 2 FMA x %d lanes (%s) x 2 x %.2f GHz", p.flops / 1e9,
                 cores, lanes,
-                avx512       ? "AVX-512"
-                : lanes == 8 ? "AVX2"
-                             : "SSE",
+                capability == CpuCapability::avx512 ? "AVX-512"
+                : capability == CpuCapability::avx2 ? "AVX2"
+                                                    : "SSE",
                 mhz / 1e3);
   p.how = buf;
   return p;
@@ -346,9 +351,9 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       (unsigned long long)c.seed);
   std::printf("compute  checkpoint %s, ", c.checkpoint_policy.c_str());
   if (c.model.moe) std::printf("router %s, ", c.save_router ? "saved" : "recomputed");
-  std::printf("rng replay %s, verify %s, noise %d ulps, %d threads\n",
+  std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s\n",
               autograd::rng_replay_name(c.rng_replay), autograd::verify_name(c.verify),
-              c.recompute_noise_ulps, threads::num_threads());
+              c.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()));
   std::printf("peak     %s\n", peak.how.c_str());
   if (resumed) {
     std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),

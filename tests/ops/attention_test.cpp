@@ -27,8 +27,9 @@ struct Sizes {
   int64_t B, Hq, Hkv, T, S, D, Dv;
 };
 
+// Recorded as sdpa, or sdpa_dropout when opt has a dropout.
 OpCase sdpa_case(const std::string& name, Sizes z, AttentionOptions opt) {
-  return {"sdpa/" + name,
+  return {(opt.dropout_p > 0 ? "sdpa_dropout/" : "sdpa/") + name,
           [z] {
             return Inputs{param({z.B, z.Hq, z.T, z.D}, 51), param({z.B, z.Hkv, z.S, z.D}, 52),
                           param({z.B, z.Hkv, z.S, z.Dv}, 53)};

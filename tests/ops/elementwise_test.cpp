@@ -36,9 +36,9 @@ const RegisterOpCases unary_cases({
     unary_case("silu", ops::silu, -4, 4),
     unary_case("sigmoid", ops::sigmoid, -4, 4),
     unary_case("tanh", ops::tanh, -2, 2),
-    {"pow_2.5/257", [] { return Inputs{param({257}, 12, 0.2, 2)}; },
+    {"pow/2.5_257", [] { return Inputs{param({257}, 12, 0.2, 2)}; },
      [](const Inputs& in) { return ops::pow(in[0], 2.5); }},
-    {"pow_2/257", [] { return Inputs{param({257}, 13)}; },
+    {"pow/2_257", [] { return Inputs{param({257}, 13)}; },
      [](const Inputs& in) { return ops::pow(in[0], 2.0); }},
 });
 
@@ -137,11 +137,21 @@ const RegisterOpCases view_cases({
      [](const Inputs& in) {
        return ops::tanh(ops::expand(in[0], {3, 5, 7}));
      }},
-    {"squeeze_unsqueeze",
+    {"squeeze/3x1x7",
      [] {
        return Inputs{param({3, 1, 7}, 46)};
      },
-     [](const Inputs& in) { return ops::unsqueeze(ops::squeeze(in[0], 1), 0); }},
+     [](const Inputs& in) { return ops::exp(ops::squeeze(in[0], 1)); }},
+    {"unsqueeze/3x7",
+     [] {
+       return Inputs{param({3, 7}, 47)};
+     },
+     [](const Inputs& in) { return ops::exp(ops::unsqueeze(in[0], 0)); }},
+    {"contiguous/transposed_5x7",
+     [] {
+       return Inputs{param({7, 5}, 48)};
+     },
+     [](const Inputs& in) { return ops::exp(ops::contiguous(ops::transpose(in[0], 0, 1))); }},
 });
 
 TEST(ElementwiseForward, MatchesHandComputedValues) {

@@ -28,13 +28,13 @@ OpFn dropout_fn(double p, bool transposed = false) {
 }
 
 const RegisterOpCases random_cases({
-    {"dropout_p0.3/3x5x7",
+    {"dropout/p0.3_3x5x7",
      [] {
        return Inputs{param({3, 5, 7}, 21)};
      },
      dropout_fn(0.3)},
-    {"dropout_p0.5/257", [] { return Inputs{param({257}, 22)}; }, dropout_fn(0.5)},
-    {"dropout_p0.2/transposed_9x13",
+    {"dropout/p0.5_257", [] { return Inputs{param({257}, 22)}; }, dropout_fn(0.5)},
+    {"dropout/p0.2_transposed_9x13",
      [] {
        return Inputs{param({13, 9}, 23)};
      },

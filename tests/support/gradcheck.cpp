@@ -19,6 +19,8 @@ double weighted_sum(const Tensor& out, const std::vector<double>& w) {
 
 }  // namespace
 
+std::string op_of(const OpCase& c) { return c.name.substr(0, c.name.find('/')); }
+
 Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed, DType dtype) {
   std::vector<double> v(size_t(numel(shape)));
   uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;

@@ -29,13 +29,16 @@ struct GradcheckOptions {
                                      GradcheckOptions options = {});
 
 struct OpCase {
-  std::string name;                // "silu/3x5x7": op and what is special
+  std::string name;                // "silu/3x5x7": the registered op, then what is special
   std::function<Inputs()> inputs;  // f64; differentiable ones require grad
   OpFn fn;
   GradcheckOptions options = {};
 };
 
 std::vector<OpCase>& op_cases();
+
+// The registered op a case exercises: its name up to the first '/'.
+std::string op_of(const OpCase& c);
 
 struct RegisterOpCases {
   explicit RegisterOpCases(std::vector<OpCase> cases);

@@ -1,0 +1,180 @@
+// The op registry drives the comparison of backends: every registered op has
+// a case in the table (tests/support/gradcheck.h), and every case gives
+// the same bits, forward and backward, at every CPU capability this machine
+// supports (scalar is the reference), in f32 and f64. On a CUDA device the
+// same cases run there against the CPU (bitwise for data movement and
+// random ops, within a stated tolerance otherwise); without one that test
+// says so and skips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "autograd/backward.h"
+#include "autograd/op_registry.h"
+#include "autograd/policy.h"
+#include "engine/backend.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
+#include "ops/registry.h"
+#include "tests/support/capabilities.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::testing {
+namespace {
+
+// A case's inputs in `dtype` (floating inputs converted, the others as they
+// are), requiring grad as the f64 originals do, on `device`.
+Inputs inputs_as(const OpCase& c, DType dtype, Device device) {
+  Inputs out;
+  for (const Tensor& t : c.inputs()) {
+    if (!t.defined()) {
+      out.push_back(t);
+      continue;
+    }
+    Tensor u = (is_floating(t.dtype()) ? t.detach().to(dtype) : t.detach()).to(device);
+    if (t.requires_grad()) u.requires_grad(true);
+    out.push_back(u);
+  }
+  return out;
+}
+
+// What a run of a case produced, on the host: the output, then the gradient
+// of sum(out * w) for each input that requires grad (w fixed per shape).
+std::vector<Tensor> run_case(const OpCase& c, const Inputs& inputs) {
+  const Tensor out = c.fn(inputs);
+  std::vector<Tensor> results{out.detach().to(Device::cpu())};
+  Inputs diff;
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.requires_grad()) diff.push_back(t);
+  }
+  if (diff.empty() || !is_floating(out.dtype())) return results;
+  const Tensor w = uniform(out.shape(), -1, 1, 977, out.dtype()).to(out.device());
+  const Tensor loss = ops::sum(ops::mul(out, w));
+  for (const Tensor& g : autograd::grad({loss}, diff, {}, {}, /*allow_unused=*/true)) {
+    results.push_back(g.defined() ? g.to(Device::cpu()) : g);
+  }
+  return results;
+}
+
+// Bitwise equal (NaNs of any payload count as equal).
+::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << "one is undefined";
+  if (!a.defined()) return ::testing::AssertionSuccess();
+  if (a.shape() != b.shape() || a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << a.describe() << " vs " << b.describe();
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  const auto* pa = static_cast<const unsigned char*>(ac.raw_data());
+  const auto* pb = static_cast<const unsigned char*>(bc.raw_data());
+  const size_t width = a.element_size();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    if (std::memcmp(pa + i * width, pb + i * width, width) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(OpRegistry, EveryOpHasACaseAndEveryCaseNamesAnOp) {
+  std::set<std::string> covered;
+  for (const OpCase& c : op_cases()) {
+    EXPECT_NE(autograd::find_op(op_of(c)), nullptr)
+        << "case '" << c.name << "' names no registered op";
+    covered.insert(op_of(c));
+  }
+  for (const autograd::OpInfo* op : ops::registry::all()) {
+    EXPECT_TRUE(covered.count(op->name)) << "op '" << op->name << "' has no case in the table";
+    EXPECT_EQ(autograd::find_op(op->name), op) << op->name << " is not registered";
+  }
+}
+
+TEST(OpRegistry, UnknownOpNamesAreErrorsListingCloseOnes) {
+  expect_error(
+      [] {
+        autograd::policies::save_ops({"sdpa", "lineer"});
+      },
+      {"policies::save_ops", "'lineer'", "closest", "linear"});
+  expect_error([] { autograd::policies::op_sac({"sdpa"}, "matmull"); },
+               {"policies::save_every_nth", "'matmull'", "matmul"});
+  EXPECT_NO_THROW(autograd::policies::op_sac({"linear", "sdpa", "sdpa_dropout"}));
+}
+
+class Backends : public ::testing::TestWithParam<DType> {};
+
+// Each case at every capability against the scalar build, bit for bit.
+TEST_P(Backends, EveryCaseHasTheSameBitsAtEveryCpuCapability) {
+  if (supported_cpu_capabilities().size() == 1) GTEST_SKIP() << "only the scalar level here";
+  for (const OpCase& c : op_cases()) {
+    std::vector<Tensor> reference;
+    for_each_capability([&](CpuCapability cap) {
+      const std::vector<Tensor> got = run_case(c, inputs_as(c, GetParam(), Device::cpu()));
+      if (cap == CpuCapability::scalar) {
+        reference = got;
+        return;
+      }
+      ASSERT_EQ(got.size(), reference.size()) << c.name;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(same_bits(got[i], reference[i]))
+            << c.name << " at " << to_string(cap) << ", result " << i
+            << (i == 0 ? " (the output)" : " (a gradient)");
+      }
+    });
+  }
+}
+
+// Each case on the CUDA device against the CPU: bitwise for ops that move
+// data or draw random numbers, otherwise within 2e-5 relative (f32) or 1e-12
+// (f64) of the largest value, the room that a different order of the
+// device's reductions leaves.
+TEST_P(Backends, EveryCaseOnCudaMatchesTheCpu) {
+  if (cuda_device_count() == 0) {
+    GTEST_SKIP() << (built_with_cuda() ? "no CUDA device present" : "built without CUDA");
+  }
+  const std::set<std::string> bitwise = {
+      "reshape",    "transpose", "permute", "slice", "expand", "squeeze",      "unsqueeze",
+      "contiguous", "cat",       "split",   "stack", "gather", "index_select", "where",
+      "embedding",  "dropout",   "cast",    "neg",   "relu",   "topk",         "max"};
+  const double rtol = GetParam() == DType::f32 ? 2e-5 : 1e-12;
+  for (const OpCase& c : op_cases()) {
+    const std::vector<Tensor> cpu = run_case(c, inputs_as(c, GetParam(), Device::cpu()));
+    const std::vector<Tensor> gpu = run_case(c, inputs_as(c, GetParam(), Device::cuda(0)));
+    ASSERT_EQ(gpu.size(), cpu.size()) << c.name;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      if (bitwise.count(op_of(c))) {
+        EXPECT_TRUE(same_bits(gpu[i], cpu[i])) << c.name << ", result " << i;
+        continue;
+      }
+      const double scale =
+          std::max(1.0, max_abs_diff(cpu[i], Tensor::zeros(cpu[i].shape(), cpu[i].dtype())));
+      EXPECT_LE(max_abs_diff(gpu[i], cpu[i]), rtol * scale) << c.name << ", result " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, Backends, ::testing::Values(DType::f32, DType::f64),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+// A build without CUDA still has cuda devices as values; asking one for
+// memory or a kernel is an Error that says why.
+TEST(CudaStub, WithoutCudaEveryRequestIsAClearError) {
+  if (built_with_cuda()) GTEST_SKIP() << "built with CUDA";
+  EXPECT_EQ(cuda_device_count(), 0);
+  expect_error([] { Tensor::zeros({4}, DType::f32, Device::cuda(0)); },
+               {"allocate", "cuda:0", "built without CUDA"});
+  expect_error(
+      [] {
+        backend(Device::cuda(1)).matmul(Tensor::ones({2, 2}), Tensor::ones({2, 2}));
+      },
+      {"matmul", "cuda:1", "built without CUDA"});
+  expect_error([] { Tensor::ones({3}).to(Device::cuda(0)); }, {"cuda:0", "built without CUDA"});
+}
+
+}  // namespace
+}  // namespace reprise::testing
