@@ -476,10 +476,10 @@ std::string Decoder::apply(std::vector<std::string> tokens) const {
 
 namespace {
 
-int32_t token_id(const json::Value& pair, const std::string& path) {
+int64_t token_id(const json::Value& pair, const std::string& path) {
   REPRISE_CHECK(pair.is_array() && pair.as_array().size() == 2 && pair.as_array()[1].is_int(), path,
                 " must be [token, id]");
-  return int32_t(pair.as_array()[1].as_int());
+  return pair.as_array()[1].as_int();
 }
 
 // Adds `config`'s tokens around the sequence `t` already has.
@@ -501,7 +501,7 @@ void wrap(Template& t, const json::Value& config, const std::string& type,
         const json::Value& entry = required(specials, name, path + ".special_tokens");
         for (const json::Value& id : array_member(entry, "ids", path + ".special_tokens." + name)) {
           REPRISE_CHECK(id.is_int(), path, ".special_tokens.", name, ".ids must hold integers");
-          (seen_sequence ? inner.after : inner.before).push_back(int32_t(id.as_int()));
+          (seen_sequence ? inner.after : inner.before).push_back(id.as_int());
         }
       } else if (const json::Value* seq = member(single[i], "Sequence", at)) {
         REPRISE_CHECK(string_member(*seq, "id", at + ".Sequence") == "A" && !seen_sequence, at,

@@ -152,7 +152,7 @@ class Decoder {
 // The special tokens the post-processor puts around one sequence when
 // encode() is asked to add them.
 struct Template {
-  std::vector<int32_t> before, after;
+  std::vector<int64_t> before, after;  // ids as the file gives them; the caller checks them
 };
 // config: the "post_processor" member, or nullptr.
 Template read_template(const json::Value* config, const std::string& path);

@@ -59,9 +59,9 @@ std::optional<std::string> config_token(const json::Value* config, std::string_v
   if (config == nullptr) return std::nullopt;
   const json::Value* v = hf::member(*config, key, "tokenizer_config.json");
   if (v == nullptr) return std::nullopt;
-  if (v->is_object())
-    return hf::string_member(*v, "content",
-                             std::string("tokenizer_config.json.") + std::string(key));
+  if (v->is_object()) {
+    return hf::string_member(*v, "content", "tokenizer_config.json." + std::string(key));
+  }
   REPRISE_CHECK(v->is_string(), "tokenizer_config.json.", key,
                 " must be a string or {\"content\": ...}");
   return v->as_string();
@@ -97,9 +97,9 @@ HfTokenizer::HfTokenizer(const json::Value& json, const json::Value* config,
   raw_added_ = AddedTokenSplitter(std::move(raw));
   normalized_added_ = AddedTokenSplitter(std::move(normalized));
 
-  for (const std::vector<int32_t>* ids : {&template_.before, &template_.after}) {
-    for (int32_t id : *ids) {
-      REPRISE_CHECK(id >= 0 && id < vocab_size_ && (added_by_id_[id] || model_.token(id)),
+  for (const std::vector<int64_t>* ids : {&template_.before, &template_.after}) {
+    for (int64_t id : *ids) {
+      REPRISE_CHECK(id >= 0 && id < vocab_size_ && (added_by_id_[id] || model_.token(int32_t(id))),
                     "post_processor adds id ", id, ", which has no token");
     }
   }
