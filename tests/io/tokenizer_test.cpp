@@ -1,7 +1,6 @@
 // io/tokenizer: the ids and decodings that Hugging Face's tokenizers and
 // SentencePiece give for tricky text (tests/fixtures/golden_tokenizers.py),
-// byte-exact round trips, the regex engine's meaning and limits, and one
-// test per malformed or unsupported file.
+// byte-exact round trips, and one test per malformed or unsupported file.
 
 #include "io/tokenizer.h"
 
@@ -15,7 +14,6 @@
 #include "engine/error.h"
 #include "io/json.h"
 #include "io/read_file.h"
-#include "io/regex.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/temp_dir.h"
 
@@ -158,66 +156,6 @@ TEST(Tokenizer, DecodeRefusesIdsOutsideTheVocabulary) {
   }
 }
 
-// ---- the regex engine ------------------------------------------------------------
-
-std::vector<std::string> matches(const std::string& pattern, const std::string& text) {
-  std::vector<std::string> out;
-  Regex(pattern).for_each_match(text,
-                                [&](size_t b, size_t e) { out.push_back(text.substr(b, e - b)); });
-  return out;
-}
-
-TEST(Regex, OnigurumaSemantics) {
-  using V = std::vector<std::string>;
-  EXPECT_EQ(matches(R"(\s+(?!\S)|\s+)", "a   b"), (V{"  ", " "}));  // backtracks into the lookahead
-  EXPECT_EQ(matches(R"(\p{N}{1,3})", "1234567"), (V{"123", "456", "7"}));
-  EXPECT_EQ(matches(R"((?i:'s|'ll))", "'S 'Ll 's"), (V{"'S", "'Ll", "'s"}));
-  EXPECT_EQ(matches(R"(a+?)", "aaa"), (V{"a", "a", "a"}));
-  EXPECT_EQ(matches(R"(ab|a)", "aab"), (V{"a", "ab"}));  // leftmost-first, not longest
-  EXPECT_EQ(matches(R"([^\s\p{L}]+)", "a,.b 1€"), (V{",.", "1€"}));
-  EXPECT_EQ(matches(R"(\x{1F600}|\u00e9)", "é😀"), (V{"é", "😀"}));
-  EXPECT_EQ(matches(R"(x*)", "ab"), (V{"", "", ""}));  // empty matches, one per position
-  // \s is White_Space: no-break and ideographic spaces are, U+200B is not.
-  EXPECT_EQ(matches(R"(\s)", "\u00a0\u3000\u200b"), (V{"\u00a0", "\u3000"}));
-  // An ill-formed byte is matched by negated classes and nothing else.
-  EXPECT_EQ(matches(R"([^a]|a)",
-                    "\xff"
-                    "a"),
-            (V{"\xff", "a"}));
-  EXPECT_EQ(matches(R"(\p{L})", "\xff"), V{});
-}
-
-TEST(Regex, RefusesWhatItDoesNotSupport) {
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {"a++", "a second quantifier"},
-      {"^a", "no anchor"},
-      {"(?i)a", "':' after (?i"},
-      {"(?i:[a-z])", "a character class inside (?i:...)"},
-      {"(?i:é)", "a non-ASCII literal inside (?i:...)"},
-      {"(a*)*", "a repeated expression that can match the empty string"},
-      {R"(\p{Letter})", "a general category name"},
-      {R"(\k<x>)", "a supported escape"},
-      {"a{3,2}", "m < n"},
-      {"a{1001}", "above 1000"},
-      {"(a", "')'"},
-      {"a)", "an unmatched ')'"},
-      {"[a", "']' closing a character class"},
-      {"[[a]]", "nested classes"},
-      {std::string(70, '(') + std::string(70, ')'), "deeper than 64"},
-  };
-  for (const auto& [pattern, message] : cases) {
-    expect_error([&] { Regex r(pattern); }, {"regex '" + pattern + "'", message});
-  }
-  expect_error([] { Regex r(std::string(5000, 'a')); }, {"5000 bytes, more than the 4096"});
-}
-
-TEST(Regex, GivesUpOnCatastrophicBacktracking) {
-  // (a+)+b on a's without a b takes 2^n steps in a backtracking engine.
-  const Regex re("(a+)+b");
-  expect_error([&] { re.for_each_match(std::string(40, 'a'), [](size_t, size_t) {}); },
-               {"too many backtracking steps"});
-}
-
 // ---- malformed and unsupported files -----------------------------------------------
 
 // The member `key` of the object `v`, to edit.
@@ -306,6 +244,19 @@ TEST_F(BadFile, InconsistentVocabulary) {
   p = edited_json([&](json::Value& v) { at(v, "added_tokens").as_array()[0].set("id", 3); });
   expect_error([&] { load_tokenizer(p); },
                {p, "added_tokens[0]: id 3 of \"<|endoftext|>\" is the model's token"});
+}
+
+TEST_F(BadFile, TemplateAndConfigNameTokensThatExist) {
+  std::string p = edited_json([&](json::Value& v) {
+    v.set("post_processor", json::Object{{"type", "RobertaProcessing"},
+                                         {"cls", json::Array{"<s>", int64_t(1) << 40}},
+                                         {"sep", json::Array{"</s>", 2}}});
+  });
+  expect_error([&] { load_tokenizer(p); }, {p, "post_processor adds id 1099511627776"});
+  write("tokenizer_config.json", R"({"bos_token": "<nope>"})");
+  p = edited_json([](json::Value&) {});
+  expect_error([&] { load_tokenizer(p); },
+               {p, "tokenizer_config.json names bos_token \"<nope>\", which is not a token"});
 }
 
 // A SentencePiece model that is cut short, or is something else, fails
