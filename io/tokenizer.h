@@ -11,7 +11,8 @@
 // tokenizer.model), io/sentencepiece.h. Both give the ids their reference
 // library gives, and decode ids back to the bytes those libraries give,
 // except that bytes that are not UTF-8 are returned as they are where the
-// libraries put U+FFFD.
+// libraries put U+FFFD. A loaded tokenizer is immutable: encode and decode
+// may run on several threads at once.
 
 #include <cstdint>
 #include <memory>

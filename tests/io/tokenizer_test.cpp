@@ -6,9 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/error.h"
@@ -118,6 +123,28 @@ TEST(Tokenizer, ByteFallbackRoundTripsBytesThatAreNotUtf8) {
   const std::vector<int64_t> ids = tok->encode(bytes, false);
   EXPECT_EQ(tok->decode(ids), bytes);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), *tok->token_id("<0xFF>")), 1);
+}
+
+// encode and decode are const and keep per-call state only (the merge
+// workspace is per thread), so threads may share a tokenizer.
+TEST(Tokenizer, EncodesOnSeveralThreadsAtOnce) {
+  for (const char* name : {"llama3_bpe", "llama2_sp"}) {
+    std::unique_ptr<Tokenizer> tok = load_tokenizer(kDir + "/" + name);
+    std::string text;
+    for (const json::Value& c : entry(name).at("cases").as_array()) {
+      if (c.find("text") != nullptr) text += c.at("text").as_string();
+    }
+    const std::vector<int64_t> expected = tok->encode(text, true);
+    std::vector<int> agreed(4, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 20; ++i) agreed[t] += tok->encode(text, true) == expected;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(agreed, std::vector<int>(4, 20)) << name;
+  }
 }
 
 TEST(Tokenizer, LoadsAFolderPreferringTokenizerJson) {
