@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "engine/error.h"
+#include "io/unicode.h"
 
 namespace reprise::json {
 
@@ -110,48 +111,8 @@ namespace {
 // invalid (overlong forms, UTF-16 surrogates and code points past U+10FFFF
 // are invalid, as RFC 3629 says).
 size_t utf8_sequence_length(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return uint8_t(s[k]); };
-  uint8_t b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  size_t len;
-  uint32_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // overlong
-    if (b0 == 0xED) hi = 0x9F;  // surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    if (b0 == 0xF0) lo = 0x90;  // overlong
-    if (b0 == 0xF4) hi = 0x8F;  // past U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return len;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
+  const io::unicode::Decoded d = io::unicode::decode_utf8(s, i);
+  return d.cp == io::unicode::kInvalidByte ? 0 : d.length;
 }
 
 // ---- Parser ----
@@ -400,7 +361,7 @@ class Parser {
       }
       cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
     }
-    append_utf8(out, cp);
+    io::unicode::append_utf8(out, cp);
   }
 
   static bool is_digit(char c) { return c >= '0' && c <= '9'; }

@@ -1,0 +1,49 @@
+#include "io/tokenizer.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/error.h"
+#include "io/hf_tokenizer.h"
+#include "io/sentencepiece.h"
+
+namespace reprise::io {
+
+namespace {
+
+// A tokenizer.json is a JSON object; a serialized ModelProto is not text
+// (it starts with field 1, its pieces: byte 0x0A, then a length).
+bool looks_like_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char c = 0;
+  while (in.get(c)) {
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return c == '{';
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+      const fs::path file = fs::path(path) / name;
+      if (fs::is_regular_file(file, ec)) return load_tokenizer(file.string());
+    }
+    REPRISE_FAIL(path,
+                 ": expected a tokenizer.json or tokenizer.model in this folder, found neither");
+  }
+  REPRISE_CHECK(
+      fs::is_regular_file(path, ec), path,
+      ": no such file; expected a tokenizer.json, a tokenizer.model or a folder with one");
+  if (looks_like_json(path)) return HfTokenizer::load(path);
+  try {
+    return SentencePieceTokenizer::load(path);
+  } catch (const Error& e) {
+    REPRISE_FAIL(e.what(), " (the file is not JSON, so it was read as a SentencePiece model)");
+  }
+}
+
+}  // namespace reprise::io
