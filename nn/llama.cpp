@@ -71,95 +71,6 @@ std::string LlamaConfig::describe() const {
   return s.str();
 }
 
-// ---- ActivationCheckpointing ------------------------------------------------
-
-namespace {
-
-constexpr const char* kCheckpointForms =
-    "none, full, every-n-layers, every-n-layers:N, op-sac, budget:BYTES (K/M/G suffix allowed)";
-
-int64_t parse_count(std::string_view text, std::string_view spec, bool allow_suffix) {
-  REPRISE_CHECK(!text.empty(), "checkpoint policy '", spec, "': missing number; expected one of ",
-                kCheckpointForms);
-  int64_t scale = 1;
-  if (allow_suffix) {
-    switch (std::toupper(static_cast<unsigned char>(text.back()))) {
-      case 'K':
-        scale = int64_t(1) << 10;
-        break;
-      case 'M':
-        scale = int64_t(1) << 20;
-        break;
-      case 'G':
-        scale = int64_t(1) << 30;
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) text.remove_suffix(1);
-  }
-  REPRISE_CHECK(!text.empty(), "checkpoint policy '", spec, "': missing number before the suffix");
-  int64_t v = 0;
-  for (char c : text) {
-    REPRISE_CHECK(c >= '0' && c <= '9', "checkpoint policy '", spec, "': bad number '", text,
-                  "'; expected one of ", kCheckpointForms);
-    REPRISE_CHECK(v <= (std::numeric_limits<int64_t>::max() - (c - '0')) / 10,
-                  "checkpoint policy '", spec, "': number too large");
-    v = v * 10 + (c - '0');
-  }
-  REPRISE_CHECK(v <= std::numeric_limits<int64_t>::max() / scale, "checkpoint policy '", spec,
-                "': number too large");
-  return v * scale;
-}
-
-}  // namespace
-
-ActivationCheckpointing ActivationCheckpointing::parse(std::string_view spec) {
-  ActivationCheckpointing c;
-  auto starts = [&](std::string_view p) { return spec.substr(0, p.size()) == p; };
-  if (spec == "none") {
-    c.kind = Kind::none;
-  } else if (spec == "full") {
-    c.kind = Kind::full;
-  } else if (spec == "op-sac") {
-    c.kind = Kind::op_sac;
-  } else if (spec == "every-n-layers") {
-    c.kind = Kind::every_n_layers;
-  } else if (starts("every-n-layers:")) {
-    c.kind = Kind::every_n_layers;
-    int64_t n = parse_count(spec.substr(15), spec, false);
-    REPRISE_CHECK(n >= 1 && n <= std::numeric_limits<int>::max(), "checkpoint policy '", spec,
-                  "': n must be at least 1");
-    c.every_n = int(n);
-  } else if (starts("budget:")) {
-    c.kind = Kind::budget;
-    c.budget_bytes = parse_count(spec.substr(7), spec, true);
-  } else {
-    REPRISE_FAIL("unknown checkpoint policy '", spec, "'; expected one of ", kCheckpointForms);
-  }
-  return c;
-}
-
-std::string ActivationCheckpointing::to_string() const {
-  switch (kind) {
-    case Kind::none:
-      return "none";
-    case Kind::full:
-      return "full";
-    case Kind::every_n_layers:
-      return "every-n-layers:" + std::to_string(every_n);
-    case Kind::op_sac:
-      return "op-sac";
-    case Kind::budget:
-      return "budget:" + std::to_string(budget_bytes);
-    case Kind::policy:
-      return "policy:" + (policy ? policy->name() : std::string("?"));
-  }
-  return "?";
-}
-
-std::vector<std::string> op_sac_ops() { return {"linear", "sdpa", "sdpa_dropout"}; }
-
 // ---- LlamaAttention ---------------------------------------------------------
 
 LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c)
@@ -223,13 +134,21 @@ LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c)
   register_module(post_attention_layernorm);
 }
 
-Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen) const {
+Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen,
+                                  MoeRouterTerms* moe_terms) const {
   const bool drop = training() && dropout_p_ > 0;
   Tensor a = self_attn.forward(input_layernorm.forward(x), gen);
   if (drop) a = ops::dropout(a, dropout_p_, gen, true, "dropout");
   Tensor h = ops::add(x, a);
   Tensor n2 = post_attention_layernorm.forward(h);
-  Tensor m = mlp ? mlp->forward(n2) : block_sparse_moe->forward(n2);
+  Tensor m;
+  if (mlp) {
+    m = mlp->forward(n2);
+  } else {
+    MoeResult r = block_sparse_moe->forward(n2);
+    m = r.out;
+    if (moe_terms) *moe_terms = std::move(r.terms);
+  }
   if (drop) m = ops::dropout(m, dropout_p_, gen, true, "dropout");
   return ops::add(h, m);
 }
@@ -286,91 +205,43 @@ void LlamaForCausalLM::reset_parameters(rng::Generator& gen, std::string_view st
   init_tree(*this, config_.initializer_range, gen, stream);
 }
 
-void LlamaForCausalLM::set_checkpointing(ActivationCheckpointing c) {
-  using Kind = ActivationCheckpointing::Kind;
-  REPRISE_CHECK(c.kind != Kind::every_n_layers || c.every_n >= 1,
-                "LlamaForCausalLM::set_checkpointing: every_n must be at least 1, got ", c.every_n);
-  REPRISE_CHECK(c.kind != Kind::policy || c.policy.has_value(),
-                "LlamaForCausalLM::set_checkpointing: kind policy needs a policy");
-  planner_.reset();
-  planner_recorded_ = false;
-  layer_policy_.reset();
-  switch (c.kind) {
-    case Kind::none:
-      break;
-    case Kind::full:
-    case Kind::every_n_layers:
-      layer_policy_ = autograd::policies::full();
-      break;
-    case Kind::op_sac:
-      layer_policy_ = autograd::policies::op_sac(op_sac_ops());
-      break;
-    case Kind::budget:
-      planner_.emplace(c.budget_bytes);
-      layer_policy_ = planner_->policy();
-      break;
-    case Kind::policy:
-      layer_policy_ = *c.policy;
-      break;
-  }
-  if (layer_policy_ && config_.moe && c.save_router) {
-    // Router replay: the router's outputs are MUST_SAVE whatever the layer
-    // policy says; its region hook (the budget planner's) is kept.
-    autograd::Policy::RegionHook hook = layer_policy_->region_hook();
-    layer_policy_ = autograd::policies::combine(
-        {autograd::policies::save_scopes("*.block_sparse_moe.gate"), *layer_policy_});
-    if (hook) layer_policy_->on_region(std::move(hook));
-  }
-  checkpointing_ = std::move(c);
-}
-
-const autograd::BudgetPlanner* LlamaForCausalLM::budget_planner() const {
-  return planner_ ? &*planner_ : nullptr;
-}
-
-Tensor LlamaForCausalLM::run_layer(size_t i, const Tensor& h) {
-  const LlamaDecoderLayer& layer = model.layers[i];
-  const std::string scope = model.name() + "." + model.layers.name() + "." + layer.name();
-  auto body = [&] { return layer.forward(h, *dropout_gen_); };
-  const bool checkpointed = layer_policy_ && GradMode::enabled() &&
-                            (checkpointing_.kind != ActivationCheckpointing::Kind::every_n_layers ||
-                             i % size_t(checkpointing_.every_n) == 0);
-  if (!checkpointed) {
-    autograd::Scope named(scope);
-    return body();
-  }
-  autograd::CheckpointOptions options = checkpointing_.options;
-  if (options.generator == nullptr) options.generator = dropout_gen_;
-  return autograd::checkpoint(scope, *layer_policy_, std::function<Tensor()>(body), options);
-}
-
-Tensor LlamaForCausalLM::forward(const Tensor& input_ids) {
+CausalLMOutput LlamaForCausalLM::forward(const Tensor& input_ids,
+                                         const LayerRunner& run_layer) const {
   REPRISE_CHECK(input_ids.dim() == 2 && input_ids.dtype() == DType::i64,
                 "LlamaForCausalLM: expected input_ids of shape (B, T) and dtype i64, got ",
                 input_ids.describe());
   REPRISE_CHECK(input_ids.size(1) >= 1 && input_ids.size(1) <= config_.max_position_embeddings,
                 "LlamaForCausalLM: sequence length ", input_ids.size(1),
                 " must be in [1, max_position_embeddings = ", config_.max_position_embeddings, "]");
-  // Budget mode: the previous forward with grad recorded every layer's
-  // graph; plan once from it.
-  if (planner_ && planner_recorded_ && !planner_->planned()) planner_->plan();
-
+  CausalLMOutput out;
   Tensor h;
   {
     autograd::Scope scope(model.name());
     h = model.embed_tokens.forward(input_ids);  // (B, T, C)
   }
-  for (size_t i = 0; i < model.layers.size(); ++i) h = run_layer(i, h);
-  if (config_.moe) collect_router_losses();
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LlamaDecoderLayer& layer = model.layers[i];
+    const std::string scope = model.name() + "." + model.layers.name() + "." + layer.name();
+    MoeRouterTerms* terms = config_.moe ? &out.moe.emplace_back() : nullptr;
+    const std::function<Tensor()> body = [&] { return layer.forward(h, *dropout_gen_, terms); };
+    if (run_layer) {
+      h = run_layer(i, scope, body);
+    } else {
+      autograd::Scope named(scope);
+      h = body();
+    }
+  }
   {
     autograd::Scope scope(model.name());
     h = model.norm.forward(h);
   }
-  if (planner_ && GradMode::enabled()) planner_recorded_ = true;
-
-  if (lm_head_) return lm_head_->forward(h);  // (B, T, V)
-  autograd::Scope scope("lm_head");
-  return ops::linear(h, model.embed_tokens.weight());
+  if (lm_head_) {
+    out.logits = lm_head_->forward(h);  // (B, T, V)
+  } else {
+    autograd::Scope scope("lm_head");
+    out.logits = ops::linear(h, model.embed_tokens.weight());
+  }
+  return out;
 }
 
 Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) {
@@ -392,44 +263,42 @@ Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) {
   return ops::cross_entropy(ops::reshape(logits, {B * T, V}), target.view({B * T}), -100);
 }
 
-void LlamaForCausalLM::collect_router_losses() {
+RouterLosses CausalLMOutput::router_losses() const {
+  RouterLosses r;
+  if (moe.empty()) return r;
   // HF's load_balancing_loss_func over the layers' rows concatenated:
   // E * sum_e (routed_e / R) (prob_sum_e / R), R = rows over all layers.
-  const int64_t E = config_.moe->num_local_experts;
   Tensor routed, prob_sum, z_sum;  // routed: (E) i64 assignments, summed over layers
   double rows = 0;
-  for (size_t i = 0; i < model.layers.size(); ++i) {
-    const MoeRouterTerms& t = model.layers[i].block_sparse_moe->last_terms();
+  for (const MoeRouterTerms& t : moe) {
     routed = routed.defined() ? ops::add(routed, t.routed) : t.routed;
     prob_sum = prob_sum.defined() ? ops::add(prob_sum, t.prob_sum) : t.prob_sum;
     z_sum = z_sum.defined() ? ops::add(z_sum, t.z_sum) : t.z_sum;
     rows += double(t.rows);
   }
   autograd::Scope scope("router_loss");
+  const double E = double(routed.numel());
   const Tensor fraction = ops::cast(routed, prob_sum.dtype());  // (E)
-  router_losses_.aux = ops::mul(ops::sum(ops::mul(fraction, prob_sum)), double(E) / (rows * rows));
-  router_losses_.z = ops::mul(z_sum, 1.0 / rows);
+  r.aux = ops::mul(ops::sum(ops::mul(fraction, prob_sum)), E / (rows * rows));
+  r.z = ops::mul(z_sum, 1.0 / rows);
+  return r;
 }
 
-std::vector<MoeLayerStats> LlamaForCausalLM::moe_stats() const {
+std::vector<MoeLayerStats> CausalLMOutput::moe_stats() const {
   std::vector<MoeLayerStats> out;
-  if (!config_.moe) return out;
-  for (size_t i = 0; i < model.layers.size(); ++i) {
-    out.push_back(model.layers[i].block_sparse_moe->last_stats());
-  }
+  for (const MoeRouterTerms& t : moe) out.push_back(t.stats());
   return out;
 }
 
-Tensor LlamaForCausalLM::causal_lm_loss(const Tensor& logits, const Tensor& labels) const {
-  Tensor l = loss(logits, labels);
+Tensor LlamaForCausalLM::causal_lm_loss(const CausalLMOutput& out, const Tensor& labels) const {
+  Tensor l = loss(out.logits, labels);
   if (!config_.moe || !training()) return l;
-  REPRISE_CHECK(router_losses_.aux.defined(),
-                "LlamaForCausalLM::causal_lm_loss: no forward has run yet");
+  const RouterLosses r = out.router_losses();
   if (config_.moe->router_aux_loss_coef != 0) {
-    l = ops::add(l, ops::mul(router_losses_.aux, config_.moe->router_aux_loss_coef));
+    l = ops::add(l, ops::mul(r.aux, config_.moe->router_aux_loss_coef));
   }
   if (config_.moe->router_z_loss_coef != 0) {
-    l = ops::add(l, ops::mul(router_losses_.z, config_.moe->router_z_loss_coef));
+    l = ops::add(l, ops::mul(r.z, config_.moe->router_z_loss_coef));
   }
   return l;
 }

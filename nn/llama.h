@@ -33,14 +33,12 @@
 // stream "dropout" of the model's dropout generator, so a checkpointed layer replays them exactly.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "autograd/checkpoint.h"
-#include "autograd/planner.h"
-#include "autograd/policy.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 #include "nn/moe.h"
@@ -80,46 +78,6 @@ struct LlamaConfig {
   friend bool operator==(const LlamaConfig&, const LlamaConfig&) = default;
 };
 
-// How decoder layers are checkpointed (autograd/checkpoint.h): layer i runs
-// inside autograd::checkpoint("model.layers.<i>", policy, ...) when the
-// kind selects it.
-struct ActivationCheckpointing {
-  enum class Kind {
-    none,            // plain recording: everything saved
-    full,            // every layer, policies::full(): keep only its input
-    every_n_layers,  // layers 0, n, 2n, ... with policies::full(); the rest plain
-    op_sac,          // every layer, policies::op_sac(op_sac_ops()) (torchtitan's op-level SAC)
-    budget,          // every layer, a BudgetPlanner for budget_bytes (see LlamaForCausalLM)
-    policy,          // every layer, `policy`
-  };
-  Kind kind = Kind::none;
-  int every_n = 2;
-  int64_t budget_bytes = 0;
-  std::optional<autograd::Policy> policy;
-  // RNG replay mode, verifier, noise. options.generator (used by the stash
-  // and fresh modes) defaults to the model's dropout generator.
-  autograd::CheckpointOptions options;
-  // Router replay, for MoE models: the outputs of every node under
-  // "*.block_sparse_moe.gate" (router logits, scores, the routing
-  // decision) are force-saved, combined with the layer policy
-  // (policies::combine({save_scopes(...), policy})), so a recompute never
-  // re-decides routing. false: the router is recomputed like everything
-  // else the policy recomputes.
-  bool save_router = true;
-
-  // "none", "full", "every-n-layers" (n = 2) or "every-n-layers:N",
-  // "op-sac", "budget:BYTES" (BYTES an integer with an optional K, M or G
-  // suffix, powers of 1024). Raises an Error listing the forms.
-  static ActivationCheckpointing parse(std::string_view spec);
-  // The parse() form of this value ("policy:<name>" for Kind::policy).
-  std::string to_string() const;
-};
-
-// The ops whose outputs op-level SAC saves: the attention kernels, and every
-// second "linear" (policies::op_sac), as torchtitan's save list
-// (mm, sdpa) does.
-std::vector<std::string> op_sac_ops();
-
 // q/k/v/o projections and causal grouped-query attention with RoPE.
 class LlamaAttention : public Module {
  public:
@@ -141,8 +99,9 @@ class LlamaDecoderLayer : public Module {
   LlamaDecoderLayer(std::string name, const LlamaConfig& config);
   // x: (B, T, C) -> (B, T, C). Does not open Scope(name()) itself: the
   // caller runs it under Scope("model.layers.<i>") or inside a checkpoint
-  // region of that name, which is one scope either way.
-  Tensor forward(const Tensor& x, rng::Generator& gen) const;
+  // region of that name, which is one scope either way. An MoE layer puts
+  // its router loss terms in *moe_terms.
+  Tensor forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms) const;
 
   RMSNorm input_layernorm;
   LlamaAttention self_attn;
@@ -165,6 +124,27 @@ class LlamaModel : public Module {
   RMSNorm norm;
 };
 
+// The router losses of a forward over all MoE layers, as scalars that
+// backpropagate into the routers: aux is HF's load_balancing_loss_func over
+// the layers' router logits concatenated (E * sum_e tokens_fraction_e *
+// mean_prob_e, the fraction counting the top-k assignments), z the mean over
+// layers and tokens of logsumexp(logits)^2.
+struct RouterLosses {
+  Tensor aux;  // ()
+  Tensor z;    // ()
+};
+
+// What a forward gives (HF's MoeCausalLMOutput carries aux_loss the same way).
+struct CausalLMOutput {
+  Tensor logits;                    // (B, T, V)
+  std::vector<MoeRouterTerms> moe;  // per MoE layer, in layer order; empty for a dense model
+
+  // The router losses of `moe` (undefined tensors for a dense model).
+  RouterLosses router_losses() const;
+  // Per MoE layer: tokens per expert, dropped, aux and z (read on the host).
+  std::vector<MoeLayerStats> moe_stats() const;
+};
+
 class LlamaForCausalLM : public Module {
  public:
   // Builds the model and initialises it as HF does (reset_parameters) from
@@ -174,9 +154,15 @@ class LlamaForCausalLM : public Module {
 
   const LlamaConfig& config() const { return config_; }
 
+  // Runs decoder layer `i` (the call `layer`) under `scope`
+  // ("model.layers.<i>"): plainly (the default) or inside a checkpoint
+  // region (nn/checkpointing.h's LayerCheckpointing::runner()).
+  using LayerRunner = std::function<Tensor(size_t i, const std::string& scope,
+                                           const std::function<Tensor()>& layer)>;
+
   // input_ids: (B, T) i64 in [0, V), T <= max_position_embeddings
-  // -> logits (B, T, V) f32.
-  Tensor forward(const Tensor& input_ids);
+  // -> logits (B, T, V) f32, and the MoE layers' router terms.
+  CausalLMOutput forward(const Tensor& input_ids, const LayerRunner& run_layer = {}) const;
 
   // Hugging Face's causal-LM loss: the mean cross-entropy of logits[:, t]
   // against labels[:, t + 1] over every pair whose label is not -100 (the
@@ -184,41 +170,16 @@ class LlamaForCausalLM : public Module {
   // logits: (B, T, V), labels: (B, T) i64 -> () scalar.
   static Tensor loss(const Tensor& logits, const Tensor& labels);
 
-  // The training loss: loss(logits, labels), plus for an MoE model in
+  // The training loss: loss(out.logits, labels), plus for an MoE model in
   // training mode router_aux_loss_coef * aux + router_z_loss_coef * z of
-  // the last forward (router_losses()). HF's MixtralForCausalLM adds the aux
-  // term only with output_router_logits; here it is always added in
-  // training (set the coefficient to 0 to leave it out), never in eval.
-  Tensor causal_lm_loss(const Tensor& logits, const Tensor& labels) const;
-
-  // The router losses of the last forward over all MoE layers, as scalars
-  // that backpropagate into the routers: aux is HF's
-  // load_balancing_loss_func over the layers' router logits concatenated
-  // (E * sum_e tokens_fraction_e * mean_prob_e, the fraction counting the
-  // top-k assignments), z the mean over layers and tokens of
-  // logsumexp(logits)^2. Undefined tensors for a dense model or before the
-  // first forward.
-  struct RouterLosses {
-    Tensor aux;  // ()
-    Tensor z;    // ()
-  };
-  const RouterLosses& router_losses() const { return router_losses_; }
-  // Per MoE layer, in layer order: tokens per expert, dropped, aux and z of
-  // the last forward (empty for a dense model).
-  std::vector<MoeLayerStats> moe_stats() const;
+  // out's router losses. HF's MixtralForCausalLM adds the aux term only with
+  // output_router_logits; here it is always added in training (set the
+  // coefficient to 0 to leave it out), never in eval.
+  Tensor causal_lm_loss(const CausalLMOutput& out, const Tensor& labels) const;
 
   // normal(0, initializer_range^2) for every Linear and Embedding weight,
   // ones for the norms, in parameters() order, from `stream` of `gen`.
   void reset_parameters(rng::Generator& gen, std::string_view stream = "init");
-
-  // Selects layer checkpointing for later forwards. Budget mode: the first
-  // forward with grad after this call saves everything and records each
-  // layer's graph; the next forward plans from that recording, and every
-  // forward after that applies the plan.
-  void set_checkpointing(ActivationCheckpointing checkpointing);
-  const ActivationCheckpointing& checkpointing() const { return checkpointing_; }
-  // The budget planner (Kind::budget only; nullptr otherwise), for its summary.
-  const autograd::BudgetPlanner* budget_planner() const;
 
   // The generator dropout draws from (rng::default_generator() until set).
   // It must outlive the model's use of it.
@@ -238,18 +199,9 @@ class LlamaForCausalLM : public Module {
   const Linear* lm_head() const { return lm_head_.get(); }
 
  private:
-  Tensor run_layer(size_t i, const Tensor& h);
-  // router_losses_ from every MoE layer's last_terms().
-  void collect_router_losses();
-
   LlamaConfig config_;
   std::unique_ptr<Linear> lm_head_;
   rng::Generator* dropout_gen_;
-  ActivationCheckpointing checkpointing_;
-  std::optional<autograd::Policy> layer_policy_;  // the policy checkpointed layers use
-  std::optional<autograd::BudgetPlanner> planner_;
-  bool planner_recorded_ = false;
-  RouterLosses router_losses_;
 };
 
 }  // namespace reprise::nn

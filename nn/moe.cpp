@@ -188,12 +188,12 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   r.terms.routed = route.routed;
   r.terms.kept = route.counts;
   r.terms.rows = N;
-  r.layer = layer;
+  r.terms.layer = layer;
   r.out = ops::reshape(out, x.shape());
   return r;
 }
 
-MoeLayerStats MoeRouterTerms::stats(const std::string& layer) const {
+MoeLayerStats MoeRouterTerms::stats() const {
   MoeLayerStats s;
   s.layer = layer;
   s.tokens = rows;
@@ -266,12 +266,9 @@ MoeWeights SparseMoeBlock::weights() const {
   return w;
 }
 
-Tensor SparseMoeBlock::forward(const Tensor& x) const {
+MoeResult SparseMoeBlock::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  layer_ = *autograd::current_scope();
-  MoeResult r = moe_forward(x, weights(), config_, layer_);
-  terms_ = std::move(r.terms);
-  return r.out;
+  return moe_forward(x, weights(), config_, *autograd::current_scope());
 }
 
 }  // namespace reprise::nn

@@ -118,15 +118,16 @@ struct MoeLayerStats {
 // They stay on the layer's device: nothing here is read on the host unless
 // asked for (MoeRouterTerms::stats).
 struct MoeRouterTerms {
-  Tensor prob_sum;   // (E) f32, sum over tokens of the router probabilities
-                     // (softmax(logits); for sigmoid scoring s / sum(s))
-  Tensor z_sum;      // () f32, sum over tokens of logsumexp(logits)^2
-  Tensor routed;     // (E) i64, routed assignments per expert
-  Tensor kept;       // (E) i64, of those, the ones the capacity limit kept
-  int64_t rows = 0;  // N
+  std::string layer;  // the scope the layer ran under
+  Tensor prob_sum;    // (E) f32, sum over tokens of the router probabilities
+                      // (softmax(logits); for sigmoid scoring s / sum(s))
+  Tensor z_sum;       // () f32, sum over tokens of logsumexp(logits)^2
+  Tensor routed;      // (E) i64, routed assignments per expert
+  Tensor kept;        // (E) i64, of those, the ones the capacity limit kept
+  int64_t rows = 0;   // N
 
   // The layer's routing statistics (read on the host).
-  MoeLayerStats stats(const std::string& layer) const;
+  MoeLayerStats stats() const;
 };
 
 // One expert: w2(silu(w1(x)) * w3(x)), Mixtral's MixtralBlockSparseTop2MLP names.
@@ -149,9 +150,8 @@ struct MoeWeights {
 struct MoeResult {
   Tensor out;  // x's shape
   MoeRouterTerms terms;
-  std::string layer;
   // Routing statistics (read on the host).
-  MoeLayerStats stats() const { return terms.stats(layer); }
+  MoeLayerStats stats() const { return terms.stats(); }
 };
 
 // The MoE layer as a function: what SparseMoeBlock::forward computes, for
@@ -169,19 +169,14 @@ class SparseMoeBlock : public Module {
   SparseMoeBlock(std::string name, int64_t hidden_size, int64_t intermediate_size,
                  const MoeConfig& config);
 
-  // x: (B, T, C) or (N, C) f32 (f64 for gradient checks) -> x's shape.
-  // Runs under Scope(name()) (the caller's scope in front). Remembers the
-  // routing statistics and router loss terms of this call (last_stats(),
-  // last_terms()); a forward under NoGradGuard remembers them too.
-  Tensor forward(const Tensor& x) const;
+  // x: (B, T, C) or (N, C) f32 (f64 for gradient checks) -> the output
+  // (x's shape) with this call's router loss terms. Runs under
+  // Scope(name()) (the caller's scope in front).
+  MoeResult forward(const Tensor& x) const;
 
   const MoeConfig& config() const { return config_; }
   // The parameters as MoeWeights (the leaves themselves).
   MoeWeights weights() const;
-  // Statistics of the last forward (read on the host); `layer` is the
-  // scope it ran under.
-  MoeLayerStats last_stats() const { return terms_.stats(layer_); }
-  const MoeRouterTerms& last_terms() const { return terms_; }
 
   Linear gate;                                // (E, C)
   ModuleList<MoeExpert> experts;              // E of them
@@ -189,8 +184,6 @@ class SparseMoeBlock : public Module {
 
  private:
   MoeConfig config_;
-  mutable std::string layer_;
-  mutable MoeRouterTerms terms_;
 };
 
 }  // namespace reprise::nn

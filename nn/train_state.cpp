@@ -34,20 +34,6 @@ LlamaConfig default_train_model() {
 
 // ---- TrainConfig ------------------------------------------------------------
 
-autograd::RngReplay parse_rng_replay(const std::string& s) {
-  if (s == "recorded") return autograd::RngReplay::recorded;
-  if (s == "stash") return autograd::RngReplay::stash;
-  if (s == "fresh") return autograd::RngReplay::fresh;
-  REPRISE_FAIL("unknown rng replay mode '", s, "'; expected recorded, stash or fresh");
-}
-
-autograd::Verify parse_verify(const std::string& s) {
-  if (s == "none") return autograd::Verify::none;
-  if (s == "metadata") return autograd::Verify::metadata;
-  if (s == "bitwise") return autograd::Verify::bitwise;
-  REPRISE_FAIL("unknown verifier mode '", s, "'; expected none, metadata or bitwise");
-}
-
 void TrainConfig::validate() const {
   model.validate();
   REPRISE_CHECK(model.vocab_size >= kByteVocabSize, "TrainConfig: the byte tokenizer needs ",
@@ -66,9 +52,7 @@ void TrainConfig::validate() const {
   REPRISE_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                 "TrainConfig: betas must be in [0, 1), got ", beta1, " and ", beta2);
   REPRISE_CHECK(grad_clip >= 0, "TrainConfig: grad_clip must be >= 0 (0: off), got ", grad_clip);
-  REPRISE_CHECK(recompute_noise_ulps >= 0, "TrainConfig: recompute_noise_ulps must be >= 0, got ",
-                recompute_noise_ulps);
-  ActivationCheckpointing::parse(checkpoint_policy);
+  checkpointing.validate();
 }
 
 json::Value TrainConfig::to_json() const {
@@ -85,11 +69,7 @@ json::Value TrainConfig::to_json() const {
   v.set("beta2", beta2);
   v.set("grad_clip", grad_clip);
   v.set("seed", std::to_string(seed));  // a string: JSON integers here stop at int64
-  v.set("checkpoint_policy", checkpoint_policy);
-  v.set("rng_replay", autograd::rng_replay_name(rng_replay));
-  v.set("verify", autograd::verify_name(verify));
-  v.set("recompute_noise_ulps", int64_t(recompute_noise_ulps));
-  v.set("save_router", save_router);
+  checkpointing.write_json(v);
   return v;
 }
 
@@ -200,24 +180,7 @@ TrainConfig TrainConfig::from_json(const json::Value& v, const std::string& wher
   c.beta2 = real_field(v, "beta2", where);
   c.grad_clip = real_field(v, "grad_clip", where);
   c.seed = parse_u64(string_field(v, "seed", where), 10, where + " seed");
-  c.checkpoint_policy = string_field(v, "checkpoint_policy", where);
-  c.rng_replay = parse_rng_replay(string_field(v, "rng_replay", where));
-  c.verify = parse_verify(string_field(v, "verify", where));
-  const int64_t noise = int_field(v, "recompute_noise_ulps", where);
-  REPRISE_CHECK(noise >= 0 && noise <= std::numeric_limits<int>::max(), where,
-                ": recompute_noise_ulps out of range: ", noise);
-  c.recompute_noise_ulps = int(noise);
-  // Absent from files written before the field existed: the default.
-  if (const json::Value* f = v.find("save_router")) {
-    REPRISE_CHECK(f->is_bool(), where, ": field \"save_router\" must be a boolean, got ",
-                  json::kind_name(f->kind()));
-    c.save_router = f->as_bool();
-  }
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    REPRISE_FAIL(where, ": ", e.what());
-  }
+  c.checkpointing = CheckpointConfig::read_json(v, where);
   return c;
 }
 
@@ -264,20 +227,14 @@ void Trainer::set_compute_options(const TrainConfig& c) {
   const std::vector<std::string> diffs = config_.run_differences(c);
   REPRISE_CHECK(diffs.empty(), "Trainer::set_compute_options: the run's config differs in ",
                 diffs.front());
-  ActivationCheckpointing ac = ActivationCheckpointing::parse(c.checkpoint_policy);
-  ac.options.rng = c.rng_replay;
-  ac.options.verify = c.verify;
-  ac.options.recompute_noise_ulps = c.recompute_noise_ulps;
-  ac.save_router = c.save_router;
+  CheckpointConfig checkpointing = c.checkpointing;
   // Noise exists to be measured: with it, the verifier reports instead of raising.
-  ac.options.on_mismatch =
-      c.recompute_noise_ulps > 0 ? autograd::OnMismatch::report : autograd::OnMismatch::raise;
-  model_->set_checkpointing(std::move(ac));
-  config_.checkpoint_policy = c.checkpoint_policy;
-  config_.rng_replay = c.rng_replay;
-  config_.verify = c.verify;
-  config_.recompute_noise_ulps = c.recompute_noise_ulps;
-  config_.save_router = c.save_router;
+  if (checkpointing.recompute_noise_ulps > 0) {
+    checkpointing.on_mismatch = autograd::OnMismatch::report;
+  }
+  checkpointing_ = std::make_unique<LayerCheckpointing>(checkpointing, generator_,
+                                                        config_.model.moe.has_value());
+  config_.checkpointing = c.checkpointing;
 }
 
 Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
@@ -288,12 +245,13 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   optimizer_->set_lr(s.lr);
   {
     const Batch batch = data_->sample(config_.batch, config_.seq, generator_);
-    const Tensor logits = model_->forward(batch.input_ids);  // (B, T, V)
+    const CausalLMOutput out = model_->forward(batch.input_ids, checkpointing_->runner());
     // Cross-entropy, plus the router losses of an MoE model.
-    const Tensor loss = model_->causal_lm_loss(logits, batch.labels);
+    const Tensor loss = model_->causal_lm_loss(out, batch.labels);
     autograd::backward(loss);
-    if (after_backward) after_backward(batch, logits, loss);
+    if (after_backward) after_backward(batch, out, loss);
     s.loss = loss.item<float>();
+    s.moe = out.moe;
   }
   s.grad_norm = clip_grad_norm(optimizer_->params(), config_.grad_clip > 0
                                                          ? config_.grad_clip
@@ -328,7 +286,7 @@ double Trainer::evaluate(int64_t batches) {
   for (int64_t first = 0; first < windows; first += config_.batch) {
     const int64_t n = std::min(config_.batch, windows - first);
     const Batch b = data_->val_batch(first, n, T);
-    const Tensor loss = LlamaForCausalLM::loss(model_->forward(b.input_ids), b.labels);
+    const Tensor loss = LlamaForCausalLM::loss(model_->forward(b.input_ids).logits, b.labels);
     total += double(loss.item<float>()) * double(n);
   }
   return total / double(windows);

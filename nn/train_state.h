@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "autograd/checkpoint.h"
 #include "io/json.h"
+#include "nn/checkpointing.h"
 #include "nn/data.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
@@ -61,16 +61,10 @@ struct TrainConfig {
   double grad_clip = 1.0;  // global L2 norm; 0: no clipping
   uint64_t seed = 1;
 
-  // How it is computed: a resumed run may change these, since recompute
+  // How it is computed: a resumed run may change it, since recompute
   // replays the recorded forward exactly (except with rng_replay fresh or
   // noise, which exist to show what goes wrong without exact replay).
-  std::string checkpoint_policy = "none";  // ActivationCheckpointing::parse forms
-  autograd::RngReplay rng_replay = autograd::RngReplay::recorded;
-  autograd::Verify verify = autograd::Verify::none;
-  int recompute_noise_ulps = 0;
-  // MoE: checkpointed layers force-save the routing decision
-  // (ActivationCheckpointing::save_router); false recomputes it.
-  bool save_router = true;
+  CheckpointConfig checkpointing;
 
   // Raises an Error naming the first field out of range.
   void validate() const;
@@ -81,11 +75,6 @@ struct TrainConfig {
   // The fields that must agree on resume and do not: "lr 0.003 vs 0.01", ...
   std::vector<std::string> run_differences(const TrainConfig& other) const;
 };
-
-// "recorded" | "stash" | "fresh" and "none" | "metadata" | "bitwise"; raise
-// an Error listing the choices.
-autograd::RngReplay parse_rng_replay(const std::string& s);
-autograd::Verify parse_verify(const std::string& s);
 
 class Trainer {
  public:
@@ -104,11 +93,13 @@ class Trainer {
     double seconds = 0;
     int64_t peak_saved_activation = 0;  // bytes, during the step
     int64_t peak_total = 0;             // bytes, during the step
+    std::vector<MoeRouterTerms> moe;    // the step's router terms, per MoE layer
   };
   // Called after backward, before clipping and the optimizer update, with
-  // the batch, the logits (B, T, V) and the loss.
+  // the batch, the forward's output (logits (B, T, V), MoE terms) and the
+  // loss.
   using AfterBackward =
-      std::function<void(const Batch& batch, const Tensor& logits, const Tensor& loss)>;
+      std::function<void(const Batch& batch, const CausalLMOutput& out, const Tensor& loss)>;
 
   // One optimizer step on the next training batch.
   StepStats step(const AfterBackward& after_backward = {});
@@ -118,9 +109,11 @@ class Trainer {
   // random numbers drawn, so evaluating does not change the run.
   double evaluate(int64_t batches);
 
-  // Applies the "how it is computed" fields of `config` (policy, replay,
-  // verifier, noise); the others must equal the run's.
+  // Applies the "how it is computed" part of `config` (its checkpointing);
+  // the rest must equal the run's.
   void set_compute_options(const TrainConfig& config);
+  // The checkpointing the model's layers run under.
+  const LayerCheckpointing& checkpointing() const { return *checkpointing_; }
 
   const TrainConfig& config() const { return config_; }
   const TextDataset& data() const { return *data_; }
@@ -142,6 +135,7 @@ class Trainer {
   rng::Generator generator_;
   std::unique_ptr<LlamaForCausalLM> model_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<LayerCheckpointing> checkpointing_;
   CosineSchedule schedule_;
   int64_t step_ = 0;
 };

@@ -34,7 +34,7 @@ void BM_llama_step(benchmark::State& state) {
   const char* policies[] = {"none", "full", "op-sac"};
   auto model = bench::bench_model(state, "LLAMA_STEP_MODEL", bench_config());
   if (!model) return;
-  bench::train_step(state, *model, nn::ActivationCheckpointing::parse(policies[state.range(0)]),
+  bench::train_step(state, *model, nn::CheckpointConfig::parse(policies[state.range(0)]),
                     bench::lcg_batch(kB, kT));
 }
 

@@ -33,10 +33,10 @@ nn::LlamaConfig bench_config() {
 void BM_moe_step(benchmark::State& state) {
   auto model = bench::bench_model(state, "MOE_STEP_MODEL", bench_config());
   if (!model) return;
-  nn::ActivationCheckpointing checkpointing =
-      nn::ActivationCheckpointing::parse(state.range(0) == 0 ? "none" : "full");
+  nn::CheckpointConfig checkpointing =
+      nn::CheckpointConfig::parse(state.range(0) == 0 ? "none" : "full");
   checkpointing.save_router = state.range(0) != 2;
-  bench::train_step(state, *model, std::move(checkpointing), bench::lcg_batch(kB, kT));
+  bench::train_step(state, *model, checkpointing, bench::lcg_batch(kB, kT));
 }
 
 [[maybe_unused]] const auto* registered = bench::register_train_step("BM_moe_step", BM_moe_step);

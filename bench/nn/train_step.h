@@ -25,6 +25,7 @@
 #include "autograd/backward.h"
 #include "bench/support.h"
 #include "engine/memory_stats.h"
+#include "nn/checkpointing.h"
 #include "nn/hf.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
@@ -64,12 +65,13 @@ inline std::unique_ptr<nn::LlamaForCausalLM> bench_model(benchmark::State& state
 
 // Times training steps of `model` on `ids` (B, T) under `checkpointing`.
 inline void train_step(benchmark::State& state, nn::LlamaForCausalLM& model,
-                       nn::ActivationCheckpointing checkpointing, const Tensor& ids) {
-  model.set_checkpointing(std::move(checkpointing));
+                       const nn::CheckpointConfig& checkpointing, const Tensor& ids) {
+  nn::LayerCheckpointing layers(checkpointing, model.dropout_generator(),
+                                model.config().moe.has_value());
   nn::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.1});
   auto step = [&] {
     opt.zero_grad();
-    Tensor loss = model.causal_lm_loss(model.forward(ids), ids);
+    Tensor loss = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
     autograd::backward(loss);
     opt.step();
     return loss.item<float>();

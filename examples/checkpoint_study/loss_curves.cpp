@@ -15,8 +15,8 @@ std::vector<Curve> train_curves(const nn::TrainConfig& base,
   std::vector<Curve> out;
   for (const CurveVariant& v : variants) {
     nn::TrainConfig c = base;
-    c.checkpoint_policy = v.checkpoint_policy;
-    c.rng_replay = v.rng;
+    c.checkpointing.set_policy(v.checkpoint_policy);
+    c.checkpointing.rng_replay = v.rng;
     nn::Trainer trainer(c, data);
     Curve curve{v, {}, 0, 0};
     while (!trainer.finished()) {

@@ -200,8 +200,7 @@ void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
                    std::vector<study::Row>& rows, std::vector<Claim>& claims) {
   const bool moe = model.config.moe.has_value();
   study::StepBench bench(model.config, data, sz.batch, sz.seq, seed);
-  const study::StepMeasurement ref =
-      bench.run(nn::ActivationCheckpointing::parse("none"), 1, sz.repeats);
+  const study::StepMeasurement ref = bench.run(nn::CheckpointConfig::parse("none"), 1, sz.repeats);
   rows.push_back({model.label, "none", "recorded", "none", "0", "reference: no checkpointing", 0, 0,
                   true, moe ? 0.0 : -1.0, moe ? 0.0 : -1.0, ref.peak_saved_activation, ref.seconds,
                   0, 0, ""});
@@ -210,17 +209,17 @@ void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
     if (policy == "budget") {
       policy = "budget:" + std::to_string(ref.peak_saved_activation / 2 / 1024) + "K";
     }
-    nn::ActivationCheckpointing ac = nn::ActivationCheckpointing::parse(policy);
-    ac.options.rng = s.rng;
-    ac.options.verify = s.verify;
-    ac.options.recompute_noise_ulps = s.noise_ulps;
-    ac.options.on_mismatch = autograd::OnMismatch::report;
+    nn::CheckpointConfig ac = nn::CheckpointConfig::parse(policy);
+    ac.rng_replay = s.rng;
+    ac.verify = s.verify;
+    ac.recompute_noise_ulps = s.noise_ulps;
+    ac.on_mismatch = autograd::OnMismatch::report;
     ac.save_router = s.router == Router::saved;
     std::string noise = std::to_string(s.noise_ulps);
     if (moe) {
       policy += s.router == Router::saved ? ", router saved" : ", router recomputed";
       if (s.noise_ulps > 0) noise += s.noise_on == NoiseOn::all ? " (all)" : " (router)";
-      if (s.noise_on == NoiseOn::router) ac.options.noise_scopes = kRouterScopes;
+      if (s.noise_on == NoiseOn::router) ac.noise_scopes = kRouterScopes;
     }
     // Noise is one draw per (noise seed, node, element): average what it
     // does over several seeds. The first draw is the timed one.
@@ -229,7 +228,7 @@ void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
     bool equal_bits = true;
     double max_abs = 0, rel_l2 = 0, slots = 0, experts = 0, mismatches = 0;
     for (int d = 0; d < draws; ++d) {
-      ac.options.noise_seed = autograd::CheckpointOptions{}.noise_seed + uint64_t(d);
+      ac.noise_seed = autograd::CheckpointOptions{}.noise_seed + uint64_t(d);
       const study::StepMeasurement md = d == 0 ? m : bench.run(ac, 0, 1);
       const study::GradientError e = study::compare(md, ref);
       const RoutingChange routing = routing_change(md.mismatches);

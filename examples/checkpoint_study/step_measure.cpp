@@ -49,7 +49,7 @@ StepBench::StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data,
   start_ = gen_.state();
 }
 
-StepMeasurement StepBench::step(bool read_grads) {
+StepMeasurement StepBench::step(nn::LayerCheckpointing& layers, bool read_grads) {
   gen_.set_state(start_);
   model_.zero_grad();
   autograd::take_mismatches();
@@ -58,8 +58,8 @@ StepMeasurement StepBench::step(bool read_grads) {
   const double t0 = process_cpu_seconds();
   StepMeasurement m;
   {
-    const Tensor logits = model_.forward(batch_.input_ids);            // (B, T, V)
-    const Tensor loss = model_.causal_lm_loss(logits, batch_.labels);  // with MoE router losses
+    const nn::CausalLMOutput out = model_.forward(batch_.input_ids, layers.runner());
+    const Tensor loss = model_.causal_lm_loss(out, batch_.labels);  // with MoE router losses
     autograd::backward(loss);
     m.loss = loss.item<float>();
   }
@@ -77,15 +77,14 @@ StepMeasurement StepBench::step(bool read_grads) {
   return m;
 }
 
-StepMeasurement StepBench::run(const nn::ActivationCheckpointing& checkpointing, int warmup,
-                               int repeats) {
+StepMeasurement StepBench::run(const nn::CheckpointConfig& checkpointing, int warmup, int repeats) {
   REPRISE_CHECK(repeats >= 1 && warmup >= 0, "StepBench::run: expected warmup >= 0 and ",
                 "repeats >= 1, got ", warmup, " and ", repeats);
-  model_.set_checkpointing(checkpointing);
-  for (int i = 0; i < warmup; ++i) step(false);
-  StepMeasurement first = step(true);
+  nn::LayerCheckpointing layers(checkpointing, gen_, model_.config().moe.has_value());
+  for (int i = 0; i < warmup; ++i) step(layers, false);
+  StepMeasurement first = step(layers, true);
   std::vector<double> times{first.seconds};
-  for (int i = 1; i < repeats; ++i) times.push_back(step(false).seconds);
+  for (int i = 1; i < repeats; ++i) times.push_back(step(layers, false).seconds);
   first.seconds = *std::min_element(times.begin(), times.end());
   return first;
 }

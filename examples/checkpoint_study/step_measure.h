@@ -11,6 +11,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/verifier.h"
+#include "nn/checkpointing.h"
 #include "nn/data.h"
 #include "nn/llama.h"
 #include "rng/generator.h"
@@ -54,12 +55,12 @@ class StepBench {
   // then `repeats` >= 1 measured ones, all from the same state; the
   // gradients, peaks, counters and mismatches are those of the first
   // measured step, the time the least of all of them.
-  StepMeasurement run(const nn::ActivationCheckpointing& checkpointing, int warmup, int repeats);
+  StepMeasurement run(const nn::CheckpointConfig& checkpointing, int warmup, int repeats);
 
   nn::LlamaForCausalLM& model() { return model_; }
 
  private:
-  StepMeasurement step(bool read_grads);
+  StepMeasurement step(nn::LayerCheckpointing& layers, bool read_grads);
 
   rng::Generator gen_;
   nn::LlamaForCausalLM model_;

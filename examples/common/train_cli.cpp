@@ -101,19 +101,22 @@ FlagTable common_flags() {
       {"--kv-heads", {true, size_into("--kv-heads", &nn::LlamaConfig::num_key_value_heads)}},
       {"--intermediate", {true, size_into("--intermediate", &nn::LlamaConfig::intermediate_size)}},
       {"--checkpoint-policy",
-       {true, [](Options& o, const std::string& v) { o.config.checkpoint_policy = v; }}},
+       {true, [](Options& o, const std::string& v) { o.config.checkpointing.set_policy(v); }}},
       {"--rng-replay",
        {true,
-        [](Options& o, const std::string& v) { o.config.rng_replay = nn::parse_rng_replay(v); }}},
+        [](Options& o, const std::string& v) {
+          o.config.checkpointing.rng_replay = nn::parse_rng_replay(v);
+        }}},
       {"--verify",
-       {true, [](Options& o, const std::string& v) { o.config.verify = nn::parse_verify(v); }}},
+       {true, [](Options& o,
+                 const std::string& v) { o.config.checkpointing.verify = nn::parse_verify(v); }}},
       {"--recompute-noise-ulps",
        {true,
         [](Options& o, const std::string& v) {
           const int64_t k = parse_count("--recompute-noise-ulps", v);
           if (k > std::numeric_limits<int>::max())
             throw UsageError("--recompute-noise-ulps: too large: " + v);
-          o.config.recompute_noise_ulps = int(k);
+          o.config.checkpointing.recompute_noise_ulps = int(k);
         }}},
       {"--threads",
        {true,
@@ -349,11 +352,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       (long long)c.steps, (long long)c.batch, (long long)c.seq, c.lr, c.min_lr, (long long)c.warmup,
       c.weight_decay, c.grad_clip, c.model.dropout, c.model.attention_dropout,
       (unsigned long long)c.seed);
-  std::printf("compute  checkpoint %s, ", c.checkpoint_policy.c_str());
-  if (c.model.moe) std::printf("router %s, ", c.save_router ? "saved" : "recomputed");
+  const nn::CheckpointConfig& ck = c.checkpointing;
+  std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());
+  if (c.model.moe) std::printf("router %s, ", ck.save_router ? "saved" : "recomputed");
   std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s\n",
-              autograd::rng_replay_name(c.rng_replay), autograd::verify_name(c.verify),
-              c.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()));
+              autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
+              ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()));
   std::printf("peak     %s\n", peak.how.c_str());
   if (resumed) {
     std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
@@ -379,8 +383,8 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   while (!trainer.finished() && (o.stop_after == 0 || session_steps < o.stop_after)) {
     nn::Trainer::AfterBackward dump;
     if (session_steps == 0 && !o.dump_grads.empty()) {
-      dump = [&](const nn::Batch& b, const Tensor& logits, const Tensor& loss) {
-        nn::write_gradient_dump(o.dump_grads, trainer.model(), b, logits, loss);
+      dump = [&](const nn::Batch& b, const nn::CausalLMOutput& out, const Tensor& loss) {
+        nn::write_gradient_dump(o.dump_grads, trainer.model(), b, out.logits, loss);
       };
     }
     const nn::Trainer::StepStats s = trainer.step(dump);
@@ -399,7 +403,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     if (!(eval || last || s.step == first_step || s.step % o.log_every == 0)) continue;
 
     StepLog extra;
-    if (program.on_log) program.on_log(trainer, extra);
+    if (program.on_log) program.on_log(s, extra);
     std::optional<double> val;
     if (eval && data->num_val_windows(c.seq) > 0) val = last_val = trainer.evaluate(o.eval_batches);
     const double tokens_per_s = double(window_tokens) / window_seconds;
@@ -456,7 +460,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
               session_seconds, last_loss);
   if (last_val) std::printf(", val loss %.4f", *last_val);
   if (o.data.empty()) std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
-  if (c.checkpoint_policy != "none") {
+  if (ck.kind != nn::CheckpointConfig::Kind::none) {
     std::printf("; %lld region replays (%.1f s), %lld verifier mismatches", (long long)r.replays,
                 r.replay_seconds, (long long)r.mismatches);
   }

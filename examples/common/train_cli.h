@@ -59,7 +59,7 @@ struct StepLog {
   std::vector<std::string> lines;
   json::Object metrics;
 };
-using LogHook = std::function<void(const nn::Trainer& trainer, StepLog& log)>;
+using LogHook = std::function<void(const nn::Trainer::StepStats& step, StepLog& log)>;
 
 struct Program {
   std::string name;           // "llama_train": the usage line and messages

@@ -78,7 +78,7 @@ train_cli::FlagTable moe_flags() {
       {"--router",
        {true,
         [](Options& o, const std::string& v) {
-          o.config.save_router = first_of("--router", v, "save", "recompute");
+          o.config.checkpointing.save_router = first_of("--router", v, "save", "recompute");
         }}},
   };
 }
@@ -102,9 +102,9 @@ json::Value int_array(const std::vector<int64_t>& v) {
 
 // The router losses of the training step, and per layer the tokens routed to
 // each expert and dropped.
-void log_moe(const nn::Trainer& trainer, train_cli::StepLog& log) {
-  const nn::LlamaForCausalLM& model = trainer.model();
-  const nn::LlamaForCausalLM::RouterLosses& r = model.router_losses();
+void log_moe(const nn::Trainer::StepStats& step, train_cli::StepLog& log) {
+  const nn::CausalLMOutput out{.moe = step.moe};
+  const nn::RouterLosses r = out.router_losses();
   if (!r.aux.defined()) return;
   const double aux = r.aux.item<float>(), z = r.z.item<float>();
   char buf[96];
@@ -113,7 +113,7 @@ void log_moe(const nn::Trainer& trainer, train_cli::StepLog& log) {
   log.metrics.emplace_back("aux_loss", aux);
   log.metrics.emplace_back("z_loss", z);
   json::Array layers;
-  for (const nn::MoeLayerStats& s : model.moe_stats()) {
+  for (const nn::MoeLayerStats& s : out.moe_stats()) {
     const int width = int(std::to_string(s.tokens).size());
     std::snprintf(buf, sizeof buf, "         %s tokens per expert", s.layer.c_str());
     std::string line = buf + counts(s.tokens_per_expert, width);

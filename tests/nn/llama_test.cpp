@@ -10,16 +10,18 @@
 #include <set>
 
 #include "autograd/backward.h"
+#include "autograd/checkpoint.h"
 #include "autograd/tape.h"
 #include "engine/memory_stats.h"
 #include "engine/threads.h"
+#include "nn/checkpointing.h"
 #include "ops/loss.h"
 #include "tests/support/tokens.h"
 
 namespace reprise::nn {
 namespace {
 
-using Kind = ActivationCheckpointing::Kind;
+using Kind = CheckpointConfig::Kind;
 
 LlamaConfig small_config(double dropout = 0.0, double attention_dropout = 0.0) {
   LlamaConfig c;
@@ -90,10 +92,10 @@ TEST(Llama, RecordedScopesAreParameterPaths) {
   LlamaForCausalLM m(c);
   for (auto kind : {Kind::none, Kind::full}) {
     seen.linear.clear();
-    m.set_checkpointing({.kind = kind});
+    LayerCheckpointing layers({.kind = kind}, m.dropout_generator(), false);
     {
       autograd::ObserveTape observe(seen);
-      m.forward(testing::random_token_ids(1, 4, 64, 1));
+      m.forward(testing::random_token_ids(1, 4, 64, 1), layers.runner());
     }
     // Every Linear's nodes carry its parameter's path, checkpointed or not.
     std::set<std::string> expected{"lm_head"};
@@ -137,7 +139,7 @@ TEST(Llama, LossShiftsTheLabelsAsHuggingFace) {
   LlamaForCausalLM m(small_config());
   const int64_t B = 2, T = 5, V = 64;
   Tensor ids = testing::random_token_ids(B, T, V, 3);
-  Tensor logits = m.forward(ids);
+  Tensor logits = m.forward(ids).logits;
   ASSERT_EQ(logits.shape(), (Shape{B, T, V}));
   std::vector<int64_t> lab = ids.to_vector<int64_t>();
   lab[0] = -100;  // never a target (position 0 has no predecessor)
@@ -198,21 +200,21 @@ TEST(Llama, BadInputsRaiseClearErrors) {
 }
 
 TEST(Llama, CheckpointSpecsParse) {
-  EXPECT_EQ(ActivationCheckpointing::parse("none").kind, Kind::none);
-  EXPECT_EQ(ActivationCheckpointing::parse("full").kind, Kind::full);
-  EXPECT_EQ(ActivationCheckpointing::parse("op-sac").kind, Kind::op_sac);
-  EXPECT_EQ(ActivationCheckpointing::parse("every-n-layers").every_n, 2);
-  EXPECT_EQ(ActivationCheckpointing::parse("every-n-layers:3").every_n, 3);
-  EXPECT_EQ(ActivationCheckpointing::parse("budget:4096").budget_bytes, 4096);
-  EXPECT_EQ(ActivationCheckpointing::parse("budget:64M").budget_bytes, int64_t(64) << 20);
-  EXPECT_EQ(ActivationCheckpointing::parse("budget:2g").budget_bytes, int64_t(2) << 30);
+  EXPECT_EQ(CheckpointConfig::parse("none").kind, Kind::none);
+  EXPECT_EQ(CheckpointConfig::parse("full").kind, Kind::full);
+  EXPECT_EQ(CheckpointConfig::parse("op-sac").kind, Kind::op_sac);
+  EXPECT_EQ(CheckpointConfig::parse("every-n-layers").every_n, 2);
+  EXPECT_EQ(CheckpointConfig::parse("every-n-layers:3").every_n, 3);
+  EXPECT_EQ(CheckpointConfig::parse("budget:4096").budget_bytes, 4096);
+  EXPECT_EQ(CheckpointConfig::parse("budget:64M").budget_bytes, int64_t(64) << 20);
+  EXPECT_EQ(CheckpointConfig::parse("budget:2g").budget_bytes, int64_t(2) << 30);
   for (const char* s : {"none", "full", "op-sac", "every-n-layers:3", "budget:1000"}) {
-    EXPECT_EQ(ActivationCheckpointing::parse(s).to_string(), s);
+    EXPECT_EQ(CheckpointConfig::parse(s).policy_string(), s);
   }
   for (const char* bad :
        {"", "ful", "budget:", "budget:M", "budget:12X", "every-n-layers:0", "every-n-layers:-1",
         "budget:99999999999999999999", "budget:8589934592G"}) {
-    EXPECT_THROW(ActivationCheckpointing::parse(bad), Error) << bad;
+    EXPECT_THROW(CheckpointConfig::parse(bad), Error) << bad;
   }
 }
 
@@ -223,14 +225,19 @@ struct DropoutRun {
   rng::GeneratorState start = gen.state();
   Tensor ids = testing::random_token_ids(2, 16, 64, 5);
 
+  std::optional<LayerCheckpointing> layers;  // none: plain recording
+
   DropoutRun() { model.set_dropout_generator(gen); }
+
+  void checkpoint(const CheckpointConfig& config) { layers.emplace(config, gen, false); }
 
   std::vector<std::vector<uint32_t>> step(int64_t* peak_saved = nullptr) {
     gen.set_state(start);
     model.zero_grad();
     memory_stats::reset_peaks();
     int64_t base = memory_stats::snapshot()[MemoryKind::saved_activation].live;
-    Tensor loss = LlamaForCausalLM::loss(model.forward(ids), ids);
+    const LlamaForCausalLM::LayerRunner run = layers ? layers->runner() : nullptr;
+    Tensor loss = LlamaForCausalLM::loss(model.forward(ids, run).logits, ids);
     if (peak_saved)
       *peak_saved = memory_stats::snapshot()[MemoryKind::saved_activation].peak - base;
     autograd::backward(loss);
@@ -252,7 +259,7 @@ TEST(Llama, EveryCheckpointPolicyGivesBitwiseEqualGradientsWithDropout) {
 
   for (const char* spec : {"none", "full", "every-n-layers:2", "op-sac"}) {
     SCOPED_TRACE(spec);
-    r.model.set_checkpointing(ActivationCheckpointing::parse(spec));
+    r.checkpoint(CheckpointConfig::parse(spec));
     const int64_t replays = autograd::recompute_stats().replays;
     int64_t peak = 0;
     EXPECT_EQ(r.step(&peak), expected);
@@ -268,23 +275,23 @@ TEST(Llama, EveryCheckpointPolicyGivesBitwiseEqualGradientsWithDropout) {
 
   // Budget: the first step records (saving everything), the second plans
   // and recomputes part of each layer; both bitwise equal.
-  r.model.set_checkpointing(ActivationCheckpointing::parse("budget:40K"));
+  r.checkpoint(CheckpointConfig::parse("budget:40K"));
   EXPECT_EQ(r.step(), expected);
-  EXPECT_FALSE(r.model.budget_planner()->planned());
+  EXPECT_FALSE(r.layers->planner()->planned());
   int64_t budget_peak = 0;
   EXPECT_EQ(r.step(&budget_peak), expected);
-  ASSERT_TRUE(r.model.budget_planner()->planned());
-  autograd::BudgetPlanner::Summary s = r.model.budget_planner()->summary();
+  ASSERT_TRUE(r.layers->planner()->planned());
+  autograd::BudgetPlanner::Summary s = r.layers->planner()->summary();
   EXPECT_LT(s.values_kept, s.values);
   EXPECT_LE(s.planned_bytes, 40 << 10);
   EXPECT_LT(budget_peak, none_peak);
 
   // Stash mode (PyTorch's preserve_rng_state=True, restoring the dropout
   // generator) is exact too, and the bitwise verifier passes.
-  ActivationCheckpointing stash = ActivationCheckpointing::parse("full");
-  stash.options.rng = autograd::RngReplay::stash;
-  stash.options.verify = autograd::Verify::bitwise;
-  r.model.set_checkpointing(stash);
+  CheckpointConfig stash = CheckpointConfig::parse("full");
+  stash.rng_replay = autograd::RngReplay::stash;
+  stash.verify = autograd::Verify::bitwise;
+  r.checkpoint(stash);
   EXPECT_EQ(r.step(), expected);
 }
 
@@ -293,18 +300,18 @@ TEST(Llama, FreshRandomnessOnReplayGivesWrongGradients) {
   // dropout masks differ from the forward's.
   DropoutRun r;
   const auto expected = r.step();
-  ActivationCheckpointing fresh = ActivationCheckpointing::parse("full");
-  fresh.options.rng = autograd::RngReplay::fresh;
-  r.model.set_checkpointing(fresh);
+  CheckpointConfig fresh = CheckpointConfig::parse("full");
+  fresh.rng_replay = autograd::RngReplay::fresh;
+  r.checkpoint(fresh);
   EXPECT_NE(r.step(), expected);
 }
 
 TEST(Llama, VerifierNamesTheLayerWhenReplayIsNotExact) {
   DropoutRun r;
-  ActivationCheckpointing noisy = ActivationCheckpointing::parse("full");
-  noisy.options.verify = autograd::Verify::bitwise;
-  noisy.options.recompute_noise_ulps = 1;
-  r.model.set_checkpointing(noisy);
+  CheckpointConfig noisy = CheckpointConfig::parse("full");
+  noisy.verify = autograd::Verify::bitwise;
+  noisy.recompute_noise_ulps = 1;
+  r.checkpoint(noisy);
   try {
     r.step();
     FAIL() << "expected a recompute mismatch";
@@ -332,12 +339,12 @@ TEST(Llama, EvalModeTurnsDropoutOff) {
   r.model.eval();
   NoGradGuard no_grad;
   r.gen.set_state(r.start);
-  std::vector<float> a = r.model.forward(r.ids).to_vector<float>();
+  std::vector<float> a = r.model.forward(r.ids).logits.to_vector<float>();
   EXPECT_EQ(r.gen.offset("dropout"), 0u);  // nothing drawn
-  std::vector<float> b = r.model.forward(r.ids).to_vector<float>();
+  std::vector<float> b = r.model.forward(r.ids).logits.to_vector<float>();
   EXPECT_EQ(a, b);
   r.model.train();
-  EXPECT_NE(r.model.forward(r.ids).to_vector<float>(), a);
+  EXPECT_NE(r.model.forward(r.ids).logits.to_vector<float>(), a);
 }
 
 TEST(Llama, TrainingFlopsCountTheProjectionsTheHeadAndCausalAttention) {

@@ -98,9 +98,9 @@ TEST_P(ResumeTest, LossesAndStateAreBitwiseThoseOfAnUninterruptedRun) {
   while (!straight.finished()) expected.push_back(bits(straight.step().loss));
 
   TrainConfig c = plain;
-  c.checkpoint_policy = GetParam().policy;
-  c.rng_replay = GetParam().rng;
-  c.verify = autograd::Verify::metadata;
+  c.checkpointing.set_policy(GetParam().policy);
+  c.checkpointing.rng_replay = GetParam().rng;
+  c.checkpointing.verify = autograd::Verify::metadata;
   std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -152,8 +152,8 @@ TEST(LlamaTrain, GradientDumpHoldsTheFirstBatchBeforeTheUpdate) {
   std::vector<int64_t> ids;
   const std::vector<float> params_before = parameter_values(t);
   const Trainer::StepStats s =
-      t.step([&](const Batch& b, const Tensor& logits, const Tensor& loss) {
-        write_gradient_dump(path, t.model(), b, logits, loss);
+      t.step([&](const Batch& b, const CausalLMOutput& out, const Tensor& loss) {
+        write_gradient_dump(path, t.model(), b, out.logits, loss);
         ids = b.input_ids.to_vector<int64_t>();
         for (const NamedParameter& p : t.model().parameters())
           grads.emplace_back(p.name, p.value.grad().to_vector<float>());

@@ -10,8 +10,10 @@
 #include <bit>
 
 #include "autograd/backward.h"
+#include "autograd/checkpoint.h"
 #include "autograd/verifier.h"
 #include "engine/grad_mode.h"
+#include "nn/checkpointing.h"
 #include "nn/llama.h"
 #include "tests/support/tokens.h"
 
@@ -54,8 +56,8 @@ struct TiedRouters {
   // Bit patterns of every gradient of one training step.
   std::vector<std::vector<uint32_t>> step() {
     model.zero_grad();
-    Tensor logits = model.forward(ids);
-    autograd::backward(model.causal_lm_loss(logits, ids));
+    const LlamaForCausalLM::LayerRunner run = layers ? layers->runner() : nullptr;
+    autograd::backward(model.causal_lm_loss(model.forward(ids, run), ids));
     std::vector<std::vector<uint32_t>> out;
     for (const NamedParameter& p : model.parameters()) {
       std::vector<uint32_t> bits;
@@ -66,14 +68,16 @@ struct TiedRouters {
   }
 
   void checkpoint(bool save_router, int noise_ulps) {
-    ActivationCheckpointing ac = ActivationCheckpointing::parse("full");
+    CheckpointConfig ac = CheckpointConfig::parse("full");
     ac.save_router = save_router;
-    ac.options.verify = autograd::Verify::bitwise;
-    ac.options.on_mismatch = autograd::OnMismatch::report;
-    ac.options.recompute_noise_ulps = noise_ulps;
-    ac.options.noise_scopes = "*.block_sparse_moe.gate";
-    model.set_checkpointing(ac);
+    ac.verify = autograd::Verify::bitwise;
+    ac.on_mismatch = autograd::OnMismatch::report;
+    ac.recompute_noise_ulps = noise_ulps;
+    ac.noise_scopes = "*.block_sparse_moe.gate";
+    layers.emplace(ac, model.dropout_generator(), true);
   }
+
+  std::optional<LayerCheckpointing> layers;  // none: plain recording
 };
 
 TEST(MoeCheckpoint, RouterReplayIsBitwiseUnderRouterNoise) {

@@ -53,15 +53,15 @@ TEST(MoeGolden, ConfigMatchesTheFixture) {
 
 TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
   auto model = load_llama(kGolden.dir());
-  Tensor logits = model->forward(kGolden.get("input_ids"));
-  EXPECT_TRUE(all_close(logits, kGolden.get("logits"), 2e-5, 1e-3));
-  const LlamaForCausalLM::RouterLosses& r = model->router_losses();
+  const CausalLMOutput out = model->forward(kGolden.get("input_ids"));
+  EXPECT_TRUE(all_close(out.logits, kGolden.get("logits"), 2e-5, 1e-3));
+  const RouterLosses r = out.router_losses();
   EXPECT_TRUE(all_close(r.aux, kGolden.get("aux_loss"), 2e-5, 1e-3));
   EXPECT_TRUE(all_close(r.z, kGolden.get("z_loss"), 2e-5, 1e-3));
-  Tensor loss = model->causal_lm_loss(logits, kGolden.get("labels"));
+  Tensor loss = model->causal_lm_loss(out, kGolden.get("labels"));
   EXPECT_TRUE(all_close(loss, kGolden.get("loss"), 2e-5, 1e-3));
   // The per-layer statistics: every token routed to two experts.
-  const std::vector<MoeLayerStats> stats = model->moe_stats();
+  const std::vector<MoeLayerStats> stats = out.moe_stats();
   ASSERT_EQ(stats.size(), 2u);
   for (const MoeLayerStats& s : stats) {
     int64_t routed = 0;

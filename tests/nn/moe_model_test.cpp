@@ -85,18 +85,18 @@ TEST(MoeModel, ParametersHaveMixtralsOnDiskNames) {
 TEST(MoeModel, TrainingLossAddsTheRouterLossesInTrainModeOnly) {
   LlamaForCausalLM m(moe_llama());
   const Tensor x = ids(2, 8, 48);
-  Tensor logits = m.forward(x);
-  const float ce = LlamaForCausalLM::loss(logits, x).item<float>();
-  const float aux = m.router_losses().aux.item<float>();
-  const float z = m.router_losses().z.item<float>();
+  CausalLMOutput out = m.forward(x);
+  const float ce = LlamaForCausalLM::loss(out.logits, x).item<float>();
+  const float aux = out.router_losses().aux.item<float>();
+  const float z = out.router_losses().z.item<float>();
   EXPECT_GT(aux, 0.9f);  // E * sum f_e P_e is 1 when balanced, more otherwise
   EXPECT_GT(z, 0.0f);
-  const float total = m.causal_lm_loss(logits, x).item<float>();
+  const float total = m.causal_lm_loss(out, x).item<float>();
   EXPECT_EQ(total, (ce + aux * 0.1f) + z * 0.01f);  // same f32 operations, same order
 
   // The per-layer values combine to the model's: aux over both layers'
   // rows concatenated, z the mean of the layers' means (equal rows).
-  const std::vector<MoeLayerStats> s = m.moe_stats();
+  const std::vector<MoeLayerStats> s = out.moe_stats();
   ASSERT_EQ(s.size(), 2u);
   EXPECT_NEAR(z, (s[0].z_loss + s[1].z_loss) / 2, 1e-5);
   EXPECT_EQ(s[0].layer, "model.layers.0.block_sparse_moe");
@@ -104,15 +104,16 @@ TEST(MoeModel, TrainingLossAddsTheRouterLossesInTrainModeOnly) {
   EXPECT_EQ(s[0].tokens_per_expert.size(), 3u);
 
   m.eval();
-  logits = m.forward(x);
-  EXPECT_EQ(m.causal_lm_loss(logits, x).item<float>(),
-            LlamaForCausalLM::loss(logits, x).item<float>());
+  out = m.forward(x);
+  EXPECT_EQ(m.causal_lm_loss(out, x).item<float>(),
+            LlamaForCausalLM::loss(out.logits, x).item<float>());
 
   LlamaConfig dense = moe_llama();
   dense.moe.reset();
   LlamaForCausalLM d(dense);
-  EXPECT_TRUE(d.moe_stats().empty());
-  EXPECT_FALSE(d.router_losses().aux.defined());
+  const CausalLMOutput dense_out = d.forward(x);
+  EXPECT_TRUE(dense_out.moe.empty());
+  EXPECT_FALSE(dense_out.router_losses().aux.defined());
 }
 
 TEST(MoeModel, FlopsCountTheActiveExpertsOnly) {
@@ -197,15 +198,19 @@ TEST(MoeModel, TrainingResumesBitForBit) {
   c.batch = 2;
   c.seq = 16;
   c.warmup = 1;
-  c.checkpoint_policy = "full";
+  c.checkpointing.set_policy("full");
   const auto data = std::make_shared<const TextDataset>(TextDataset::builtin(kCorpusSeed, 20000));
   // The config's JSON carries every MoE field.
   EXPECT_TRUE(TrainConfig::from_json(json::parse(json::dump(c.to_json())), "cfg").model == c.model);
 
   Trainer straight(c, data);
   std::vector<float> losses;
-  for (int i = 0; i < 4; ++i) losses.push_back(straight.step().loss);
-  const std::vector<MoeLayerStats> stats = straight.model().moe_stats();
+  std::vector<MoeLayerStats> stats;
+  for (int i = 0; i < 4; ++i) {
+    const Trainer::StepStats s = straight.step();
+    losses.push_back(s.loss);
+    stats = CausalLMOutput{.moe = s.moe}.moe_stats();
+  }
   EXPECT_GT(stats[0].tokens_dropped + stats[1].tokens_dropped, 0);
 
   const std::string dir = fresh_dir("resume");

@@ -80,23 +80,23 @@ std::unique_ptr<Trainer> saved_trainer(const std::string& dir) {
 TEST(TrainConfig, JsonRoundTripAndErrors) {
   TrainConfig c = tiny_config();
   c.seed = 0xFFFFFFFFFFFFFFFFull;  // beyond int64: stored as a string
-  c.checkpoint_policy = "every-n-layers:2";
-  c.rng_replay = autograd::RngReplay::stash;
-  c.verify = autograd::Verify::bitwise;
-  c.recompute_noise_ulps = 3;
-  c.save_router = false;
+  c.checkpointing.set_policy("every-n-layers:2");
+  c.checkpointing.rng_replay = autograd::RngReplay::stash;
+  c.checkpointing.verify = autograd::Verify::bitwise;
+  c.checkpointing.recompute_noise_ulps = 3;
+  c.checkpointing.save_router = false;
   const json::Value v = json::parse(json::dump(c.to_json()));
   const TrainConfig back = TrainConfig::from_json(v, "cfg");
   EXPECT_TRUE(c.run_differences(back).empty());
   EXPECT_EQ(back.seed, c.seed);
-  EXPECT_EQ(back.checkpoint_policy, c.checkpoint_policy);
-  EXPECT_EQ(back.rng_replay, c.rng_replay);
-  EXPECT_EQ(back.verify, c.verify);
-  EXPECT_EQ(back.recompute_noise_ulps, 3);
-  EXPECT_FALSE(back.save_router);
+  EXPECT_EQ(back.checkpointing.policy_string(), "every-n-layers:2");
+  EXPECT_EQ(back.checkpointing.rng_replay, autograd::RngReplay::stash);
+  EXPECT_EQ(back.checkpointing.verify, autograd::Verify::bitwise);
+  EXPECT_EQ(back.checkpointing.recompute_noise_ulps, 3);
+  EXPECT_FALSE(back.checkpointing.save_router);
   json::Value older = v;  // a file from before save_router: the default
   std::erase_if(older.as_object(), [](const auto& m) { return m.first == "save_router"; });
-  EXPECT_TRUE(TrainConfig::from_json(older, "cfg").save_router);
+  EXPECT_TRUE(TrainConfig::from_json(older, "cfg").checkpointing.save_router);
   EXPECT_EQ(back.model, c.model);
 
   json::Value missing = v;
@@ -117,8 +117,8 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
 TEST(TrainConfig, RunDifferencesNameTheFieldsAResumeMustKeep) {
   const TrainConfig a = tiny_config();
   TrainConfig b = a;
-  b.checkpoint_policy = "full";  // how, not what: not a difference
-  b.verify = autograd::Verify::bitwise;
+  b.checkpointing.set_policy("full");  // how, not what: not a difference
+  b.checkpointing.verify = autograd::Verify::bitwise;
   EXPECT_TRUE(a.run_differences(b).empty());
   b.lr = 0.5;
   b.model.dropout = 0.2;
@@ -238,10 +238,10 @@ TEST(TrainState, RejectsAnotherRunOrOtherData) {
 
   // Compute options are the loading trainer's business, not a mismatch.
   TrainConfig full = tiny_config();
-  full.checkpoint_policy = "full";
+  full.checkpointing.set_policy("full");
   Trainer v(full, tiny_data());
   EXPECT_NO_THROW(load_train_state(v, dir));
-  EXPECT_EQ(v.config().checkpoint_policy, "full");
+  EXPECT_EQ(v.config().checkpointing.policy_string(), "full");
 }
 
 // The state JSON's integrity hash, as the header documents it.
