@@ -85,7 +85,8 @@ SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate
 
 Tensor SwiGluMLP::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return down_proj.forward(ops::swiglu(gate_proj.forward(x), up_proj.forward(x)));
+  return swiglu_ffn(x, gate_proj.weight(), up_proj.weight(), down_proj.weight(),
+                    {"gate_proj", "up_proj", "down_proj"}, ops::linear);
 }
 
 }  // namespace reprise::nn

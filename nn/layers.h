@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <string>
 
+#include "autograd/scope.h"
 #include "nn/module.h"
+#include "ops/swiglu.h"
 #include "rng/generator.h"
 
 namespace reprise::nn {
@@ -76,5 +78,27 @@ class SwiGluMLP : public Module {
 
   Linear gate_proj, up_proj, down_proj;  // (F, C), (F, C), (C, F)
 };
+
+// The SwiGLU feed-forward, down(silu(gate(x)) * up(x)), written once for
+// SwiGluMLP and an MoE layer's experts, routed or shared: project(x, w) is
+// the projection by the weights `gate`, `up` and `down` (a linear, or a
+// grouped product over the experts' blocks of rows), each recorded under
+// its weight's name (HF's gate_proj, up_proj, down_proj; Mixtral's w1, w3,
+// w2).
+struct SwiGluNames {
+  const char* gate;
+  const char* up;
+  const char* down;
+};
+template <class Weights, class Project>
+Tensor swiglu_ffn(const Tensor& x, const Weights& gate, const Weights& up, const Weights& down,
+                  const SwiGluNames& names, const Project& project) {
+  auto projected = [&](const char* name, const Tensor& in, const Weights& w) {
+    autograd::Scope scope(name);
+    return project(in, w);
+  };
+  const Tensor g = projected(names.gate, x, gate), u = projected(names.up, x, up);
+  return projected(names.down, ops::swiglu(g, u), down);
+}
 
 }  // namespace reprise::nn

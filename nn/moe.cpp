@@ -138,32 +138,19 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   Tensor out;
   {
     autograd::Scope scope("experts");
-    Tensor xs = ops::index_select(x2, 0, route.token);        // (M, C)
-    Tensor h1 = ops::grouped_linear(xs, route.counts, w.w1);  // (M, F)
-    Tensor h3 = ops::grouped_linear(xs, route.counts, w.w3);  // (M, F)
-    Tensor a = ops::swiglu(h1, h3);                           // (M, F)
-    Tensor ys = ops::grouped_linear(a, route.counts, w.w2);   // (M, C)
-    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));      // (M, C)
+    const Tensor xs = ops::index_select(x2, 0, route.token);  // (M, C)
+    auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
+      return ops::grouped_linear(in, route.counts, weights);
+    };
+    Tensor ys = swiglu_ffn(xs, w.w1, w.w3, w.w2, {"w1", "w3", "w2"}, grouped);  // (M, C)
+    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));                        // (M, C)
     out = ops::index_add(Tensor::zeros({N, C}, x.dtype(), x.device()), 0, route.token,
                          ys);  // (N, C)
   }
   if (c.n_shared_experts > 0) {
     autograd::Scope scope("shared_experts");
-    Tensor g, u;
-    {
-      autograd::Scope s("gate_proj");
-      g = ops::linear(x2, w.shared_gate);
-    }
-    {
-      autograd::Scope s("up_proj");
-      u = ops::linear(x2, w.shared_up);
-    }
-    Tensor d;
-    {
-      autograd::Scope s("down_proj");
-      d = ops::linear(ops::swiglu(g, u), w.shared_down);  // (N, C)
-    }
-    out = ops::add(out, d);
+    out = ops::add(out, swiglu_ffn(x2, w.shared_gate, w.shared_up, w.shared_down,
+                                   {"gate_proj", "up_proj", "down_proj"}, ops::linear));  // (N, C)
   }
 
   // Router loss terms: probability mass per expert, and logsumexp^2. A
