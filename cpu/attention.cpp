@@ -85,8 +85,21 @@ T exp_shift_sum(T* x, int64_t n, T shift) {
 // (a multiple of W) with -inf.
 template <class T>
 void scale_mask(T* x, int64_t n, int64_t valid, T scale) {
-  const T neg_inf = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n; ++j) x[j] = j < valid ? x[j] * scale : neg_inf;
+  const V16<T> s = V16<T>::splat(scale), neg_inf = V16<T>::splat(-INFINITY);
+  for (int64_t j = 0; j < n; j += W) {
+    select(first_lanes<T>(valid - j), V16<T>::load(x + j) * s, neg_inf).store(x + j);
+  }
+}
+
+// x[j] = exp(x[j] * scale - shift) for the first `valid` of n values (a
+// multiple of W), 0 for the rest: a tile's probabilities from its scores.
+template <class T>
+void probabilities(T* x, int64_t n, int64_t valid, T scale, T shift) {
+  const V16<T> s = V16<T>::splat(scale), sh = V16<T>::splat(shift), zero = V16<T>::splat(0);
+  for (int64_t j = 0; j < n; j += W) {
+    const V16<T> e = exp_of(V16<T>::load(x + j) * s - sh);
+    select(first_lanes<T>(valid - j), e, zero).store(x + j);
+  }
 }
 
 // How many keys of the block starting at j0 (nj keys) query i sees.
@@ -275,9 +288,7 @@ void backward_tile(const BackwardArgs<T>& a, BackwardScratch<T>& s, int64_t b, i
   for (int64_t r = 0; r < nr; ++r) {
     T* row = p + r * kBc;
     const int64_t valid = visible_keys(a.causal, i0 + r, j0, nj);
-    const T shift = a.lse[row0 + r];
-    for (int64_t j = 0; j < ncol; ++j)
-      row[j] = j < valid ? fn::exp_of(row[j] * a.scale - shift) : T(0);
+    probabilities(row, ncol, valid, a.scale, a.lse[row0 + r]);
     if (a.drop) {
       T* zr = s.z.data() + r * kBc;
       dropout_factors(*a.drop, d.S, row0 + r, j0, nj, ncol, s.words.data(), zr);
