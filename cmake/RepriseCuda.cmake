@@ -13,6 +13,20 @@ if(REPRISE_CUDA STREQUAL "ON" OR REPRISE_CUDA STREQUAL "AUTO")
     endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    # reprise links the shared runtime (CUDA::cudart); a static copy in the
+    # same program would be a second runtime with its own state.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    # Device code computes each element with the same roundings as the CPU
+    # (engine/functors.h): no contraction of a * b + c into an FMA
+    # (--fmad=false), IEEE division and square root (nvcc's defaults, never
+    # --use_fast_math). The host side of .cu files gets the C++ flags'
+    # -ffp-contract=off and warnings; nvcc's own warnings are errors with
+    # REPRISE_WERROR. constexpr std:: functions are usable in device code.
+    set(REPRISE_CUDA_FLAGS --fmad=false --expt-relaxed-constexpr
+        -Xcompiler=-ffp-contract=off,-Wall,-Wextra,-Wno-unused-parameter)
+    if(REPRISE_WERROR)
+      list(APPEND REPRISE_CUDA_FLAGS -Xcompiler=-Werror --Werror=all-warnings)
+    endif()
   elseif(REPRISE_CUDA STREQUAL "ON")
     message(FATAL_ERROR "REPRISE_CUDA=ON but no CUDA compiler (nvcc) was found")
   endif()
