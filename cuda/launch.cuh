@@ -12,6 +12,7 @@
 #include "cuda/gemm_problem.h"
 #include "cuda/kernel.h"
 #include "cuda/runtime.h"
+#include "cuda/stream.h"
 #include "engine/device.h"
 
 namespace reprise::cuda {
@@ -71,6 +72,7 @@ class CudaExec {
   void launch(const K& kernel, int64_t blocks, size_t shared_bytes = 0) const {
     static_assert(K::kThreads % 32 == 0, "kernels run whole warps");
     if (blocks == 0) return;
+    const DeviceGuard guard(device_);
     if (shared_bytes > 48 * 1024) {
       // Above 48 KiB a kernel must opt in; cheap to repeat.
       check(cudaFuncSetAttribute(run_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -96,5 +98,8 @@ class CudaExec {
   Device device_;
   cudaStream_t stream_;
 };
+
+// The executor for `device`'s current stream.
+inline CudaExec exec_for(Device device) { return CudaExec(device, current_stream(device)); }
 
 }  // namespace reprise::cuda

@@ -32,6 +32,7 @@
 #include <limits>
 
 #include "cuda/kernel.h"
+#include "cuda/kernels/copy.h"
 #include "cuda/kernels/rows.h"
 #include "engine/backend.h"
 #include "engine/tensor.h"
@@ -80,7 +81,7 @@ struct AttnDropout {
 };
 
 // How many keys of the block at j0 (nj keys) query i sees.
-REPRISE_HD inline int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t nj) {
+REPRISE_HD int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t nj) {
   if (!causal) return nj;
   const int64_t v = i - j0 + 1;
   return v < 0 ? 0 : (v > nj ? nj : v);

@@ -243,7 +243,8 @@ void scatter_add(const Exec& ex, const Tensor& out, int64_t dim, const Tensor& i
         ex.launch(ScatterLinesKernel<T, I>{po, ps, pi, l}, blocks_for(l.lines, 256));
         return;
       }
-      const auto [keys, order] = sort_by_target(ex, pi, l.id, l.count, out.size(dim));
+      const std::pair<Tensor, Tensor> sorted = sort_by_target(ex, pi, l.id, l.count, out.size(dim));
+      const Tensor &keys = sorted.first, &order = sorted.second;
       ex.launch(ScatterSegmentsKernel<T>{po, ps, static_cast<const uint32_t*>(keys.raw_data()),
                                          order.data<int64_t>(), l},
                 blocks_for(l.count * l.lines, 256));
@@ -417,7 +418,9 @@ Tensor embedding_backward(const Exec& ex, const Tensor& g_in, const Tensor& ids_
   if (n * C == 0) return dw;
   dispatch_float(g.dtype(), "embedding", [&]<class T>() {
     dispatch_index(ids.dtype(), "embedding", [&]<class I>() {
-      const auto [keys, order] = sort_by_target(ex, static_cast<const I*>(ids.raw_data()), 1, n, V);
+      const std::pair<Tensor, Tensor> sorted =
+          sort_by_target(ex, static_cast<const I*>(ids.raw_data()), 1, n, V);
+      const Tensor &keys = sorted.first, &order = sorted.second;
       ex.launch(
           EmbeddingBackwardKernel<T>{g.data<T>(), static_cast<const uint32_t*>(keys.raw_data()),
                                      order.data<int64_t>(), dw.data<T>(), n, C},

@@ -169,7 +169,8 @@ Tensors moe_route(const Exec& ex, const Tensor& scores_in, int64_t k, bool renor
                     first_nan / E, " for expert ", first_nan % E, " is NaN (scores ",
                     scores_in.describe(), ")");
     }
-    const auto [keys, order] = sort_by_target(ex, indices.data<int64_t>(), 1, A, E);
+    const std::pair<Tensor, Tensor> sorted = sort_by_target(ex, indices.data<int64_t>(), 1, A, E);
+    const Tensor &keys = sorted.first, &order = sorted.second;
     ex.launch(RouteCountsKernel{static_cast<const uint32_t*>(keys.raw_data()), A, E, capacity,
                                 start.data<int64_t>(), routed.data<int64_t>(),
                                 counts.data<int64_t>(), offset.data<int64_t>()},
