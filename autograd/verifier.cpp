@@ -31,7 +31,7 @@ std::string Mismatch::describe() const {
 }
 
 uint64_t hash_values(const Tensor& t) {
-  Tensor c = t.contiguous();
+  Tensor c = t.contiguous().to(Device::cpu());  // hashed on the host
   const auto* p = static_cast<const unsigned char*>(c.raw_data());
   size_t n = c.nbytes();
   // A multiply-rotate mix over 8-byte words; collisions only matter for a
@@ -61,7 +61,7 @@ int64_t ordered(Bits b) {
 std::pair<int64_t, double> ulp_difference(const Tensor& a, const Tensor& b) {
   REPRISE_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), "ulp_difference: ", a.describe(),
                 " vs ", b.describe());
-  Tensor x = a.contiguous(), y = b.contiguous();
+  Tensor x = a.contiguous().to(Device::cpu()), y = b.contiguous().to(Device::cpu());
   int64_t differing = 0;
   double max_ulp = 0;
   auto scan = [&]<class Bits>() {

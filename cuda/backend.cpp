@@ -1,57 +1,79 @@
-// The CUDA backend: device memory and host transfers. Kernels a device
-// lacks raise Backend's "no kernel" Error naming the op and the device.
-#include "engine/backend.h"
+// The CUDA backend's host side: memory, transfers, its name and figures,
+// and one backend per device. Its kernels are defined in the .cu files.
+#include "cuda/backend.h"
 
 #include <cuda_runtime_api.h>
 
 #include <map>
 #include <mutex>
 
+#include "cuda/device_memory.h"
+#include "cuda/pinned.h"
+#include "cuda/runtime.h"
+#include "cuda/stream.h"
 #include "engine/error.h"
 
 namespace reprise {
-namespace {
 
-void check(cudaError_t status, const char* what, Device d) {
-  REPRISE_CHECK(status == cudaSuccess, what, " on ", to_string(d), ": ",
-                cudaGetErrorString(status));
+namespace cuda {
+
+CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)) {
+  const int n = cuda_device_count();
+  REPRISE_CHECK(index >= 0 && index < n, to_string(device()), ": only ", n,
+                " CUDA device(s) present");
 }
 
-class CudaBackend final : public Backend {
- public:
-  explicit CudaBackend(int index) : Backend(Device::cuda(index)) {
-    const int n = cuda_device_count();
-    REPRISE_CHECK(index >= 0 && index < n, to_string(device()), ": only ", n,
-                  " CUDA device(s) present");
-  }
+std::string CudaBackend::name() const {
+  return to_string(device()) + " (" + properties(device()).name + ")";
+}
 
-  std::string name() const override {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, device().index()) != cudaSuccess) return to_string(device());
-    return to_string(device()) + " (" + prop.name + ")";
-  }
+void* CudaBackend::allocate(size_t nbytes) { return DeviceMemory::of(device()).allocate(nbytes); }
 
-  void* allocate(size_t nbytes) override {
-    check(cudaSetDevice(device().index()), "cudaSetDevice", device());
-    void* ptr = nullptr;
-    check(cudaMalloc(&ptr, nbytes), "cudaMalloc", device());
-    return ptr;
-  }
-  void release(void* ptr, size_t) override {
-    cudaSetDevice(device().index());
-    cudaFree(ptr);
-  }
-  void copy_from_host(void* dst, const void* host_src, size_t nbytes) override {
-    check(cudaSetDevice(device().index()), "cudaSetDevice", device());
-    check(cudaMemcpy(dst, host_src, nbytes, cudaMemcpyHostToDevice), "cudaMemcpy", device());
-  }
-  void copy_to_host(void* host_dst, const void* src, size_t nbytes) override {
-    check(cudaSetDevice(device().index()), "cudaSetDevice", device());
-    check(cudaMemcpy(host_dst, src, nbytes, cudaMemcpyDeviceToHost), "cudaMemcpy", device());
-  }
-};
+void CudaBackend::release(void* ptr, size_t) { DeviceMemory::of(device()).release(ptr); }
 
-}  // namespace
+void CudaBackend::copy_from_host(void* dst, const void* host_src, size_t nbytes) {
+  PinnedStaging::of(device()).upload(dst, host_src, nbytes, current_stream(device()));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t nbytes) {
+  PinnedStaging::of(device()).download(host_dst, src, nbytes, current_stream(device()));
+}
+
+void CudaBackend::synchronize() {
+  const DeviceGuard guard(device());
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", device());
+}
+
+DeviceMemoryInfo CudaBackend::memory_info() {
+  const AllocatorStats s = DeviceMemory::of(device()).stats();
+  const DeviceGuard guard(device());
+  size_t free_bytes = 0, total_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", device());
+  return {.reserved = s.reserved,
+          .peak_reserved = s.peak_reserved,
+          .cached = s.cached,
+          .capacity = int64_t(total_bytes),
+          .device_free = int64_t(free_bytes)};
+}
+
+// SMs x lanes per SM x 2 (an FMA) x the SM clock. Lanes per SM: f32 128 on
+// sm_90 and 64 on sm_80 (the CUDA guide's arithmetic throughput table),
+// f64 64 on both (and 2 elsewhere: consumer parts). bf16 and f16 products
+// run on tensor cores at rates no device attribute reports; ops compute in
+// f32 and f64 only, so those are not given.
+double CudaBackend::peak_flops(DType dtype) {
+  const cudaDeviceProp& p = properties(device());
+  int clock_khz = 0;
+  check(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device().index()),
+        "cudaDeviceGetAttribute", device());
+  const bool datacenter = p.major == 8 ? p.minor == 0 : p.major == 9;
+  double lanes = 0;
+  if (dtype == DType::f32) lanes = p.major >= 9 || (p.major == 8 && p.minor != 0) ? 128 : 64;
+  if (dtype == DType::f64) lanes = datacenter ? 64 : 2;
+  return double(p.multiProcessorCount) * lanes * 2.0 * double(clock_khz) * 1e3;
+}
+
+}  // namespace cuda
 
 bool built_with_cuda() { return true; }
 
@@ -68,10 +90,10 @@ Backend& cuda_backend(int index) {
   // One per device, never destroyed: storage that outlives static
   // destruction still frees through it.
   static std::mutex mutex;
-  static auto* backends = new std::map<int, CudaBackend*>;
+  static auto* backends = new std::map<int, cuda::CudaBackend*>;
   const std::lock_guard<std::mutex> lock(mutex);
-  CudaBackend*& b = (*backends)[index];
-  if (b == nullptr) b = new CudaBackend(index);
+  cuda::CudaBackend*& b = (*backends)[index];
+  if (b == nullptr) b = new cuda::CudaBackend(index);
   return *b;
 }
 

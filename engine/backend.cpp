@@ -51,6 +51,11 @@ void* Backend::allocate(size_t) { missing("allocate"); }
 void Backend::release(void*, size_t) { missing("release"); }
 void Backend::copy_from_host(void*, const void*, size_t) { missing("copy_from_host"); }
 void Backend::copy_to_host(void*, const void*, size_t) { missing("copy_to_host"); }
+// Not kernels: a backend without a queue, an allocator cache or a known peak
+// has nothing to wait for or report.
+void Backend::synchronize() {}
+DeviceMemoryInfo Backend::memory_info() { return {}; }
+double Backend::peak_flops(DType) { return 0; }
 void Backend::fill(const Tensor&, double) { missing("fill"); }
 void Backend::copy(const Tensor&, const Tensor&) { missing("copy"); }
 bool Backend::representable(const Tensor&, DType) { missing("representable"); }

@@ -96,6 +96,16 @@ struct SgdStep {
   bool momentum, first, nesterov;
 };
 
+// What a device's allocator holds besides live tensors (which MemoryStats
+// counts), and the device's own figures; zeros where a backend has none.
+struct DeviceMemoryInfo {
+  int64_t reserved = 0;       // bytes the allocator holds from the device
+  int64_t peak_reserved = 0;  // the most it has held
+  int64_t cached = 0;         // held but in no live tensor, kept for reuse
+  int64_t capacity = 0;       // the device's memory
+  int64_t device_free = 0;    // free on the device now, as it reports it
+};
+
 class Backend {
  public:
   explicit Backend(Device device) : device_(device) {}
@@ -114,6 +124,13 @@ class Backend {
   // nbytes between host memory and this device's memory (both contiguous).
   virtual void copy_from_host(void* dst, const void* host_src, size_t nbytes);
   virtual void copy_to_host(void* host_dst, const void* src, size_t nbytes);
+  // Waits until everything issued to this device has run (kernels run
+  // asynchronously on a GPU; the CPU's have run when they return).
+  virtual void synchronize();
+  virtual DeviceMemoryInfo memory_info();
+  // The device's peak arithmetic rate in `dtype` (FLOP/s), for MFU; 0 when
+  // this backend does not know it.
+  virtual double peak_flops(DType dtype);
 
   // ---- data movement (Tensor::fill_, copy_, to; engine/accumulate.h) -------
   virtual void fill(const Tensor& dst, double value);

@@ -27,11 +27,13 @@
 #include <curand_kernel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "engine/backend.h"
+#include "engine/tensor.h"
 #include "rng/distributions.h"
-#include "rng/fill.h"
 #include "rng/philox.h"
 
 namespace reprise::rng {
@@ -75,6 +77,21 @@ std::vector<Triple> triples() {
     }
   }
   return t;
+}
+
+// U(0, 1] and N(0, 1) fills of n values from the CPU backend, the
+// reference every backend reproduces.
+template <class T>
+void fill_uniform(T* out, int64_t n, const Reservation& r) {
+  const Tensor t = Tensor::empty({n}, dtype_of<T>());
+  cpu_backend().fill_uniform(t, r, 0.0, 1.0);
+  std::copy_n(t.data<T>(), n, out);
+}
+template <class T>
+void fill_normal(T* out, int64_t n, const Reservation& r) {
+  const Tensor t = Tensor::empty({n}, dtype_of<T>());
+  cpu_backend().fill_normal(t, r, 0.0, 1.0);
+  std::copy_n(t.data<T>(), n, out);
 }
 
 Reservation reservation(const Triple& t, uint64_t count) {

@@ -1,0 +1,97 @@
+#include "cuda/device_memory.h"
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "cuda/runtime.h"
+#include "cuda/stream.h"
+#include "engine/error.h"
+#include "engine/memory_stats.h"
+
+namespace reprise::cuda {
+
+// The allocator's view of one device. Events are recycled through a free
+// list: creating one per released block would cost more than the block.
+class DeviceMemory::Api final : public DeviceMemoryApi {
+ public:
+  explicit Api(Device device) : device_(device) {}
+
+  void* malloc(size_t nbytes) override {
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, nbytes);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    check(status, "cudaMalloc", device_);
+    return p;
+  }
+  void free(void* ptr) override { check(cudaFree(ptr), "cudaFree", device_); }
+
+  uint64_t record_event(StreamId stream) override {
+    cudaEvent_t e = nullptr;
+    if (spare_.empty()) {
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", device_);
+    } else {
+      e = spare_.back();
+      spare_.pop_back();
+    }
+    check(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)), "cudaEventRecord", device_);
+    return reinterpret_cast<uint64_t>(e);
+  }
+  bool event_done(uint64_t event) override {
+    const cudaError_t status = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
+    if (status == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    check(status, "cudaEventQuery", device_);
+    return true;
+  }
+  void release_event(uint64_t event) override {
+    spare_.push_back(reinterpret_cast<cudaEvent_t>(event));
+  }
+
+ private:
+  Device device_;
+  std::vector<cudaEvent_t> spare_;
+};
+
+DeviceMemory::DeviceMemory(Device device)
+    : device_(device), api_(new Api(device)), allocator_(*api_) {}
+
+DeviceMemory& DeviceMemory::of(Device device) {
+  // One per device, never destroyed: storage that outlives static
+  // destruction still frees through it.
+  static std::mutex mutex;
+  static auto* all = new std::map<int, DeviceMemory*>;
+  const std::lock_guard<std::mutex> lock(mutex);
+  DeviceMemory*& m = (*all)[device.index()];
+  if (m == nullptr) m = new DeviceMemory(device);
+  return *m;
+}
+
+void* DeviceMemory::allocate(size_t nbytes) {
+  const DeviceGuard guard(device_);
+  const StreamId stream = reinterpret_cast<StreamId>(current_stream(device_));
+  if (void* p = allocator_.allocate(nbytes, stream)) return p;
+  const AllocatorStats s = allocator_.stats();
+  size_t free_bytes = 0, total_bytes = 0;
+  cudaMemGetInfo(&free_bytes, &total_bytes);
+  cudaGetLastError();
+  REPRISE_FAIL("allocate: out of memory on ", to_string(device_), " allocating ", nbytes,
+               " bytes (a block of ", CachingAllocator::size_class(nbytes),
+               "); live tensors: ", memory_stats::snapshot(device_).to_string(),
+               "; the allocator holds ", s.reserved, " bytes (", s.in_use, " in use, ", s.cached,
+               " cached); the device has ", free_bytes, " of ", total_bytes, " bytes free");
+}
+
+void DeviceMemory::release(void* ptr) {
+  const DeviceGuard guard(device_);
+  allocator_.release(ptr);
+}
+
+}  // namespace reprise::cuda

@@ -1,0 +1,35 @@
+#pragma once
+// Device memory of one GPU: the caching allocator (cuda/caching_allocator.h)
+// over cudaMalloc, cudaFree and CUDA events, allocating for the device's
+// current stream. Running out is an Error that names the bytes asked for,
+// what the live tensors hold by kind (engine/memory_stats.h), what the
+// cache holds and what the device reports free.
+
+#include <cstddef>
+
+#include "cuda/caching_allocator.h"
+#include "engine/device.h"
+
+namespace reprise::cuda {
+
+class DeviceMemory {
+ public:
+  static DeviceMemory& of(Device device);
+
+  void* allocate(size_t nbytes);
+  void release(void* ptr);
+  // ptr (from allocate) is also used on `stream` (see CachingAllocator).
+  void record_stream(void* ptr, StreamId stream) { allocator_.record_stream(ptr, stream); }
+  void empty_cache() { allocator_.empty_cache(); }
+  AllocatorStats stats() const { return allocator_.stats(); }
+
+ private:
+  explicit DeviceMemory(Device device);
+  class Api;
+
+  Device device_;
+  Api* api_;  // never destroyed, like the allocator that uses it
+  CachingAllocator allocator_;
+};
+
+}  // namespace reprise::cuda

@@ -1,0 +1,78 @@
+#pragma once
+// rotary: each (i, i + half) pair of a head vector is rotated by the angle
+// position * inv_freq[i], inv_freq[i] = 1 / theta^(2i / D), with
+// Hugging Face's order of operations in T (cpu/rotary.cpp). The CPU builds
+// cos/sin tables with the C library; here each thread computes its pair's
+// angle with the device's pow, cos and sin, which may differ from the C
+// library's in the last place (on the simulator they are the C library's).
+// x (B, H, T, D) with unit stride along D -> y contiguous; sign -1 rotates
+// back (the backward).
+
+#include <cmath>
+
+#include "cuda/kernel.h"
+#include "cuda/kernels/strided.h"
+#include "engine/tensor.h"
+
+namespace reprise::cuda {
+
+template <class T, class I>
+struct RotaryKernel {
+  static constexpr int kThreads = 256;
+  const T* x;
+  const I* positions;
+  T* y;
+  int64_t B, H, T_, D, sb, sh, st;
+  bool per_batch;
+  T theta, sign;
+
+  template <class Ctx>
+  REPRISE_HD void operator()(Ctx& ctx) const {
+    const int64_t half = D / 2, n = B * H * T_ * half;
+    ctx.threads([&](int t) {
+      grid_stride<kThreads>(ctx, t, n, [&](int64_t e) {
+        const int64_t row = e / half, i = e % half;
+        const int64_t b = row / (H * T_), h = (row / T_) % H, s = row % T_;
+        const T inv_freq = T(1) / std::pow(theta, T(2 * i) / T(D));
+        const T a = inv_freq * T(positions[per_batch ? b * T_ + s : s]);
+        const T c = std::cos(a), si = sign * std::sin(a);
+        const T* xr = x + b * sb + h * sh + s * st;
+        T* yr = y + row * D;
+        const T x1 = xr[i], x2 = xr[i + half];
+        yr[i] = x1 * c - x2 * si;
+        yr[i + half] = x2 * c + x1 * si;
+      });
+    });
+  }
+};
+
+template <class Exec>
+Tensor rotary(const Exec& ex, const Tensor& x_in, const Tensor& positions_in, double theta,
+              int sign) {
+  const Tensor x = x_in.stride(3) == 1 ? x_in : x_in.contiguous();
+  const Tensor positions = positions_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), ex.device());
+  const int64_t n = x.numel() / 2;
+  if (n == 0) return y;
+  dispatch_float(x.dtype(), "rotary", [&]<class T>() {
+    dispatch_index(positions.dtype(), "rotary", [&]<class I>() {
+      ex.launch(RotaryKernel<T, I>{.x = x.data<T>(),
+                                   .positions = static_cast<const I*>(positions.raw_data()),
+                                   .y = y.data<T>(),
+                                   .B = x.size(0),
+                                   .H = x.size(1),
+                                   .T_ = x.size(2),
+                                   .D = x.size(3),
+                                   .sb = x.stride(0),
+                                   .sh = x.stride(1),
+                                   .st = x.stride(2),
+                                   .per_batch = positions.dim() == 2,
+                                   .theta = T(theta),
+                                   .sign = T(sign)},
+                blocks_for(n, 256));
+    });
+  });
+  return y;
+}
+
+}  // namespace reprise::cuda

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One command for a fresh machine with a GPU (written for one H200, sm_90):
+# builds reprise with the CUDA backend, runs the GPU tests (the kernels
+# against the CPU, bitwise where the math allows; recompute on the GPU:
+# Llama and MoE layers with dropout under full and op-level SAC
+# checkpointing replay bit for bit, no token changes expert over 20 steps),
+# then measures training throughput and MFU with and without full
+# checkpointing, beside PyTorch's torch.utils.checkpoint when torch is
+# installed, and prints a summary to paste into bench/RESULTS.md.
+#
+#   scripts/gpu_check.sh                # build in build/gpu, run everything
+#   REPRISE_JOBS=8 scripts/gpu_check.sh # fewer build jobs
+#
+# Budget: about 8 minutes on 16 cores (the build is most of it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${REPRISE_JOBS:-$(nproc)}
+build=build/gpu
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
+say() { echo "== $*"; }
+fail() { echo "gpu_check: $*" >&2; exit 1; }
+
+command -v nvidia-smi >/dev/null || fail "nvidia-smi not found: no NVIDIA driver on this machine"
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1) ||
+  fail "nvidia-smi sees no GPU"
+command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || fail "nvcc not found (install the CUDA toolkit)"
+export PATH=$PATH:/usr/local/cuda/bin
+say "GPU: $gpu"
+
+scripts/setup.sh
+say "build (CUDA, sm_90, $jobs jobs)"
+start=$(date +%s)
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREPRISE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DREPRISE_BUILD_BENCH=ON -DREPRISE_WERROR=ON >/dev/null
+cmake --build "$build" -j"$jobs" --target test_gpu test_cuda test_ops bench_gpu_train
+echo "build: $(($(date +%s) - start)) s"
+
+say "GPU tests (CTest label gpu), the simulated kernels, every op on CUDA against the CPU"
+ctest --test-dir "$build" --output-on-failure -L gpu --timeout 600
+"$build/tests/test_cuda" --gtest_brief=1
+"$build/tests/test_ops" --gtest_filter='*EveryCaseOnCudaMatchesTheCpu*' --gtest_brief=1
+
+say "training throughput (f32, batch 8 x 512, hidden 1024, 8 layers, 20 timed steps)"
+run() { "$build/bench/bench_gpu_train" "$@" | tee -a "$summary"; }
+run --checkpoint none
+run --checkpoint full
+run --checkpoint op-sac
+run --moe --checkpoint none
+run --moe --checkpoint full
+line=$(grep -m1 "^reprise llama checkpoint=none" "$summary")
+peak=$(echo "$line" | sed -E 's/.* of ([0-9.]+) TFLOP.*/\1e12/')
+flops=$(echo "$line" | sed -E 's/.*, ([0-9.e+]+) FLOP\/token.*/\1/')
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  for c in none full; do
+    python3 bench/gpu/gpu_train_torch.py --checkpoint "$c" --peak "$peak" --flops "$flops" |
+      tee -a "$summary"
+  done
+else
+  echo "torch with CUDA is not installed here: no PyTorch comparison" | tee -a "$summary"
+fi
+
+say "summary for bench/RESULTS.md ($(date +%F), $gpu)"
+sed 's/^/    /' "$summary"

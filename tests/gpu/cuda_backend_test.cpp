@@ -1,0 +1,133 @@
+// The CUDA backend on a device: kernels whose math is IEEE operations and
+// exp_poly give the CPU's bits at sizes a model uses (attention, dropout,
+// softmax, the norms, the sorted-segment sums), products are the same bits
+// on every run, the allocator reuses and reports, running out of memory is
+// a clear Error, and a side stream works. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "cuda/device_memory.h"
+#include "cuda/stream.h"
+#include "engine/backend.h"
+#include "engine/memory_stats.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/gradcheck.h"
+
+namespace reprise::testing {
+namespace {
+
+constexpr Device kGpu = Device::cuda(0);
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!built_with_cuda()) GTEST_SKIP() << "built without CUDA";
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device present";
+  }
+};
+
+Tensor rand(const Shape& shape, uint64_t seed, double lo = -2, double hi = 2) {
+  return uniform(shape, lo, hi, seed, DType::f32);
+}
+
+::testing::AssertionResult same_bits(const Tensor& gpu, const Tensor& cpu) {
+  const Tensor a = gpu.to(Device::cpu()).contiguous(), b = cpu.contiguous();
+  if (a.shape() != b.shape() || a.dtype() != b.dtype())
+    return ::testing::AssertionFailure() << a.describe() << " vs " << b.describe();
+  if (std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max difference " << max_abs_diff(a, b);
+}
+
+TEST_F(CudaBackendTest, AttentionGivesTheCpusBitsWithDropout) {
+  // (B, Hq, T, D) with grouped kv heads, causal, dropout from a reservation.
+  const Tensor q = rand({2, 8, 200, 64}, 1), k = rand({2, 2, 200, 64}, 2);
+  const Tensor v = rand({2, 2, 200, 64}, 3), dout = rand({2, 8, 200, 64}, 4);
+  AttentionParams params{.scale = 0.125, .causal = true};
+  params.dropout = AttentionDropout{
+      .words = {.seed = 1, .subsequence = 2, .offset = 3, .count = uint64_t(1) << 40}, .p = 0.1};
+  Backend& cpu = cpu_backend();
+  Backend& gpu = backend(kGpu);
+  const Tensors want = cpu.sdpa(q, k, v, params);
+  const Tensors got = gpu.sdpa(q.to(kGpu), k.to(kGpu), v.to(kGpu), params);
+  EXPECT_TRUE(same_bits(got[0], want[0])) << "out";
+  EXPECT_LE(max_abs_diff(got[1].to(Device::cpu()), want[1]), 1e-5) << "lse (the log's last bits)";
+  // Backward from the CPU's lse: the same bits.
+  const Tensors gw = cpu.sdpa_backward(q, k, v, want[0], want[1], dout, params, true, true);
+  const Tensors gg = gpu.sdpa_backward(q.to(kGpu), k.to(kGpu), v.to(kGpu), want[0].to(kGpu),
+                                       want[1].to(kGpu), dout.to(kGpu), params, true, true);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(gg[size_t(i)], gw[size_t(i)])) << "grad " << i;
+}
+
+TEST_F(CudaBackendTest, RowKernelsDropoutAndSegmentSumsGiveTheCpusBits) {
+  Backend& cpu = cpu_backend();
+  Backend& gpu = backend(kGpu);
+  const Tensor x = rand({1000, 4096}, 5), w = rand({4096}, 6), g = rand({1000, 4096}, 7);
+  const Tensor xg = x.to(kGpu), wg = w.to(kGpu), gg = g.to(kGpu);
+  EXPECT_TRUE(
+      same_bits(gpu.softmax(SoftmaxKind::softmax, xg), cpu.softmax(SoftmaxKind::softmax, x)));
+  const Tensors rc = cpu.rmsnorm(x, w, 1e-6), rg = gpu.rmsnorm(xg, wg, 1e-6);
+  EXPECT_TRUE(same_bits(rg[0], rc[0]));
+  const Tensors bc = cpu.rmsnorm_backward(x, w, rc[1], g, true, true);
+  const Tensors bg = gpu.rmsnorm_backward(xg, wg, rg[1], gg, true, true);
+  EXPECT_TRUE(same_bits(bg[0], bc[0]));
+  EXPECT_TRUE(same_bits(bg[1], bc[1]));
+  const rng::Reservation r{.seed = 9, .subsequence = 1, .offset = 5, .count = 1 << 23};
+  EXPECT_TRUE(same_bits(gpu.dropout(xg, 0.3, r), cpu.dropout(x, 0.3, r)));
+  // Embedding gradient of 4096 ids over a vocabulary of 512: many repeats.
+  std::vector<int64_t> ids(4096);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 2654435761u) % 512);
+  const Tensor id = Tensor::from_vector(ids, {4096}), ge = rand({4096, 64}, 8);
+  EXPECT_TRUE(same_bits(gpu.embedding_backward(ge.to(kGpu), id.to(kGpu), 512),
+                        cpu.embedding_backward(ge, id, 512)));
+}
+
+TEST_F(CudaBackendTest, ProductsAreTheSameBitsOnEveryRunAndCloseToTheCpu) {
+  Backend& gpu = backend(kGpu);
+  const Tensor a = rand({4, 257, 1031}, 10), b = rand({1031, 259}, 11);
+  const Tensor first = gpu.matmul(a.to(kGpu), b.to(kGpu)).to(Device::cpu());
+  for (int run = 0; run < 3; ++run) {
+    EXPECT_TRUE(same_bits(gpu.matmul(a.to(kGpu), b.to(kGpu)), first)) << "run " << run;
+  }
+  const Tensor want = cpu_backend().matmul(a, b);
+  EXPECT_LE(max_abs_diff(first, want), 1e-3);
+  // bf16 inputs accumulate in f32.
+  const Tensor got16 =
+      gpu.matmul(a.to(DType::bf16).to(kGpu), b.to(DType::bf16).to(kGpu)).to(Device::cpu());
+  const Tensor want16 =
+      cpu_backend().matmul(a.to(DType::bf16).to(DType::f32), b.to(DType::bf16).to(DType::f32));
+  EXPECT_LE(max_abs_diff(got16.to(DType::f32), want16), 0.5);
+}
+
+TEST_F(CudaBackendTest, TheAllocatorReusesBlocksAndReportsWhatItHolds) {
+  cuda::DeviceMemory& memory = cuda::DeviceMemory::of(kGpu);
+  backend(kGpu).synchronize();
+  const int64_t hits = memory.stats().cache_hits;
+  { Tensor t = Tensor::empty({1 << 20}, DType::f32, kGpu); }
+  { Tensor t = Tensor::empty({1 << 20}, DType::f32, kGpu); }
+  EXPECT_GT(memory.stats().cache_hits, hits);
+  const DeviceMemoryInfo info = backend(kGpu).memory_info();
+  EXPECT_GE(info.reserved, info.cached);
+  EXPECT_GT(info.capacity, 0);
+  expect_error(
+      [] { Tensor::empty({int64_t(1) << 50}, DType::f32, kGpu); },
+      {"out of memory", "cuda:0", "4503599627370496 bytes", "live tensors", "the allocator holds"});
+}
+
+TEST_F(CudaBackendTest, WorkOnASideStreamAndLargeTransfers) {
+  const Tensor big = rand({3, 1 << 20}, 12);  // 12 MiB: several staging chunks
+  cuda::Stream side(kGpu);
+  Tensor doubled;
+  {
+    const cuda::StreamGuard guard(side);
+    const Tensor g = big.to(kGpu);
+    doubled = backend(kGpu).unary(UnaryOp::mul_scalar, 2.0, g);
+  }
+  side.synchronize();
+  EXPECT_TRUE(same_bits(doubled, cpu_backend().unary(UnaryOp::mul_scalar, 2.0, big)));
+}
+
+}  // namespace
+}  // namespace reprise::testing
