@@ -63,7 +63,7 @@ Rows<T> rows_of(const Tensor& t) {
 template <class T>
 T tile_row_max(const T* x, int64_t n) {
   V16<T> acc = V16<T>::splat(-std::numeric_limits<T>::infinity());
-  for (int64_t j = 0; j < n; j += W) acc = fn::vmax(V16<T>::load(x + j), acc);
+  for (int64_t j = 0; j < n; j += W) acc = vmax(V16<T>::load(x + j), acc);
   return fold_max(acc);
 }
 

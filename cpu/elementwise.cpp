@@ -105,7 +105,8 @@ Tensor CpuBackend::unary_backward(UnaryOp op, double param, const Tensor& saved,
     return with_unary_grad(op, param, [&](auto f) {
       // The gradient functors take (x, y, dy); the op saved one of x and y,
       // and each functor reads the one it was written for.
-      return map_new<T, 2>({g, saved}, [f](auto dy, auto v) { return f(v, v, dy); });
+      return map_new<T, 2>({g, saved},
+                           [f](auto dy, auto v) REPRISE_CPU_LAMBDA { return f(v, v, dy); });
     });
   });
 }
@@ -127,10 +128,11 @@ Tensor CpuBackend::swiglu(const Tensor& gate, const Tensor& up) {
 
 Tensors CpuBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy) {
   return dispatch_float(dy.dtype(), "swiglu", [&]<class T>() {
-    return Tensors{map_new<T, 3>({dy, gate, up},
-                                 [](auto d, auto g, auto u) { return fn::Swiglu::dgate(g, u, d); }),
-                   map_new<T, 3>({dy, gate, up},
-                                 [](auto d, auto g, auto u) { return fn::Swiglu::dup(g, u, d); })};
+    auto [dgate, dup] =
+        map_n_new<T, 2, 3>({dy, gate, up}, [](auto d, auto g, auto u) REPRISE_CPU_LAMBDA {
+          return std::array{fn::Swiglu::dgate(g, u, d), fn::Swiglu::dup(g, u, d)};
+        });
+    return Tensors{dgate, dup};
   });
 }
 

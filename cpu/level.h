@@ -53,3 +53,6 @@
 // For the small vector helpers of cpu/ (the compiler inlines them; a call
 // would pass vectors through memory).
 #define REPRISE_CPU_INLINE inline
+// A lambda that passes vectors on to a functor, always inlined for the same
+// reason: `[&](auto x) REPRISE_CPU_LAMBDA { return f(x); }`.
+#define REPRISE_CPU_LAMBDA __attribute__((always_inline))

@@ -15,62 +15,89 @@
 
 REPRISE_CPU_BEGIN
 
-// out[j] = f(in[0][j], ..., in[N-1][j]) over one run of n elements; st[0] is
-// out's stride, st[1 + i] in[i]'s.
-template <class T, size_t N, class F>
-void run_map(T* out, const std::array<const T*, N>& in, int64_t n, const auto& st, F f) {
-  bool unit = st[0] == 1;
-  for (size_t i = 0; i < N; ++i) unit = unit && st[1 + i] == 1;
+// out[m][j] = f(in[0][j], ..., in[N-1][j])[m] over one run of n elements,
+// for M outputs from one pass over the inputs; st[m] is out[m]'s stride,
+// st[M + i] in[i]'s.
+template <class T, size_t M, size_t N, class F>
+void run_map_n(const std::array<T*, M>& out, const std::array<const T*, N>& in, int64_t n,
+               const auto& st, F f) {
+  bool unit = true;
+  for (size_t i = 0; i < M + N; ++i) unit = unit && st[i] == 1;
+  auto apply = [&](auto load) REPRISE_CPU_LAMBDA {
+    return [&]<size_t... I>(std::index_sequence<I...>) REPRISE_CPU_LAMBDA {
+      return f(load(in[I], I)...);
+    }
+    (std::make_index_sequence<N>());
+  };
   if constexpr (std::is_floating_point_v<T>) {
     if (unit) {
-      auto lanes = [&](int64_t j, auto load) {
-        return [&]<size_t... I>(std::index_sequence<I...>) { return f(load(in[I] + j)...); }
-        (std::make_index_sequence<N>());
-      };
       int64_t j = 0;
-      for (; j + 16 <= n; j += 16)
-        lanes(j, [](const T* p) { return V16<T>::load(p); }).store(out + j);
+      for (; j + 16 <= n; j += 16) {
+        const auto ys =
+            apply([j](const T* p, size_t) REPRISE_CPU_LAMBDA { return V16<T>::load(p + j); });
+        for (size_t m = 0; m < M; ++m) ys[m].store(out[m] + j);
+      }
       if (j < n) {
         const int64_t rest = n - j;
-        lanes(j, [rest](const T* p) {
-          return V16<T>::load_first(p, rest);
-        }).store_first(out + j, rest);
+        const auto ys = apply([j, rest](const T* p, size_t)
+                                  REPRISE_CPU_LAMBDA { return V16<T>::load_first(p + j, rest); });
+        for (size_t m = 0; m < M; ++m) ys[m].store_first(out[m] + j, rest);
       }
       return;
     }
   }
   for (int64_t j = 0; j < n; ++j) {
-    out[j * st[0]] = [&]<size_t... I>(std::index_sequence<I...>) {
-      return f(in[I][j * st[1 + I]]...);
-    }
-    (std::make_index_sequence<N>());
+    const auto ys =
+        apply([&](const T* p, size_t i) REPRISE_CPU_LAMBDA { return p[j * st[M + i]]; });
+    for (size_t m = 0; m < M; ++m) out[m][j * st[m]] = ys[m];
   }
+}
+
+// outs[m] = f(ins...)[m] elementwise, f returning std::array of M values;
+// every tensor has outs[0]'s shape.
+template <class T, size_t M, size_t N, class F>
+void map_n_into(const std::array<Tensor, M>& outs, const std::array<Tensor, N>& ins, F f) {
+  std::array<Shape, M + N> strides;
+  std::array<T*, M> out_base;
+  std::array<const T*, N> in_base;
+  for (size_t m = 0; m < M; ++m) {
+    strides[m] = outs[m].strides();
+    out_base[m] = static_cast<T*>(outs[m].raw_data());
+  }
+  for (size_t i = 0; i < N; ++i) {
+    strides[M + i] = ins[i].strides();
+    in_base[i] = static_cast<const T*>(ins[i].raw_data());
+  }
+  for_each_run<M + N>(outs[0].shape(), strides, [&](auto off, int64_t n, auto st) {
+    std::array<T*, M> o;
+    std::array<const T*, N> at;
+    for (size_t m = 0; m < M; ++m) o[m] = out_base[m] + off[m];
+    for (size_t i = 0; i < N; ++i) at[i] = in_base[i] + off[M + i];
+    run_map_n<T, M, N>(o, at, n, st, f);
+  });
 }
 
 // out = f(ins...) elementwise; every tensor has out's shape.
 template <class T, size_t N, class F>
 void map_into(const Tensor& out, const std::array<Tensor, N>& ins, F f) {
-  std::array<Shape, N + 1> strides;
-  strides[0] = out.strides();
-  std::array<const T*, N> base;
-  for (size_t i = 0; i < N; ++i) {
-    strides[1 + i] = ins[i].strides();
-    base[i] = static_cast<const T*>(ins[i].raw_data());
-  }
-  T* o = static_cast<T*>(out.raw_data());
-  for_each_run<N + 1>(out.shape(), strides, [&](auto off, int64_t n, auto st) {
-    std::array<const T*, N> at;
-    for (size_t i = 0; i < N; ++i) at[i] = base[i] + off[1 + i];
-    run_map<T, N>(o + off[0], at, n, st, f);
-  });
+  map_n_into<T, 1, N>({out}, ins,
+                      [&f](auto... x) REPRISE_CPU_LAMBDA { return std::array{f(x...)}; });
+}
+
+// New contiguous tensors f(ins...)[m], m < M, shaped like ins[0].
+template <class T, size_t M, size_t N, class F>
+std::array<Tensor, M> map_n_new(const std::array<Tensor, N>& ins, F f) {
+  std::array<Tensor, M> outs;
+  for (Tensor& out : outs) out = Tensor::empty(ins[0].shape(), ins[0].dtype());
+  map_n_into<T, M, N>(outs, ins, f);
+  return outs;
 }
 
 // A new contiguous tensor f(ins...) shaped like ins[0].
 template <class T, size_t N, class F>
 Tensor map_new(const std::array<Tensor, N>& ins, F f) {
-  Tensor out = Tensor::empty(ins[0].shape(), ins[0].dtype());
-  map_into<T, N>(out, ins, f);
-  return out;
+  return map_n_new<T, 1, N>(ins,
+                            [&f](auto... x) REPRISE_CPU_LAMBDA { return std::array{f(x...)}; })[0];
 }
 
 REPRISE_CPU_END

@@ -44,9 +44,9 @@ template <class T>
 T row_max(const T* x, int64_t n) {
   V16<T> acc = V16<T>::splat(x[0]);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) acc = fn::vmax(V16<T>::load(x + i), acc);
+  for (; i + 16 <= n; i += 16) acc = vmax(V16<T>::load(x + i), acc);
   if (i < n) {
-    acc = select(first_lanes<T>(n - i), fn::vmax(V16<T>::load_first(x + i, n - i), acc), acc);
+    acc = select(first_lanes<T>(n - i), vmax(V16<T>::load_first(x + i, n - i), acc), acc);
   }
   return fold_max(acc);
 }

@@ -294,9 +294,54 @@ REPRISE_CPU_INLINE V16<T> select(M16<T> m, V16<T> a, V16<T> b) {
   return r;
 }
 
+// a < b ? a : b (kMax false) or a > b ? a : b (kMax true), lane by lane:
+// the rule of x86's MIN and MAX instructions (the second operand when
+// either is NaN or both are zeros), so there they are one instruction.
+// (AVX-512's are written with a full mask: GCC 12 warns that the unmasked
+// intrinsics read an uninitialised vector.)
+template <bool kMax, class T>
+REPRISE_CPU_INLINE Native<T> min_max_native(Native<T> a, Native<T> b) {
+  constexpr bool f32 = sizeof(T) == 4;
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+  if constexpr (f32) {
+    return kMax ? _mm512_maskz_max_ps(__mmask16(0xffff), a, b)
+                : _mm512_maskz_min_ps(__mmask16(0xffff), a, b);
+  } else {
+    return kMax ? _mm512_maskz_max_pd(__mmask8(0xff), a, b)
+                : _mm512_maskz_min_pd(__mmask8(0xff), a, b);
+  }
+#elif defined(REPRISE_CPU_LEVEL_AVX2)
+  if constexpr (f32) {
+    return kMax ? _mm256_max_ps(a, b) : _mm256_min_ps(a, b);
+  } else {
+    return kMax ? _mm256_max_pd(a, b) : _mm256_min_pd(a, b);
+  }
+#elif defined(__SSE2__)
+  if constexpr (f32) {
+    return kMax ? _mm_max_ps(a, b) : _mm_min_ps(a, b);
+  } else {
+    return kMax ? _mm_max_pd(a, b) : _mm_min_pd(a, b);
+  }
+#else
+  return (kMax ? a > b : a < b) ? a : b;
+#endif
+}
+
+// fn::vmin and fn::vmax on 16 lanes.
+template <class T>
+REPRISE_CPU_INLINE V16<T> vmin(V16<T> a, V16<T> b) {
+  for (int i = 0; i < V16<T>::kParts; ++i) a.p[i] = min_max_native<false, T>(a.p[i], b.p[i]);
+  return a;
+}
+template <class T>
+REPRISE_CPU_INLINE V16<T> vmax(V16<T> a, V16<T> b) {
+  for (int i = 0; i < V16<T>::kParts; ++i) a.p[i] = min_max_native<true, T>(a.p[i], b.p[i]);
+  return a;
+}
+
 // a * b + c rounded once per lane.
 template <class T>
-REPRISE_CPU_INLINE V16<T> fmadd(V16<T> a, V16<T> b, V16<T> c) {
+REPRISE_CPU_INLINE V16<T> fma_of(V16<T> a, V16<T> b, V16<T> c) {
   for (int i = 0; i < V16<T>::kParts; ++i) c.p[i] = fma_native(a.p[i], b.p[i], c.p[i]);
   return c;
 }
@@ -311,13 +356,19 @@ REPRISE_CPU_INLINE V16<T> lanewise(V16<T> x, F f) {
   return V16<T>::load(lanes);
 }
 
-// p * 2^n for integral n, as fn::scale2 does it for one float.
+// p * 2^n for integral n, rounded once, as fn::scale2 gives it for one
+// float: AVX-512 has the instruction (VSCALEFPS, one rounding of the exact
+// product); the other levels multiply by two powers of two as fn::scale2.
 REPRISE_CPU_INLINE V16<float> scale2(V16<float> p, V16<float> n) {
   for (int i = 0; i < V16<float>::kParts; ++i) {
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+    p.p[i] = _mm512_maskz_scalef_ps(__mmask16(0xffff), p.p[i], n.p[i]);
+#else
     const NativeI32 ni = __builtin_convertvector(n.p[i], NativeI32);
     const NativeI32 n1 = ni >> 1, n2 = ni - n1;
     const NativeI32 s1 = (n1 + 127) << 23, s2 = (n2 + 127) << 23;
     p.p[i] = p.p[i] * (NativeF32)s1 * (NativeF32)s2;
+#endif
   }
   return p;
 }
@@ -336,9 +387,9 @@ template <class T>
 REPRISE_CPU_INLINE V16<T> sqrt_of(V16<T> x) {
   return lanewise(x, [](T v) { return std::sqrt(v); });
 }
-template <class T>
-REPRISE_CPU_INLINE V16<T> tanh_of(V16<T> x) {
-  return lanewise(x, [](T v) { return std::tanh(v); });
+REPRISE_HD V16<float> tanh_of(V16<float> x) { return fn::tanh_poly(x); }
+REPRISE_CPU_INLINE V16<double> tanh_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::tanh(v); });
 }
 template <class T>
 REPRISE_CPU_INLINE V16<T> pow_of(V16<T> x, V16<T> e) {

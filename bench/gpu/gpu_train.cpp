@@ -17,6 +17,7 @@
 #include "autograd/backward.h"
 #include "engine/backend.h"
 #include "engine/memory_stats.h"
+#include "nn/checkpointing.h"
 #include "nn/device.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
   nn::LlamaForCausalLM model(c, init);
   nn::to_device(model, gpu);
   model.set_dropout_generator(dropout);
-  model.set_checkpointing(nn::ActivationCheckpointing::parse(a.checkpoint));
+  nn::LayerCheckpointing layers(nn::CheckpointConfig::parse(a.checkpoint), dropout, a.moe);
   nn::AdamW opt(model.parameters(), {.lr = 1e-4, .weight_decay = 0.1});
   std::vector<int64_t> tokens(size_t(a.batch * a.seq));
   uint64_t s = 12345;
@@ -115,8 +116,7 @@ int main(int argc, char** argv) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     model.zero_grad();
-    const Tensor logits = model.forward(ids);
-    const Tensor l = model.causal_lm_loss(logits, ids);
+    const Tensor l = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
     autograd::backward(l);
     opt.step();
     dev.synchronize();

@@ -13,6 +13,7 @@
 #include "autograd/checkpoint.h"
 #include "engine/backend.h"
 #include "engine/grad_mode.h"
+#include "nn/checkpointing.h"
 #include "nn/device.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
@@ -50,24 +51,26 @@ LlamaConfig config(bool moe) {
   return c;
 }
 
-// A model on the GPU with its own generators, and a batch.
+// A model on the GPU with its own generators, its layers' checkpointing,
+// and a batch.
 struct GpuModel {
   rng::Generator init{3}, dropout{5};
   LlamaForCausalLM model;
+  LayerCheckpointing layers;
   Tensor ids;
 
-  GpuModel(bool moe, ActivationCheckpointing ckpt)
-      : model(config(moe), init), ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)) {
+  GpuModel(bool moe, CheckpointConfig ckpt)
+      : model(config(moe), init),
+        layers(std::move(ckpt), dropout, moe),
+        ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)) {
     to_device(model, kGpu);
     model.set_dropout_generator(dropout);
-    model.set_checkpointing(std::move(ckpt));
   }
 
   // One forward and backward: the loss and every gradient, as host bytes.
   std::vector<std::vector<unsigned char>> step() {
     model.zero_grad();
-    const Tensor logits = model.forward(ids);
-    const Tensor loss = model.causal_lm_loss(logits, ids);
+    const Tensor loss = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
     autograd::backward(loss);
     std::vector<std::vector<unsigned char>> out{bytes(loss)};
     for (const NamedParameter& p : model.parameters()) out.push_back(bytes(p.value.grad()));
@@ -81,20 +84,20 @@ struct GpuModel {
   }
 };
 
-ActivationCheckpointing kind(ActivationCheckpointing::Kind k, bool save_router = true) {
-  ActivationCheckpointing c;
+CheckpointConfig kind(CheckpointConfig::Kind k, bool save_router = true) {
+  CheckpointConfig c;
   c.kind = k;
   c.save_router = save_router;
-  c.options.verify = autograd::Verify::bitwise;
+  c.verify = autograd::Verify::bitwise;
   return c;
 }
 
 TEST_F(GpuRecompute, CheckpointedGradientsAreBitwiseThoseWithoutCheckpointing) {
   for (bool moe : {false, true}) {
-    const auto reference = GpuModel(moe, kind(ActivationCheckpointing::Kind::none)).step();
-    EXPECT_EQ(GpuModel(moe, kind(ActivationCheckpointing::Kind::none)).step(), reference)
+    const auto reference = GpuModel(moe, kind(CheckpointConfig::Kind::none)).step();
+    EXPECT_EQ(GpuModel(moe, kind(CheckpointConfig::Kind::none)).step(), reference)
         << (moe ? "moe" : "llama") << ": a second run gives other bits";
-    for (auto k : {ActivationCheckpointing::Kind::full, ActivationCheckpointing::Kind::op_sac}) {
+    for (auto k : {CheckpointConfig::Kind::full, CheckpointConfig::Kind::op_sac}) {
       const autograd::RecomputeStats before = autograd::recompute_stats();
       const auto got = GpuModel(moe, kind(k, /*save_router=*/false)).step();
       const autograd::RecomputeStats d = autograd::recompute_stats() - before;
@@ -110,7 +113,7 @@ TEST_F(GpuRecompute, CheckpointedGradientsAreBitwiseThoseWithoutCheckpointing) {
 }
 
 TEST_F(GpuRecompute, NoTokenChangesExpertOnRecomputeOver20Steps) {
-  auto train = [](ActivationCheckpointing ckpt) {
+  auto train = [](CheckpointConfig ckpt) {
     GpuModel m(true, std::move(ckpt));
     AdamW opt(m.model.parameters(), {.lr = 3e-3});
     std::vector<std::vector<unsigned char>> losses;
@@ -120,9 +123,9 @@ TEST_F(GpuRecompute, NoTokenChangesExpertOnRecomputeOver20Steps) {
     }
     return losses;
   };
-  const auto plain = train(kind(ActivationCheckpointing::Kind::none));
+  const auto plain = train(kind(CheckpointConfig::Kind::none));
   const autograd::RecomputeStats before = autograd::recompute_stats();
-  const auto recomputed = train(kind(ActivationCheckpointing::Kind::full, /*save_router=*/false));
+  const auto recomputed = train(kind(CheckpointConfig::Kind::full, /*save_router=*/false));
   const autograd::RecomputeStats d = autograd::recompute_stats() - before;
   EXPECT_EQ(d.replays, 20 * 2);
   EXPECT_EQ(d.mismatches, 0) << "a replayed value, routing included, differed from its forward";
