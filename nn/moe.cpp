@@ -86,9 +86,9 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   const int64_t n = held.count;
   REPRISE_CHECK(w.first_expert == held.first && int64_t(w.w1.size()) == n &&
                     int64_t(w.w2.size()) == n && int64_t(w.w3.size()) == n,
-                "MoE layer '", layer, "': expected the w1, w2, w3 of experts ", held.first, "..",
-                held.first + n - 1, " of ", E, ", got ", w.w1.size(), ", ", w.w2.size(), ", ",
-                w.w3.size(), " from expert ", w.first_expert);
+                "MoE layer '", layer, "': expected ", n, " experts' w1, w2, w3 (experts ",
+                held.first, "..", held.first + n - 1, " of ", E, "), got ", w.w1.size(), ", ",
+                w.w2.size(), ", ", w.w3.size(), " from expert ", w.first_expert);
   const int64_t F = w.w1[0].defined() ? w.w1[0].size(0) : 0;
   for (int64_t i = 0; i < n; ++i) {
     const std::string ex = "experts." + std::to_string(held.first + i);
