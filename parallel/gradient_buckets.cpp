@@ -33,15 +33,12 @@ GradientBuckets::GradientBuckets(std::unique_ptr<Communicator> comm,
   }
   for (const std::vector<size_t>& group : groups) {
     Bucket b;
-    int64_t elements = 0;
     for (const size_t i : group) {
       b.params.push_back(i);
-      b.offset.push_back(elements);
-      elements += params_[i].value.numel();
+      b.offset.push_back(b.elements);
+      b.elements += params_[i].value.numel();
       bucket_of_[i] = buckets_.size();
     }
-    b.flat = Tensor::zeros({elements + int64_t(group.size())}, DType::f32, comm_->device());
-    b.flat.storage()->set_kind(MemoryKind::gradient);
     buckets_.push_back(std::move(b));
   }
   worker_ = std::thread([this] { work(); });
@@ -81,7 +78,7 @@ void GradientBuckets::begin() {
   timing_ = Timing{};
   timing_.buckets.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    timing_.buckets[b].bytes = int64_t(buckets_[b].flat.nbytes());
+    timing_.buckets[b].bytes = 4 * (buckets_[b].elements + int64_t(buckets_[b].params.size()));
   }
   begin_ = std::chrono::steady_clock::now();
   hook_.emplace([this](const Tensor& leaf) { on_grad(leaf); });
@@ -103,15 +100,19 @@ void GradientBuckets::on_grad(const Tensor& leaf) {
 void GradientBuckets::launch(size_t index) {
   Bucket& b = buckets_[index];
   NoGradGuard no_grad;
-  const int64_t elements = b.flat.numel() - int64_t(b.params.size());
+  b.flat = Tensor::empty({b.elements + int64_t(b.params.size())}, DType::f32, comm_->device());
+  b.flat.storage()->set_kind(MemoryKind::gradient);
   for (size_t k = 0; k < b.params.size(); ++k) {
-    const nn::NamedParameter& p = params_[b.params[k]];
-    const Tensor g = p.value.grad();
-    Tensor dst = b.flat.slice(0, b.offset[k], b.offset[k] + p.value.numel()).view(p.value.shape());
-    Tensor flag = b.flat.slice(0, elements + int64_t(k), elements + int64_t(k) + 1);
+    Tensor leaf = params_[b.params[k]].value;
+    const Tensor g = leaf.grad();
+    Tensor dst = b.flat.slice(0, b.offset[k], b.offset[k] + leaf.numel()).view(leaf.shape());
+    Tensor flag = b.flat.slice(0, b.elements + int64_t(k), b.elements + int64_t(k) + 1);
     if (g.defined()) {
       dst.copy_(g);
       flag.fill_(1.0);
+      // Backward is done with it (a second gradient is an error): the
+      // view replaces it, and the worker sums it in place.
+      leaf.set_grad(dst);
     } else {
       dst.zero_();
       flag.zero_();
@@ -161,16 +162,17 @@ void GradientBuckets::finish() {
     idle_.wait(lock, [&] { return busy_ == 0; });
     if (failure_) std::rethrow_exception(failure_);
   }
-  // Each parameter's sum, where some rank had a gradient.
+  // A gradient that only other ranks had becomes its sum too; the buffers
+  // live on in the gradients (views), until the optimizer drops them.
   for (Bucket& b : buckets_) {
-    const int64_t elements = b.flat.numel() - int64_t(b.params.size());
-    const std::vector<float> flags = b.flat.slice(0, elements, b.flat.numel()).to_vector<float>();
+    const std::vector<float> flags = b.flat.slice(0, b.elements, b.flat.numel()).to_vector<float>();
     for (size_t k = 0; k < b.params.size(); ++k) {
       Tensor leaf = params_[b.params[k]].value;
-      const int64_t n = leaf.numel();
-      leaf.set_grad(flags[k] > 0 ? b.flat.slice(0, b.offset[k], b.offset[k] + n).view(leaf.shape())
-                                 : Tensor());
+      if (flags[k] > 0 && !leaf.grad().defined()) {
+        leaf.set_grad(b.flat.slice(0, b.offset[k], b.offset[k] + leaf.numel()).view(leaf.shape()));
+      }
     }
+    b.flat = Tensor();
   }
   timing_.done = since_begin();
 }

@@ -7,14 +7,15 @@
 // of about `bucket_bytes`. Between begin() and finish(), autograd's
 // GradReadyHook reports each gradient backward finishes; once every
 // gradient of a bucket is in and every earlier bucket has started, the
-// bucket's gradients are copied into one flat buffer (with one presence
-// flag per parameter) and a worker thread sums it over the ranks
+// bucket's gradients move into one new flat buffer (with one presence flag
+// per parameter; each gradient becomes a view of it, so the memory is not
+// held twice) and a worker thread sums the buffer over the ranks in place
 // (Communicator::all_reduce: in rank order) while backward goes on.
 // finish() starts what is left (a parameter without a gradient sends
-// zeros), waits, and sets each gradient to its sum, a view of the bucket
-// buffer, or leaves it undefined when no rank had one (so the optimizer
-// skips it as it would in one process). Every rank reduces the buckets in
-// index order, so the results never depend on timing.
+// zeros) and waits: each gradient is then its sum, or undefined when no
+// rank had one (so the optimizer skips it as it would in one process).
+// Every rank reduces the buckets in index order, so the results never
+// depend on timing.
 //
 // The worker drives its own communicator (a duplicate of the training
 // thread's), so expert-parallel exchanges on the training thread never mix
@@ -79,11 +80,12 @@ class GradientBuckets {
   struct Bucket {
     std::vector<size_t> params;   // indices into params_, in bucket order
     std::vector<int64_t> offset;  // of each parameter in `flat`
-    Tensor flat;                  // (elements + params) f32: gradients, then presence flags
+    int64_t elements = 0;         // of the parameters together
+    Tensor flat;  // (elements + params) f32 from launch to finish: gradients, presence flags
     size_t arrived = 0;
   };
   void on_grad(const Tensor& leaf);
-  void launch(size_t bucket);  // copies the gradients in and queues the bucket
+  void launch(size_t bucket);  // moves the gradients in and queues the bucket
   void work();                 // the worker thread
   double since_begin() const;
 

@@ -352,14 +352,16 @@ struct RankWindow {
 };
 
 // One line per rank: its throughput, and how much of its step went to the
-// gradient all-reduces and how much of that ran during backward.
-std::vector<std::string> rank_lines(nn::TrainGroup& group, const RankWindow& w,
-                                    int64_t tokens_per_rank) {
+// gradient all-reduces and how much of that ran during backward. The
+// metrics get the same figures per rank, and rank 0's buckets of the last
+// step (their sizes and times), the input of bench/parallel's projection.
+void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_rank,
+               const parallel::GradientBuckets::Timing& last, StepLog& log) {
   const std::vector<double> all =
       group.all_gather({double(tokens_per_rank) / w.seconds, 1e3 * w.seconds / double(w.steps),
                         1e3 * w.comm / double(w.steps), 1e3 * w.comm_in_backward / double(w.steps),
                         1e3 * w.wait_after_backward / double(w.steps)});
-  std::vector<std::string> lines;
+  json::Array ranks;
   for (size_t r = 0; r < all.size() / 5; ++r) {
     const double* v = &all[5 * r];
     char buf[240];
@@ -368,9 +370,30 @@ std::vector<std::string> rank_lines(nn::TrainGroup& group, const RankWindow& w,
                   "the step, %.0f%% of it during backward) | wait after backward %.1f ms",
                   r, v[0], v[1], v[2], v[1] > 0 ? 100 * v[2] / v[1] : 0.0,
                   v[2] > 0 ? 100 * v[3] / v[2] : 0.0, v[4]);
-    lines.push_back(buf);
+    log.lines.push_back(buf);
+    json::Value m = json::Object{};
+    m.set("tokens_per_s", v[0]);
+    m.set("step_ms", v[1]);
+    m.set("all_reduce_ms", v[2]);
+    m.set("all_reduce_during_backward_ms", v[3]);
+    m.set("wait_after_backward_ms", v[4]);
+    ranks.push_back(std::move(m));
   }
-  return lines;
+  log.metrics.emplace_back("ranks", std::move(ranks));
+  json::Array buckets;
+  for (const parallel::GradientBuckets::BucketTiming& b : last.buckets) {
+    json::Value m = json::Object{};
+    m.set("bytes", b.bytes);
+    m.set("ready_ms", 1e3 * b.ready);
+    m.set("start_ms", 1e3 * b.start);
+    m.set("end_ms", 1e3 * b.end);
+    buckets.push_back(std::move(m));
+  }
+  json::Value step = json::Object{};
+  step.set("backward_end_ms", 1e3 * last.backward_end);
+  step.set("done_ms", 1e3 * last.done);
+  step.set("buckets", std::move(buckets));
+  log.metrics.emplace_back("last_step_buckets", std::move(step));
 }
 
 int train(const Program& program, const FlagTable& table, const Options& flags_only,
@@ -499,8 +522,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     StepLog extra;
     if (program.on_log) program.on_log(s, extra);
     if (o.rank_stats) {
-      const std::vector<std::string> lines = rank_lines(*group, rank_window, window_tokens / ranks);
-      extra.lines.insert(extra.lines.end(), lines.begin(), lines.end());
+      log_ranks(*group, rank_window, window_tokens / ranks, group->buckets().last_timing(), extra);
     }
     std::optional<double> val;
     if (eval && data->num_val_windows(c.seq) > 0) val = last_val = trainer.evaluate(o.eval_batches);
