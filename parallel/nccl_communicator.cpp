@@ -182,7 +182,10 @@ void NcclCommunicator::exchange(const std::string& op, const std::vector<Message
     }
     check_nccl(ncclGroupEnd(), op, "ncclGroupEnd");
     std::string waiting_for = "ranks";
-    for (const int p : peers) waiting_for += " " + std::to_string(p);
+    for (const int p : peers) {
+      waiting_for += ' ';
+      waiting_for += std::to_string(p);
+    }
     wait_nccl(s, op, true, peers.empty() ? "this rank's copies" : waiting_for);
   });
 }

@@ -25,8 +25,7 @@ TEST(NcclCommunicator, MovesDeviceTensorsOnOneRank) {
   EXPECT_EQ(nccl.kind(), "NCCL");
   const Tensor host = Tensor::arange(12, DType::f32).view({4, 3});
   const Tensor device = host.to(Device::cuda(0));
-  EXPECT_EQ(nccl.all_gather(device).to(Device::cpu()).to_vector<float>(),
-            host.to_vector<float>());
+  EXPECT_EQ(nccl.all_gather(device).to(Device::cpu()).to_vector<float>(), host.to_vector<float>());
   EXPECT_EQ(nccl.all_to_all_v(device, {4}, {4}).to(Device::cpu()).to_vector<float>(),
             host.to_vector<float>());
   Tensor copy = host.to(Device::cuda(0));
@@ -35,8 +34,7 @@ TEST(NcclCommunicator, MovesDeviceTensorsOnOneRank) {
   EXPECT_EQ(copy.to(Device::cpu()).to_vector<float>(), host.to_vector<float>());
   nccl.barrier();
   const std::unique_ptr<parallel::Communicator> twin = nccl.duplicate();
-  EXPECT_EQ(twin->all_gather(device).to(Device::cpu()).to_vector<float>(),
-            host.to_vector<float>());
+  EXPECT_EQ(twin->all_gather(device).to(Device::cpu()).to_vector<float>(), host.to_vector<float>());
   try {
     Tensor on_host = host.clone();
     nccl.all_reduce(on_host);
