@@ -24,6 +24,21 @@ Communicator::Communicator(int rank, int size) : rank_(rank), size_(size) {
                 " is not in [0, ", size, ")");
 }
 
+void Communicator::set_timeout(double seconds) {
+  REPRISE_CHECK(seconds > 0, kind(), " communicator: the timeout must be positive, got ", seconds);
+  timeout_ = seconds;
+}
+
+void Communicator::guarded(const std::string& op, const std::function<void()>& work) {
+  REPRISE_CHECK(failure_.empty(), op, ": the communicator failed earlier: ", failure_);
+  try {
+    work();
+  } catch (const Error& e) {
+    failure_ = e.what();
+    throw;
+  }
+}
+
 std::string Communicator::where(const char* op, const Tensor& t) const {
   return detail::concat(op, " (", t.defined() ? t.describe() : std::string("no tensor"),
                         ") on rank ", rank_, " of ", size_, " (", kind(), ")");

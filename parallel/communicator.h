@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,7 +71,8 @@ class Communicator {
   // one's, for another thread. Collective: every rank calls it.
   virtual std::unique_ptr<Communicator> duplicate() = 0;
   // Every later wait for another rank lasts at most `seconds`.
-  virtual void set_timeout(double seconds) = 0;
+  void set_timeout(double seconds);
+  double timeout() const { return timeout_; }
 
  protected:
   Communicator(int rank, int size);
@@ -90,12 +92,19 @@ class Communicator {
   // "all_reduce (f32[1000] cpu) on rank 1 of 2"
   std::string where(const char* op, const Tensor& t) const;
 
+  // Runs a transport's work for `op`; after an Error from it the
+  // communicator refuses every later call, naming that first failure.
+  void guarded(const std::string& op, const std::function<void()>& work);
+  bool failed() const { return !failure_.empty(); }
+
  private:
   // Checks t's device and layout for `op`.
   void check(const char* op, const Tensor& t) const;
 
   int rank_;
   int size_;
+  double timeout_ = 300;  // seconds
+  std::string failure_;   // the first failure
 };
 
 }  // namespace reprise::parallel

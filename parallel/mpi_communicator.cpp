@@ -13,10 +13,8 @@ namespace reprise::parallel {
 
 struct MpiCommunicator::State {
   MPI_Comm comm = MPI_COMM_NULL;
-  double timeout = 0;      // seconds
   int tag_ub = 32767;      // MPI guarantees at least this
   uint64_t exchanges = 0;  // the next exchange's number; its tag is this modulo tag_ub
-  std::string failure;     // the first failure; once set, every call raises it
 };
 
 namespace {
@@ -138,22 +136,9 @@ void wait_all(const std::string& op, std::vector<Pending>& pending, double timeo
   REPRISE_FAIL(op, ": ", error);
 }
 
-// Runs `body`, and records its Error as the communicator's failure.
-template <class Body>
-void guarded(std::string& failure, const std::string& op, const Body& body) {
-  REPRISE_CHECK(failure.empty(), op, ": the communicator failed earlier: ", failure);
-  try {
-    body();
-  } catch (const Error& e) {
-    failure = e.what();
-    throw;
-  }
-}
-
 std::unique_ptr<MpiCommunicator::State> duplicate_of(MPI_Comm comm, double timeout,
                                                      const std::string& op, int rank) {
   auto state = std::make_unique<MpiCommunicator::State>();
-  state->timeout = timeout;
   std::vector<Pending> pending(1, Pending{.kind = Pending::Kind::other});
   const int rc = MPI_Comm_idup(comm, &state->comm, &pending[0].request);
   REPRISE_CHECK(rc == MPI_SUCCESS, op, ": MPI_Comm_idup: ", mpi_error(rc));
@@ -185,36 +170,33 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world(double timeout_seconds) 
   std::unique_ptr<State> state =
       duplicate_of(MPI_COMM_WORLD, timeout_seconds,
                    detail::concat("MPI world communicator on rank ", rank, " of ", size), rank);
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(state), rank, size));
+  auto comm = std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(state), rank, size));
+  comm->set_timeout(timeout_seconds);
+  return comm;
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   // A failed communicator may still have messages in flight: leave it.
-  if (!finalized && state_->failure.empty() && state_->comm != MPI_COMM_NULL) {
+  if (!finalized && !failed() && state_->comm != MPI_COMM_NULL) {
     MPI_Comm_free(&state_->comm);
   }
-}
-
-void MpiCommunicator::set_timeout(double seconds) {
-  REPRISE_CHECK(seconds > 0, "MpiCommunicator::set_timeout: the timeout must be positive, got ",
-                seconds);
-  state_->timeout = seconds;
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
   const std::string op = detail::concat("duplicate on rank ", rank(), " of ", size(), " (MPI)");
   std::unique_ptr<State> state;
-  guarded(state_->failure, op,
-          [&] { state = duplicate_of(state_->comm, state_->timeout, op, rank()); });
-  return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(state), rank(), size()));
+  guarded(op, [&] { state = duplicate_of(state_->comm, timeout(), op, rank()); });
+  auto twin = std::unique_ptr<Communicator>(new MpiCommunicator(std::move(state), rank(), size()));
+  twin->set_timeout(timeout());
+  return twin;
 }
 
 void MpiCommunicator::exchange(const std::string& op, const std::vector<Message>& sends,
                                const std::vector<Message>& recvs) {
   State& s = *state_;
-  guarded(s.failure, op, [&] {
+  guarded(op, [&] {
     const int tag = int(s.exchanges++ % uint64_t(s.tag_ub));
     // Messages to itself are copies, the k-th send to the k-th receive.
     std::vector<const Message*> to_self, from_self;
@@ -258,7 +240,7 @@ void MpiCommunicator::exchange(const std::string& op, const std::vector<Message>
       if (to_self[i]->bytes > 0)
         std::memcpy(from_self[i]->data, to_self[i]->data, to_self[i]->bytes);
     }
-    wait_all(op, pending, s.timeout, rank());
+    wait_all(op, pending, timeout(), rank());
   });
 }
 

@@ -29,7 +29,6 @@ class MpiCommunicator final : public Communicator {
   std::string kind() const override { return "MPI"; }
   Device device() const override { return Device::cpu(); }
   std::unique_ptr<Communicator> duplicate() override;
-  void set_timeout(double seconds) override;
 
   struct State;  // the MPI handles, kept out of this header
 

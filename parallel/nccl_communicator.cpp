@@ -13,8 +13,6 @@ namespace reprise::parallel {
 struct NcclCommunicator::State {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  double timeout = 0;   // seconds
-  std::string failure;  // the first failure; once set, every call raises it
 };
 
 namespace {
@@ -26,11 +24,11 @@ void check_cuda(cudaError_t status, const std::string& op, const char* what) {
 // Waits until NCCL has finished what was enqueued (the stream is idle when
 // `stream_work`) or fails; aborts the communicator on an error or when the
 // timeout passes.
-void wait_nccl(NcclCommunicator::State& s, const std::string& op, bool stream_work,
+void wait_nccl(NcclCommunicator::State& s, const std::string& op, double timeout, bool stream_work,
                const std::string& peers) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(s.timeout));
+                            std::chrono::duration<double>(timeout));
   auto nap = std::chrono::microseconds(20);
   for (;;) {
     ncclResult_t async = ncclSuccess;
@@ -45,7 +43,7 @@ void wait_nccl(NcclCommunicator::State& s, const std::string& op, bool stream_wo
       if (q != cudaErrorNotReady) error = std::string("CUDA error: ") + cudaGetErrorString(q);
     }
     if (error.empty() && std::chrono::steady_clock::now() > deadline) {
-      error = detail::concat("timed out after ", s.timeout, " s waiting for ", peers,
+      error = detail::concat("timed out after ", timeout, " s waiting for ", peers,
                              " (a rank exited, failed, is stuck, called another collective, or ",
                              "passed a tensor of another size)");
     }
@@ -56,17 +54,6 @@ void wait_nccl(NcclCommunicator::State& s, const std::string& op, bool stream_wo
     }
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(1000));
-  }
-}
-
-template <class Body>
-void guarded(NcclCommunicator::State& s, const std::string& op, const Body& body) {
-  REPRISE_CHECK(s.failure.empty(), op, ": the communicator failed earlier: ", s.failure);
-  try {
-    body();
-  } catch (const Error& e) {
-    s.failure = e.what();
-    throw;
   }
 }
 
@@ -90,8 +77,7 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, Device device, doubl
   const std::string op = detail::concat("NCCL communicator on rank ", rank(), " of ", size(), " (",
                                         to_string(device), ")");
   REPRISE_CHECK(device.is_cuda(), op, ": needs a CUDA device");
-  REPRISE_CHECK(timeout_seconds > 0, op, ": the timeout must be positive, got ", timeout_seconds);
-  state_->timeout = timeout_seconds;
+  set_timeout(timeout_seconds);
   // Rank 0's unique id, through the bootstrap communicator.
   ncclUniqueId id{};
   if (rank() == 0) check_nccl(ncclGetUniqueId(&id), op, "ncclGetUniqueId");
@@ -99,14 +85,14 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, Device device, doubl
   std::memcpy(words.raw_data(), &id, sizeof id);
   bootstrap.broadcast(words, 0);
   std::memcpy(&id, words.raw_data(), sizeof id);
-  guarded(*state_, op, [&] {
+  guarded(op, [&] {
     check_cuda(cudaSetDevice(device.index()), op, "cudaSetDevice");
     // A blocking stream: it waits for the backend's work on the default stream.
     check_cuda(cudaStreamCreate(&state_->stream), op, "cudaStreamCreate");
     ncclConfig_t config = nonblocking();
     check_nccl(ncclCommInitRankConfig(&state_->comm, size(), id, rank(), &config), op,
                "ncclCommInitRankConfig");
-    wait_nccl(*state_, op, false, "every rank to join");
+    wait_nccl(*state_, op, timeout(), false, "every rank to join");
   });
 }
 
@@ -115,7 +101,7 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<State> state, Device device, 
 
 NcclCommunicator::~NcclCommunicator() {
   if (state_->comm != nullptr) {
-    if (state_->failure.empty()) {
+    if (!failed()) {
       ncclCommDestroy(state_->comm);
     } else {
       ncclCommAbort(state_->comm);
@@ -124,31 +110,26 @@ NcclCommunicator::~NcclCommunicator() {
   if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
 }
 
-void NcclCommunicator::set_timeout(double seconds) {
-  REPRISE_CHECK(seconds > 0, "NcclCommunicator::set_timeout: the timeout must be positive, got ",
-                seconds);
-  state_->timeout = seconds;
-}
-
 std::unique_ptr<Communicator> NcclCommunicator::duplicate() {
   const std::string op = detail::concat("duplicate on rank ", rank(), " of ", size(), " (NCCL)");
   auto state = std::make_unique<State>();
-  state->timeout = state_->timeout;
-  guarded(*state_, op, [&] {
+  guarded(op, [&] {
     check_cuda(cudaSetDevice(device_.index()), op, "cudaSetDevice");
     check_cuda(cudaStreamCreate(&state->stream), op, "cudaStreamCreate");
     ncclConfig_t config = nonblocking();
     check_nccl(ncclCommSplit(state_->comm, 0, rank(), &state->comm, &config), op, "ncclCommSplit");
-    wait_nccl(*state, op, false, "every rank to split");
+    wait_nccl(*state, op, timeout(), false, "every rank to split");
   });
-  return std::unique_ptr<Communicator>(
+  auto twin = std::unique_ptr<Communicator>(
       new NcclCommunicator(std::move(state), device_, rank(), size()));
+  twin->set_timeout(timeout());
+  return twin;
 }
 
 void NcclCommunicator::exchange(const std::string& op, const std::vector<Message>& sends,
                                 const std::vector<Message>& recvs) {
   State& s = *state_;
-  guarded(s, op, [&] {
+  guarded(op, [&] {
     check_cuda(cudaSetDevice(device_.index()), op, "cudaSetDevice");
     // Messages to itself are device copies, the k-th send to the k-th receive.
     std::vector<const Message*> to_self, from_self;
@@ -186,7 +167,7 @@ void NcclCommunicator::exchange(const std::string& op, const std::vector<Message
       waiting_for += ' ';
       waiting_for += std::to_string(p);
     }
-    wait_nccl(s, op, true, peers.empty() ? "this rank's copies" : waiting_for);
+    wait_nccl(s, op, timeout(), true, peers.empty() ? "this rank's copies" : waiting_for);
   });
 }
 

@@ -30,7 +30,6 @@ class NcclCommunicator final : public Communicator {
   Device device() const override { return device_; }
   // ncclCommSplit of this one. Collective.
   std::unique_ptr<Communicator> duplicate() override;
-  void set_timeout(double seconds) override;
 
   struct State;  // the NCCL and CUDA handles, kept out of this header
 

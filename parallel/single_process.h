@@ -18,8 +18,6 @@ class SingleProcessCommunicator final : public Communicator {
   std::string kind() const override { return "single process"; }
   Device device() const override { return Device::cpu(); }
   std::unique_ptr<Communicator> duplicate() override;
-  // Nothing ever waits.
-  void set_timeout(double) override {}
 
  private:
   void exchange(const std::string& op, const std::vector<Message>& sends,
