@@ -19,7 +19,8 @@ b at max(ready_b, end of b - 1) and, with a link of bandwidth BW per
 process, latency a and a per-message cost o, takes
   t_b(R) = 2 ((R - 1) / R bytes_b / BW + a + (R - 1) o)
 (a reduce-scatter and an all-gather, each sending (R - 1) / R of the bucket
-as R - 1 messages). What is left after E is exposed communication.
+as R - 1 messages), or, at this machine's measured rate, its measured
+2-rank time x 2 (R - 1) / R. What is left after E is exposed communication.
 
   python3 bench/parallel/data_parallel.py --trainer build/examples/llama_train/llama_train
 """
@@ -45,13 +46,14 @@ def windows(metrics_path):
     return lines[1:]  # the first window is the first step alone (warm-up)
 
 
-def schedule(buckets, backward_end, ranks, bw, latency, per_message):
-    """Exposed time after backward's end, in ms, for `ranks` ranks."""
-    end = 0.0
+def schedule(buckets, backward_end, took_ms):
+    """The all-reduce time per step, when the last bucket is done and the time
+    exposed after backward's end (ms), bucket b taking took_ms(b)."""
+    end = total = 0.0
     for b in buckets:
-        t = 2 * ((ranks - 1) / ranks * b["bytes"] / bw + latency + (ranks - 1) * per_message)
-        end = max(b["ready_ms"], end) + 1e3 * t
-    return max(0.0, end - backward_end), end
+        end = max(b["ready_ms"], end) + took_ms(b)
+        total += took_ms(b)
+    return total, end, max(0.0, end - backward_end)
 
 
 def main():
@@ -120,14 +122,15 @@ def main():
         print(f"  bucket {i}: {b['bytes'] / 2**20:.2f} MiB, ready at {b['ready_ms']:.1f} ms,"
               f" all-reduce took {b['took_ms']:.2f} ms on 2 ranks")
     print("on paper (a = 5 us latency, o = 1 us per message):")
-    for bw_name, bw in (("100 Gb/s (12.5 GB/s)", 12.5e9), ("10 Gb/s (1.25 GB/s)", 1.25e9)):
+    models = [(name, lambda b, R, bw=bw: 1e3 * 2 * ((R - 1) / R * b["bytes"] / bw + 5e-6
+                                                   + (R - 1) * 1e-6))
+              for name, bw in (("100 Gb/s (12.5 GB/s)", 12.5e9), ("10 Gb/s (1.25 GB/s)", 1.25e9))]
+    models.append(("this machine's rate", lambda b, R: b["took_ms"] * 2 * (R - 1) / R))
+    for name, took in models:
         for ranks in (2, 8, 64):
-            exposed, end = schedule(buckets, backward_end, ranks, bw, 5e-6, 1e-6)
-            comm = sum(1e3 * 2 * ((ranks - 1) / ranks * b["bytes"] / bw + 5e-6 + (ranks - 1) * 1e-6)
-                       for b in buckets)
-            print(f"  {bw_name:22s} R = {ranks:2d}: all-reduce {comm:6.2f} ms per step,"
+            total, end, exposed = schedule(buckets, backward_end, lambda b: took(b, ranks))
+            print(f"  {name:22s} R = {ranks:2d}: all-reduce {total:6.2f} ms per step,"
                   f" last bucket done at {end:6.1f} ms, exposed after backward {exposed:5.2f} ms")
-
 
 if __name__ == "__main__":
     main()

@@ -12,7 +12,7 @@
 #
 # Training on 2 processes (mpiexec), against one: tests <trainer>.mpi.<case>,
 # label mpi, each run 4 steps:
-#   two_ranks           2 processes x batch b, saved
+#   two_ranks           2 processes x batch b, saved, replicas checked every step
 #   accumulate          1 process x --grad-accum 2 x batch b; must_equal_two_ranks
 #                       compares the checkpoints' tensors and the metrics bit for bit
 #   big_batch           1 process x batch 2b; near_two_ranks within BIG_BATCH
@@ -37,7 +37,7 @@ function(reprise_parallel_tests trainer)
   reprise_mpi_test(clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${dir})
   set_tests_properties(${t}.clean PROPERTIES FIXTURES_SETUP ${t}_clean)
   reprise_mpi_test(two_ranks COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-    --save ${dir}/two_ranks --metrics ${dir}/two_ranks.jsonl)
+    --check-replicas 1 --save ${dir}/two_ranks --metrics ${dir}/two_ranks.jsonl)
   set_tests_properties(${t}.two_ranks PROPERTIES
     FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_two_ranks)
 
