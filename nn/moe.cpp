@@ -309,8 +309,14 @@ void SparseMoeBlock::skip_expert_init(int64_t first, int64_t end, rng::Generator
   }
 }
 
-bool is_expert_parameter(std::string_view name) {
-  return name.find(".block_sparse_moe.experts.") != std::string_view::npos;
+std::string expert_of(std::string_view name) {
+  constexpr std::string_view marker = ".block_sparse_moe.experts.";
+  const size_t at = name.find(marker);
+  if (at == std::string_view::npos) return "";
+  const size_t end = name.find('.', at + marker.size());
+  return end == std::string_view::npos ? "" : std::string(name.substr(0, end + 1));
 }
+
+bool is_expert_parameter(std::string_view name) { return !expert_of(name).empty(); }
 
 }  // namespace reprise::nn

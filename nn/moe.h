@@ -251,9 +251,13 @@ class SparseMoeBlock : public Module {
   int64_t hidden_size_, intermediate_size_;
 };
 
-// Whether a parameter (or optimizer state) name belongs to one routed
-// expert of an MoE layer ("....block_sparse_moe.experts.3.w1.weight"): what
-// expert parallelism splits over processes instead of replicating.
+// The routed expert a parameter name belongs to, as its module path with a
+// final dot ("model.layers.3.block_sparse_moe.experts.5." for
+// "model.layers.3.block_sparse_moe.experts.5.w1.weight"; anything may
+// follow, an optimizer state's suffix too), or "" for a name of no expert.
+std::string expert_of(std::string_view name);
+// Whether expert_of(name) is not empty: what expert parallelism splits over
+// processes instead of replicating.
 bool is_expert_parameter(std::string_view name);
 
 }  // namespace reprise::nn

@@ -471,10 +471,6 @@ OpenedState open_state(const std::string& dir) {
   return {std::move(file), std::move(state)};
 }
 
-}  // namespace
-
-namespace {
-
 // The processes that wrote a state (checkpoints from before several
 // processes have no field: 1).
 int64_t saved_ranks(const json::Value& state, const std::string& path) {
@@ -484,19 +480,22 @@ int64_t saved_ranks(const json::Value& state, const std::string& path) {
   return ranks;
 }
 
-// "model.layers.0.block_sparse_moe.experts.3." for a name of expert 3's
-// parameters or their optimizer state, "" for any other name.
-std::string expert_of(std::string_view name) {
-  if (name.rfind(kOptimizerPrefix, 0) == 0)
+// The expert a checkpoint entry (a parameter or its optimizer state)
+// belongs to, or "".
+std::string expert_of_entry(std::string_view name) {
+  if (name.rfind(kOptimizerPrefix, 0) == 0) {
     name.remove_prefix(std::string_view(kOptimizerPrefix).size());
-  constexpr std::string_view marker = ".block_sparse_moe.experts.";
-  const size_t at = name.find(marker);
-  if (at == std::string_view::npos) return "";
-  const size_t end = name.find('.', at + marker.size());
-  return end == std::string_view::npos ? "" : std::string(name.substr(0, end + 1));
+  }
+  return expert_of(name);
 }
 
 }  // namespace
+
+void check_resume_ranks(const std::string& path, int64_t saved, int64_t ranks) {
+  REPRISE_CHECK(saved == ranks, path, ": written by a run of ", saved,
+                " process(es), and this run has ", ranks, "; resume it on ", saved,
+                " (the global batch, and with it the data order, depends on the number)");
+}
 
 std::string train_state_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "train_state.safetensors").string();
@@ -571,10 +570,7 @@ void load_train_state(Trainer& t, const std::string& dir) {
                 int_field(data, "bytes", path + " data"), " bytes), a different text than '",
                 t.data().name(), "' (", t.data().text().size(), " bytes)");
 
-  const int64_t ranks = saved_ranks(s.state, path);
-  REPRISE_CHECK(ranks == t.ranks(), path, ": written by a run of ", ranks,
-                " process(es), and this run has ", t.ranks(), "; resume it on ", ranks,
-                " (the global batch, and with it the data order, depends on the number)");
+  check_resume_ranks(path, saved_ranks(s.state, path), t.ranks());
   const int64_t step = int_field(s.state, "step", path);
   REPRISE_CHECK(step >= 0 && step <= saved.steps, path, ": step ", step, " outside [0, ",
                 saved.steps, "]");
@@ -615,7 +611,7 @@ void load_train_state(Trainer& t, const std::string& dir) {
   const std::vector<NamedParameter> params = t.model().parameters();
   for (const NamedParameter& p : params) {
     param_names.insert(p.name);
-    held_experts.insert(expert_of(p.name));
+    held_experts.insert(expert_of_entry(p.name));
     auto it = loaded.find(p.name);
     REPRISE_CHECK(it != loaded.end(), path, ": missing parameter '", p.name, "' (",
                   p.value.describe(), ")");
@@ -627,7 +623,8 @@ void load_train_state(Trainer& t, const std::string& dir) {
   const bool split = t.group() && t.group()->expert_dispatch();
   for (const auto& [name, value] : loaded) {
     if (param_names.count(name) != 0) continue;
-    if (split && !expert_of(name).empty() && held_experts.count(expert_of(name)) == 0) continue;
+    const std::string expert = expert_of_entry(name);
+    if (split && !expert.empty() && held_experts.count(expert) == 0) continue;
     REPRISE_CHECK(name.rfind(kOptimizerPrefix, 0) == 0, path, ": unexpected tensor '", name, "'");
     optimizer_state.emplace(name.substr(std::string(kOptimizerPrefix).size()), value);
   }

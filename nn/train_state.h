@@ -232,6 +232,10 @@ struct TrainStateInfo {
 };
 TrainStateInfo read_train_state_info(const std::string& dir);
 
+// Raises an Error naming `path` unless a checkpoint that `saved` processes
+// wrote may resume on `ranks` (the same number).
+void check_resume_ranks(const std::string& path, int64_t saved, int64_t ranks);
+
 // Restores a checkpoint into `trainer`, which must have the same run config
 // (TrainConfig::run_differences empty), as many processes as the run that
 // wrote it, and a dataset with the same fingerprint. Checks the file

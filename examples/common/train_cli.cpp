@@ -413,11 +413,13 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     throw UsageError(
         "--init-from and --export read and write every expert in one process; they "
         "do not go with --expert-parallel");
-  if (resumed && resumed->ranks != ranks)
-    throw UsageError("--resume " + o.resume + ": written by a run of " +
-                     std::to_string(resumed->ranks) + " process(es), and this run has " +
-                     std::to_string(ranks) + "; resume it on " + std::to_string(resumed->ranks) +
-                     " (the global batch, and with it the data order, depends on the number)");
+  if (resumed) {
+    try {
+      nn::check_resume_ranks("--resume " + o.resume, resumed->ranks, ranks);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }
 
   auto data = std::make_shared<const nn::TextDataset>(
       o.data.empty() ? nn::TextDataset::builtin() : nn::TextDataset::from_file(o.data));
