@@ -20,7 +20,11 @@
 // Reservations are rounded up to whole Philox blocks (4 words), so every
 // reservation starts at a block boundary: fill kernels never start mid-block,
 // a CUDA thread can own whole blocks, and Box-Muller pairs never straddle two
-// reservations. The cost is at most 3 unused words per op.
+// reservations. The cost is at most 3 unused words per op. (A sample slice's
+// cut of a reservation starts where its first sample's words do, inside a
+// block when a sample's words are not a multiple of 4; the ops that draw
+// under slices, dropout and attention dropout, read one word per element
+// from any offset.)
 
 #include <cstddef>
 #include <cstdint>
