@@ -128,6 +128,10 @@ namespace {
 const OpInfo kAccumulateGrad{"accumulate_grad"};
 }
 
+namespace {
+thread_local GradReadyHook* t_grad_ready_hook = nullptr;
+}  // namespace
+
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
     : Node(kAccumulateGrad, next_sequence_nr()), leaf_(std::move(leaf)) {
   inputs.push_back(TensorMeta::of(Tensor(leaf_)));
@@ -151,8 +155,15 @@ Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
   }
   next.storage()->set_kind(MemoryKind::gradient);
   leaf.set_grad(next);
+  if (t_grad_ready_hook) t_grad_ready_hook->hook_(leaf);
   return {};
 }
+
+GradReadyHook::GradReadyHook(Fn hook) : hook_(std::move(hook)), previous_(t_grad_ready_hook) {
+  t_grad_ready_hook = this;
+}
+
+GradReadyHook::~GradReadyHook() { t_grad_ready_hook = previous_; }
 
 // ---- helpers -----------------------------------------------------------------
 

@@ -153,6 +153,24 @@ class AccumulateGrad final : public Node {
   std::shared_ptr<TensorImpl> leaf_;
 };
 
+// Tells `hook` about every leaf gradient AccumulateGrad stores on this
+// thread while the guard lives (nesting: the innermost hook only), with the
+// leaf and its new .grad(). Data-parallel training starts reducing a
+// gradient as soon as backward has finished it (parallel/gradient_buckets.h).
+class GradReadyHook {
+ public:
+  using Fn = std::function<void(const Tensor& leaf)>;
+  explicit GradReadyHook(Fn hook);
+  ~GradReadyHook();
+  GradReadyHook(const GradReadyHook&) = delete;
+  GradReadyHook& operator=(const GradReadyHook&) = delete;
+
+ private:
+  friend class AccumulateGrad;
+  Fn hook_;
+  GradReadyHook* previous_;
+};
+
 // A fresh, monotonically increasing sequence number (recording order).
 uint64_t next_sequence_nr();
 

@@ -5,6 +5,7 @@
 
 #include "autograd/scope.h"
 #include "engine/grad_mode.h"
+#include "nn/moe.h"
 
 namespace reprise::nn {
 
@@ -194,12 +195,19 @@ LayerCheckpointing::LayerCheckpointing(CheckpointConfig config, rng::Generator& 
       policy_ = *config_.policy;
       break;
   }
-  if (policy_ && moe && config_.save_router) {
-    // Router replay: the router's outputs are MUST_SAVE whatever the layer
-    // policy says; its region hook (the budget planner's) is kept.
+  if (policy_ && moe) {
+    // MUST_SAVE whatever the layer policy says (its region hook, the budget
+    // planner's, is kept): what an expert-parallel layer received from other
+    // processes, so that a replay never communicates; and with save_router
+    // the router's outputs, so that a recompute never re-decides routing.
+    std::vector<autograd::Policy> parts{autograd::policies::save_scopes(
+        std::string("*.block_sparse_moe.experts.") + kExpertExchangeScope + ".*")};
+    if (config_.save_router) {
+      parts.push_back(autograd::policies::save_scopes("*.block_sparse_moe.gate"));
+    }
+    parts.push_back(*policy_);
     autograd::Policy::RegionHook hook = policy_->region_hook();
-    policy_ = autograd::policies::combine(
-        {autograd::policies::save_scopes("*.block_sparse_moe.gate"), *policy_});
+    policy_ = autograd::policies::combine(std::move(parts));
     if (hook) policy_->on_region(std::move(hook));
   }
 }

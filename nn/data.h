@@ -101,7 +101,9 @@ class TextDataset {
 
   // B training windows of T bytes at offsets uniform over the training
   // part, two words per window from `stream` of `gen`: the stream's offset is
-  // the data position, so saving the generator state saves it.
+  // the data position, so saving the generator state saves it. Under a
+  // sample slice of `gen` (rng::SampleSlice) they are rows first .. first +
+  // B - 1 of the global batch's windows, whoever reads them.
   Batch sample(int64_t batch, int64_t seq, rng::Generator& gen,
                std::string_view stream = "data") const;
 

@@ -114,7 +114,8 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen) const {
 
 // ---- LlamaDecoderLayer ------------------------------------------------------
 
-LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c)
+LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c,
+                                     std::shared_ptr<const ExpertDispatch> experts)
     : Module(std::move(name)),
       input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps),
       self_attn("self_attn", c),
@@ -123,8 +124,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c)
   // Hugging Face's registration order, so parameters() lists its state dict order.
   register_module(self_attn);
   if (c.moe) {
-    block_sparse_moe = std::make_unique<SparseMoeBlock>("block_sparse_moe", c.hidden_size,
-                                                        c.intermediate_size, *c.moe);
+    block_sparse_moe = std::make_unique<SparseMoeBlock>(
+        "block_sparse_moe", c.hidden_size, c.intermediate_size, *c.moe, std::move(experts));
     register_module(*block_sparse_moe);
   } else {
     mlp = std::make_unique<SwiGluMLP>("mlp", c.hidden_size, c.intermediate_size);
@@ -155,7 +156,8 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen,
 
 // ---- LlamaModel -------------------------------------------------------------
 
-LlamaModel::LlamaModel(std::string name, const LlamaConfig& c)
+LlamaModel::LlamaModel(std::string name, const LlamaConfig& c,
+                       std::shared_ptr<const ExpertDispatch> experts)
     : Module(std::move(name)),
       embed_tokens("embed_tokens", c.vocab_size, c.hidden_size),
       layers("layers"),
@@ -164,7 +166,7 @@ LlamaModel::LlamaModel(std::string name, const LlamaConfig& c)
   register_module(layers);
   register_module(norm);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    layers.append(std::make_unique<LlamaDecoderLayer>(std::to_string(i), c));
+    layers.append(std::make_unique<LlamaDecoderLayer>(std::to_string(i), c, experts));
   }
 }
 
@@ -178,19 +180,32 @@ const LlamaConfig& validated(const LlamaConfig& c) {
 }
 
 // HF's _init_weights: normal(0, std) for Linear and Embedding weights, ones
-// for RMSNorm, visiting modules in registration order.
+// for RMSNorm, visiting modules in registration order. The experts an MoE
+// layer does not hold (another process's) take their words around the
+// ones it holds.
 void init_tree(Module& m, double std, rng::Generator& gen, std::string_view stream) {
   if (auto* l = dynamic_cast<Linear*>(&m)) l->reset_parameters(std, gen, stream);
   if (auto* e = dynamic_cast<Embedding*>(&m)) e->reset_parameters(std, gen, stream);
   if (auto* n = dynamic_cast<RMSNorm*>(&m)) n->reset_parameters();
-  for (Module* c : m.children()) init_tree(*c, std, gen, stream);
+  const auto* moe = dynamic_cast<const SparseMoeBlock*>(&m);
+  for (Module* c : m.children()) {
+    if (moe && c == &moe->experts) {
+      const ExpertRange held = moe->local_experts();
+      moe->skip_expert_init(0, held.first, gen, stream);
+      init_tree(*c, std, gen, stream);
+      moe->skip_expert_init(held.first + held.count, moe->config().num_local_experts, gen, stream);
+    } else {
+      init_tree(*c, std, gen, stream);
+    }
+  }
 }
 
 }  // namespace
 
-LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator& init)
+LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator& init,
+                                   std::shared_ptr<const ExpertDispatch> experts)
     : Module(""),
-      model("model", validated(config)),
+      model("model", validated(config), std::move(experts)),
       config_(config),
       dropout_gen_(&rng::default_generator()) {
   register_module(model);
@@ -305,13 +320,15 @@ Tensor LlamaForCausalLM::causal_lm_loss(const CausalLMOutput& out, const Tensor&
 
 double LlamaForCausalLM::training_flops_per_token(int64_t T) const {
   double weights = 0;
-  // A token runs through k of the E experts of an MoE layer.
-  const double active = config_.moe ? double(config_.moe->num_experts_per_tok) /
-                                          double(config_.moe->num_local_experts)
-                                    : 1.0;
+  // A token runs through k of the experts of an MoE layer; the experts a
+  // layer holds (all, or this process's share) stand for the whole layer.
+  const double active = config_.moe
+                            ? double(config_.moe->num_experts_per_tok) /
+                                  double(model.layers[0].block_sparse_moe->local_experts().count)
+                            : 1.0;
   for (const NamedParameter& p : parameters()) {
     if (p.value.dim() != 2 || p.name == "model.embed_tokens.weight") continue;
-    const bool expert = p.name.find(".block_sparse_moe.experts.") != std::string::npos;
+    const bool expert = is_expert_parameter(p.name);
     weights += double(p.value.numel()) * (expert ? active : 1.0);
   }
   if (!lm_head_) weights += double(model.embed_tokens.weight().numel());  // the tied head

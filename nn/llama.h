@@ -96,7 +96,9 @@ class LlamaAttention : public Module {
 // SwiGLU feed-forward: down_proj(silu(gate_proj(x)) * up_proj(x)).
 class LlamaDecoderLayer : public Module {
  public:
-  LlamaDecoderLayer(std::string name, const LlamaConfig& config);
+  // `experts`: where an MoE layer's experts run (nullptr: all here).
+  LlamaDecoderLayer(std::string name, const LlamaConfig& config,
+                    std::shared_ptr<const ExpertDispatch> experts = nullptr);
   // x: (B, T, C) -> (B, T, C). Does not open Scope(name()) itself: the
   // caller runs it under Scope("model.layers.<i>") or inside a checkpoint
   // region of that name, which is one scope either way. An MoE layer puts
@@ -117,7 +119,8 @@ class LlamaDecoderLayer : public Module {
 // The decoder stack without the head ("model" in HF's names).
 class LlamaModel : public Module {
  public:
-  LlamaModel(std::string name, const LlamaConfig& config);
+  LlamaModel(std::string name, const LlamaConfig& config,
+             std::shared_ptr<const ExpertDispatch> experts = nullptr);
 
   Embedding embed_tokens;
   ModuleList<LlamaDecoderLayer> layers;
@@ -148,9 +151,12 @@ struct CausalLMOutput {
 class LlamaForCausalLM : public Module {
  public:
   // Builds the model and initialises it as HF does (reset_parameters) from
-  // the stream "init" of `init`. Raises when config.validate() does.
+  // the stream "init" of `init`. Raises when config.validate() does. With
+  // `experts` (expert parallelism) each MoE layer holds this process's
+  // experts only, initialised as they are in the whole model.
   explicit LlamaForCausalLM(const LlamaConfig& config,
-                            rng::Generator& init = rng::default_generator());
+                            rng::Generator& init = rng::default_generator(),
+                            std::shared_ptr<const ExpertDispatch> experts = nullptr);
 
   const LlamaConfig& config() const { return config_; }
 
@@ -178,7 +184,8 @@ class LlamaForCausalLM : public Module {
   Tensor causal_lm_loss(const CausalLMOutput& out, const Tensor& labels) const;
 
   // normal(0, initializer_range^2) for every Linear and Embedding weight,
-  // ones for the norms, in parameters() order, from `stream` of `gen`.
+  // ones for the norms, in parameters() order, from `stream` of `gen`
+  // (another process's experts take the words they take in one process).
   void reset_parameters(rng::Generator& gen, std::string_view stream = "init");
 
   // The generator dropout draws from (rng::default_generator() until set).

@@ -91,26 +91,32 @@ class Module {
 };
 
 // An owning list of modules of one type, named "0", "1", ... (Hugging Face's
-// nn.ModuleList naming: "layers.3").
+// nn.ModuleList naming: "layers.3"). A list that holds part of a longer one
+// (a process's share of an MoE layer's experts) names its items from
+// `first` on, so they keep the names they have in the whole list.
 template <class M>
 class ModuleList : public Module {
  public:
-  explicit ModuleList(std::string name) : Module(std::move(name)) {}
+  explicit ModuleList(std::string name, size_t first = 0)
+      : Module(std::move(name)), first_(first) {}
 
-  // Appends a module; its name must be std::to_string(size()).
+  // Appends a module; its name must be std::to_string(first() + size()).
   M& append(std::unique_ptr<M> m) {
-    REPRISE_CHECK(m->name() == std::to_string(items_.size()), "ModuleList '", name(), "': item ",
-                  items_.size(), " is named '", m->name(), "'");
+    REPRISE_CHECK(m->name() == std::to_string(first_ + items_.size()), "ModuleList '", name(),
+                  "': item ", first_ + items_.size(), " is named '", m->name(), "'");
     M& ref = *m;
     register_module(ref);
     items_.push_back(std::move(m));
     return ref;
   }
   size_t size() const { return items_.size(); }
+  // The name number of item 0.
+  size_t first() const { return first_; }
   M& operator[](size_t i) { return *items_.at(i); }
   const M& operator[](size_t i) const { return *items_.at(i); }
 
  private:
+  size_t first_;
   std::vector<std::unique_ptr<M>> items_;
 };
 

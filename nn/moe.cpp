@@ -17,6 +17,7 @@
 #include "ops/swiglu.h"
 #include "ops/unary.h"
 #include "ops/views.h"
+#include "rng/distributions.h"
 
 namespace reprise::nn {
 
@@ -74,7 +75,7 @@ namespace {
 Tensor round_bf16(const Tensor& t) { return ops::cast(ops::cast(t, DType::bf16), t.dtype()); }
 
 void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
-                   const std::string& layer) {
+                   const std::string& layer, const ExpertRange& held) {
   const int64_t E = c.num_local_experts, C = x.size(-1);
   auto check = [&](const Tensor& t, const Shape& shape, const std::string& what) {
     REPRISE_CHECK(t.defined() && t.shape() == shape && t.dtype() == x.dtype(), "MoE layer '", layer,
@@ -82,15 +83,18 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                   dtype_name(x.dtype()), ", got ", t.defined() ? t.describe() : "undefined");
   };
   check(w.gate, {E, C}, "gate");
-  REPRISE_CHECK(int64_t(w.w1.size()) == E && int64_t(w.w2.size()) == E && int64_t(w.w3.size()) == E,
-                "MoE layer '", layer, "': expected ", E, " experts' w1, w2, w3, got ", w.w1.size(),
-                ", ", w.w2.size(), ", ", w.w3.size());
+  const int64_t n = held.count;
+  REPRISE_CHECK(w.first_expert == held.first && int64_t(w.w1.size()) == n &&
+                    int64_t(w.w2.size()) == n && int64_t(w.w3.size()) == n,
+                "MoE layer '", layer, "': expected ", n, " experts' w1, w2, w3 (experts ",
+                held.first, "..", held.first + n - 1, " of ", E, "), got ", w.w1.size(), ", ",
+                w.w2.size(), ", ", w.w3.size(), " from expert ", w.first_expert);
   const int64_t F = w.w1[0].defined() ? w.w1[0].size(0) : 0;
-  for (int64_t e = 0; e < E; ++e) {
-    const std::string ex = "experts." + std::to_string(e);
-    check(w.w1[size_t(e)], {F, C}, ex + ".w1");
-    check(w.w2[size_t(e)], {C, F}, ex + ".w2");
-    check(w.w3[size_t(e)], {F, C}, ex + ".w3");
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string ex = "experts." + std::to_string(held.first + i);
+    check(w.w1[size_t(i)], {F, C}, ex + ".w1");
+    check(w.w2[size_t(i)], {C, F}, ex + ".w2");
+    check(w.w3[size_t(i)], {F, C}, ex + ".w3");
   }
   if (c.n_shared_experts > 0) {
     const int64_t S = c.n_shared_experts * F;
@@ -103,7 +107,7 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
 }  // namespace
 
 MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
-                      const std::string& layer) {
+                      const std::string& layer, const ExpertDispatch* dispatch) {
   c.validate();
   REPRISE_CHECK(
       (x.dim() == 2 || x.dim() == 3) && (x.dtype() == DType::f32 || x.dtype() == DType::f64),
@@ -114,7 +118,9 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                 " features, but the gate ",
                 w.gate.defined() ? w.gate.describe() : std::string("undefined"),
                 " expects C = ", w.gate.defined() && w.gate.dim() == 2 ? w.gate.size(1) : 0);
-  check_weights(x, w, c, layer);
+  const ExpertRange held =
+      dispatch ? dispatch->local_experts(c.num_local_experts) : ExpertRange{0, c.num_local_experts};
+  check_weights(x, w, c, layer, held);
   const int64_t k = c.num_experts_per_tok, C = x.size(-1);
   const Tensor x2 = ops::reshape(x, {-1, C});  // (N, C)
   const int64_t N = x2.size(0);
@@ -134,16 +140,41 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
     route = ops::moe_route(scores, k, c.norm_topk_prob, c.capacity(N));
   }
 
-  // Experts: SwiGLU over contiguous blocks of the sorted rows.
+  // Experts: SwiGLU over contiguous blocks of the sorted rows, block j
+  // (block_counts[j] rows) through expert block_expert[j].
   Tensor out;
   {
     autograd::Scope scope("experts");
     const Tensor xs = ops::index_select(x2, 0, route.token);  // (M, C)
-    auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
-      return ops::grouped_linear(in, route.counts, weights);
+    auto experts_on = [&](const Tensor& rows, const Tensor& block_counts,
+                          const std::vector<int64_t>& block_expert) {
+      std::vector<Tensor> w1, w2, w3;
+      for (const int64_t e : block_expert) {
+        const size_t i = size_t(e - w.first_expert);
+        w1.push_back(w.w1.at(i));
+        w2.push_back(w.w2.at(i));
+        w3.push_back(w.w3.at(i));
+      }
+      auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
+        return ops::grouped_linear(in, block_counts, weights);
+      };
+      return swiglu_ffn(rows, w1, w3, w2, {"w1", "w3", "w2"}, grouped);  // (rows, C)
     };
-    Tensor ys = swiglu_ffn(xs, w.w1, w.w3, w.w2, {"w1", "w3", "w2"}, grouped);  // (M, C)
-    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));                        // (M, C)
+    Tensor ys;
+    if (dispatch) {
+      ys = dispatch->run(xs, route.counts.to_vector<int64_t>(),
+                         [&](const Tensor& rows, const std::vector<int64_t>& block_rows,
+                             const std::vector<int64_t>& block_expert) {
+                           const Tensor counts = Tensor::from_vector(
+                               block_rows, {int64_t(block_rows.size())});  // (blocks)
+                           return experts_on(rows, counts, block_expert);
+                         });  // (M, C)
+    } else {
+      std::vector<int64_t> all(size_t(c.num_local_experts));
+      for (size_t e = 0; e < all.size(); ++e) all[e] = int64_t(e);
+      ys = experts_on(xs, route.counts, all);  // (M, C)
+    }
+    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));  // (M, C)
     out = ops::index_add(Tensor::zeros({N, C}, x.dtype(), x.device()), 0, route.token,
                          ys);  // (N, C)
   }
@@ -217,17 +248,27 @@ const MoeConfig& validated(const MoeConfig& c) {
   c.validate();
   return c;
 }
+
+ExpertRange held_experts(const MoeConfig& c, const ExpertDispatch* dispatch) {
+  return dispatch ? dispatch->local_experts(c.num_local_experts)
+                  : ExpertRange{0, c.num_local_experts};
+}
 }  // namespace
 
 SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t intermediate_size,
-                               const MoeConfig& config)
+                               const MoeConfig& config,
+                               std::shared_ptr<const ExpertDispatch> dispatch)
     : Module(std::move(name)),
       gate("gate", hidden_size, validated(config).num_local_experts),
-      experts("experts"),
-      config_(config) {
+      experts("experts", size_t(held_experts(config, dispatch.get()).first)),
+      config_(config),
+      dispatch_(std::move(dispatch)),
+      local_(held_experts(config, dispatch_.get())),
+      hidden_size_(hidden_size),
+      intermediate_size_(intermediate_size) {
   register_module(gate);
   register_module(experts);
-  for (int64_t e = 0; e < config.num_local_experts; ++e) {
+  for (int64_t e = local_.first; e < local_.first + local_.count; ++e) {
     experts.append(std::make_unique<MoeExpert>(std::to_string(e), hidden_size, intermediate_size));
   }
   if (config.n_shared_experts > 0) {
@@ -240,6 +281,7 @@ SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t in
 MoeWeights SparseMoeBlock::weights() const {
   MoeWeights w;
   w.gate = gate.weight();
+  w.first_expert = local_.first;
   for (size_t e = 0; e < experts.size(); ++e) {
     w.w1.push_back(experts[e].w1.weight());
     w.w2.push_back(experts[e].w2.weight());
@@ -255,7 +297,26 @@ MoeWeights SparseMoeBlock::weights() const {
 
 MoeResult SparseMoeBlock::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return moe_forward(x, weights(), config_, *autograd::current_scope());
+  return moe_forward(x, weights(), config_, *autograd::current_scope(), dispatch_.get());
 }
+
+void SparseMoeBlock::skip_expert_init(int64_t first, int64_t end, rng::Generator& gen,
+                                      std::string_view stream) const {
+  // w1, w2 and w3 have F C elements each, all f32.
+  const uint64_t words = rng::normal_words<float>(uint64_t(hidden_size_ * intermediate_size_));
+  for (int64_t e = first; e < end; ++e) {
+    for (int i = 0; i < 3; ++i) gen.reserve(stream, words);
+  }
+}
+
+std::string expert_of(std::string_view name) {
+  constexpr std::string_view marker = ".block_sparse_moe.experts.";
+  const size_t at = name.find(marker);
+  if (at == std::string_view::npos) return "";
+  const size_t end = name.find('.', at + marker.size());
+  return end == std::string_view::npos ? "" : std::string(name.substr(0, end + 1));
+}
+
+bool is_expert_parameter(std::string_view name) { return !expert_of(name).empty(); }
 
 }  // namespace reprise::nn

@@ -45,14 +45,26 @@
 // "<block>.gate", so a checkpoint policy can force-save them
 // (ActivationCheckpointing::save_router: recompute never re-decides
 // routing) or recompute them like everything else.
+//
+// Expert parallelism: with an ExpertDispatch, a process holds only its
+// share of each layer's experts (named by their index in the whole layer)
+// and every process routes its own tokens; the dispatch sends each kept
+// assignment's row to the process holding its expert and brings the
+// output back, in the same sorted order. A row's output does not depend on
+// which other rows share its block (each GEMM element is one fixed FMA
+// chain), and the receiving process runs one block per (sending process,
+// expert), so an expert's weight gradient is the sum, in process order, of
+// the blocks one process would compute micro-batch by micro-batch.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "rng/generator.h"
 
 namespace reprise::nn {
 
@@ -130,6 +142,44 @@ struct MoeRouterTerms {
   MoeLayerStats stats() const;
 };
 
+// The experts a process holds of one layer: [first, first + count).
+struct ExpertRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+
+// Runs a process's own experts on blocks of rows: `rows` (n, C), block j
+// being block_rows[j] consecutive rows for expert block_expert[j] (an index
+// in the whole layer, one of this process's) -> (n, C), row i through its
+// block's expert.
+using LocalExperts =
+    std::function<Tensor(const Tensor& rows, const std::vector<int64_t>& block_rows,
+                         const std::vector<int64_t>& block_expert)>;
+
+// The scope, under the layer's "experts", of the exchanges an
+// ExpertDispatch records ("<block>.experts.all_to_all.dispatch", ".combine"):
+// checkpointed layers always save their outputs (nn/checkpointing.h), so a
+// replay never communicates.
+inline constexpr const char* kExpertExchangeScope = "all_to_all";
+
+// How the experts of MoE layers are split over processes (expert
+// parallelism); parallel/expert_parallel.h implements it over a
+// Communicator. Every process calls run() for every layer, in the same
+// order.
+class ExpertDispatch {
+ public:
+  virtual ~ExpertDispatch() = default;
+  // This process's experts among `num_experts`; raises when they do not
+  // split evenly over the processes.
+  virtual ExpertRange local_experts(int64_t num_experts) const = 0;
+  // xs: (M, C) this process's kept assignments sorted by expert, counts[e]
+  // rows for expert e (E values) -> (M, C): each row through its expert, on
+  // the process that holds it (`run_local` there), in xs's order.
+  // Differentiable in xs and in what run_local reads.
+  virtual Tensor run(const Tensor& xs, const std::vector<int64_t>& counts,
+                     const LocalExperts& run_local) const = 0;
+};
+
 // One expert: w2(silu(w1(x)) * w3(x)), Mixtral's MixtralBlockSparseTop2MLP names.
 class MoeExpert : public Module {
  public:
@@ -142,7 +192,8 @@ class MoeExpert : public Module {
 // gradient check).
 struct MoeWeights {
   Tensor gate;                     // (E, C)
-  std::vector<Tensor> w1, w2, w3;  // E each: (F, C), (C, F), (F, C)
+  std::vector<Tensor> w1, w2, w3;  // one per expert held: (F, C), (C, F), (F, C)
+  int64_t first_expert = 0;        // the index of w1[0]'s expert (expert parallel)
   Tensor shared_gate, shared_up;   // (S, C), undefined without shared experts
   Tensor shared_down;              // (C, S)
 };
@@ -158,16 +209,19 @@ struct MoeResult {
 // weights of any floating dtype matching x. Records the router under
 // Scope("gate"), the experts under Scope("experts") and the shared experts
 // under Scope("shared_experts") of the current scope. `layer` names the
-// layer in errors and in its statistics. x: (B, T, C) or (N, C).
+// layer in errors and in its statistics. x: (B, T, C) or (N, C). With
+// `dispatch`, `weights` holds this process's experts (dispatch's
+// local_experts), else all of them.
 MoeResult moe_forward(const Tensor& x, const MoeWeights& weights, const MoeConfig& config,
-                      const std::string& layer);
+                      const std::string& layer, const ExpertDispatch* dispatch = nullptr);
 
 // The MoE feed-forward layer ("block_sparse_moe" in a Mixtral model).
 class SparseMoeBlock : public Module {
  public:
-  // Raises when config.validate() does or a size is not positive.
+  // Raises when config.validate() does or a size is not positive. With
+  // `dispatch` the block holds only this process's experts.
   SparseMoeBlock(std::string name, int64_t hidden_size, int64_t intermediate_size,
-                 const MoeConfig& config);
+                 const MoeConfig& config, std::shared_ptr<const ExpertDispatch> dispatch = nullptr);
 
   // x: (B, T, C) or (N, C) f32 (f64 for gradient checks) -> the output
   // (x's shape) with this call's router loss terms. Runs under
@@ -177,6 +231,14 @@ class SparseMoeBlock : public Module {
   const MoeConfig& config() const { return config_; }
   // The parameters as MoeWeights (the leaves themselves).
   MoeWeights weights() const;
+  // The experts this block holds (all of them without a dispatch).
+  ExpertRange local_experts() const { return local_; }
+  // Reserves from `stream` of `gen` the words that initialising experts
+  // [first, end) would draw (w1, w2, w3 each, as Linear::reset_parameters),
+  // so that a process holding some experts initialises them to the values
+  // one process holding all of them gives.
+  void skip_expert_init(int64_t first, int64_t end, rng::Generator& gen,
+                        std::string_view stream) const;
 
   Linear gate;                                // (E, C)
   ModuleList<MoeExpert> experts;              // E of them
@@ -184,6 +246,18 @@ class SparseMoeBlock : public Module {
 
  private:
   MoeConfig config_;
+  std::shared_ptr<const ExpertDispatch> dispatch_;
+  ExpertRange local_;
+  int64_t hidden_size_, intermediate_size_;
 };
+
+// The routed expert a parameter name belongs to, as its module path with a
+// final dot ("model.layers.3.block_sparse_moe.experts.5." for
+// "model.layers.3.block_sparse_moe.experts.5.w1.weight"; anything may
+// follow, an optimizer state's suffix too), or "" for a name of no expert.
+std::string expert_of(std::string_view name);
+// Whether expert_of(name) is not empty: what expert parallelism splits over
+// processes instead of replicating.
+bool is_expert_parameter(std::string_view name);
 
 }  // namespace reprise::nn

@@ -241,32 +241,36 @@ void SGD::load_state(const std::map<std::string, Tensor>& state) {
 
 // ---- clipping and schedule --------------------------------------------------
 
+std::vector<double> grad_square_sums(const NamedParameter& p) {
+  const Tensor g = grad_of(p, "clip_grad_norm");
+  if (!g.defined()) return {};
+  return backend_of(g).chunk_square_sums(g).to_vector<double>();
+}
+
+void scale_grads(const std::vector<NamedParameter>& params, double norm, double max_norm) {
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return;
+  NoGradGuard no_grad;
+  for (const NamedParameter& p : params) {
+    Tensor g = grad_of(p, "clip_grad_norm");
+    if (!g.defined()) continue;
+    backend_of(g).scale_(g, coef);
+    g.storage()->bump_version();
+    Tensor owner = p.value;  // a handle; set_grad is not const
+    if (!g.is_same(owner.grad())) owner.set_grad(g);
+  }
+}
+
 double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm) {
   REPRISE_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   // Sums of squares in f64 over fixed 4096-element chunks of each gradient,
   // added in order: the same bits for any thread count.
   double total = 0;
-  std::vector<Tensor> grads;
   for (const NamedParameter& p : params) {
-    Tensor g = grad_of(p, "clip_grad_norm");
-    if (!g.defined()) continue;
-    for (double s : backend_of(g).chunk_square_sums(g).to_vector<double>()) total += s;
-    grads.push_back(g);
+    for (double s : grad_square_sums(p)) total += s;
   }
   const double norm = std::sqrt(total);
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
-    NoGradGuard no_grad;
-    size_t k = 0;
-    for (const NamedParameter& p : params) {
-      if (!p.value.grad().defined()) continue;
-      Tensor g = grads[k++];
-      backend_of(g).scale_(g, coef);
-      g.storage()->bump_version();
-      Tensor owner = p.value;  // a handle; set_grad is not const
-      if (!g.is_same(owner.grad())) owner.set_grad(g);
-    }
-  }
+  scale_grads(params, norm, max_norm);
   return norm;
 }
 

@@ -111,6 +111,13 @@ class SGD : public Optimizer {
 // exceeds max_norm every gradient is scaled by max_norm / (norm + 1e-6).
 // The norm is summed in f64 in a fixed order.
 double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm);
+// clip_grad_norm's two halves, for gradients that several processes hold
+// (nn::Trainer with experts split over processes): the f64 sums of squares
+// of p's gradient over its fixed 4096-element chunks, in order (empty
+// without a gradient), which summed in order over every parameter give the
+// squared norm; and the scaling by max_norm / (norm + 1e-6) when below 1.
+std::vector<double> grad_square_sums(const NamedParameter& p);
+void scale_grads(const std::vector<NamedParameter>& params, double norm, double max_norm);
 
 // Linear warmup to max_lr, then cosine decay to min_lr:
 //   step < warmup:           max_lr (step + 1) / warmup

@@ -40,6 +40,7 @@ void TrainConfig::validate() const {
                 "vocab_size >= 256, got ", model.vocab_size);
   REPRISE_CHECK(steps >= 1, "TrainConfig: steps must be >= 1, got ", steps);
   REPRISE_CHECK(batch >= 1, "TrainConfig: batch must be >= 1, got ", batch);
+  REPRISE_CHECK(grad_accum >= 1, "TrainConfig: grad_accum must be >= 1, got ", grad_accum);
   REPRISE_CHECK(seq >= 2 && seq <= model.max_position_embeddings,
                 "TrainConfig: seq must be in [2, max_position_embeddings = ",
                 model.max_position_embeddings, "], got ", seq);
@@ -60,6 +61,7 @@ json::Value TrainConfig::to_json() const {
   v.set("model", llama_config_to_json(model));
   v.set("steps", steps);
   v.set("batch", batch);
+  v.set("grad_accum", grad_accum);
   v.set("seq", seq);
   v.set("lr", lr);
   v.set("min_lr", min_lr);
@@ -171,6 +173,8 @@ TrainConfig TrainConfig::from_json(const json::Value& v, const std::string& wher
   c.model = llama_config_from_json(field(v, "model", where), where + " model");
   c.steps = int_field(v, "steps", where);
   c.batch = int_field(v, "batch", where);
+  // Checkpoints from before gradient accumulation have no field: 1.
+  if (v.find("grad_accum") != nullptr) c.grad_accum = int_field(v, "grad_accum", where);
   c.seq = int_field(v, "seq", where);
   c.lr = real_field(v, "lr", where);
   c.min_lr = real_field(v, "min_lr", where);
@@ -190,6 +194,7 @@ std::vector<std::string> TrainConfig::run_differences(const TrainConfig& o) cons
     out.push_back("model (" + model.describe() + ") vs (" + o.model.describe() + ")");
   differ(out, "steps", steps, o.steps);
   differ(out, "batch", batch, o.batch);
+  differ(out, "grad_accum", grad_accum, o.grad_accum);
   differ(out, "seq", seq, o.seq);
   differ(out, "lr", lr, o.lr);
   differ(out, "min_lr", min_lr, o.min_lr);
@@ -204,14 +209,20 @@ std::vector<std::string> TrainConfig::run_differences(const TrainConfig& o) cons
 
 // ---- Trainer ----------------------------------------------------------------
 
-Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data)
-    : config_(std::move(config)), data_(std::move(data)), generator_(config_.seed) {
+Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
+                 std::shared_ptr<TrainGroup> group)
+    : config_(std::move(config)),
+      data_(std::move(data)),
+      group_(std::move(group)),
+      generator_(config_.seed) {
   config_.validate();
   REPRISE_CHECK(data_ != nullptr, "Trainer: no dataset");
   REPRISE_CHECK(data_->train_size() >= config_.seq, "Trainer: ", data_->name(),
                 " has a training part of ", data_->train_size(),
                 " bytes, fewer than seq = ", config_.seq);
-  model_ = std::make_unique<LlamaForCausalLM>(config_.model, generator_);
+  const std::shared_ptr<const ExpertDispatch> experts =
+      group_ ? group_->expert_dispatch() : nullptr;
+  model_ = std::make_unique<LlamaForCausalLM>(config_.model, generator_, experts);
   model_->set_dropout_generator(generator_);
   AdamWOptions adam;
   adam.lr = config_.lr;
@@ -221,6 +232,13 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data)
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), adam);
   schedule_ = CosineSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
   set_compute_options(config_);
+  if (group_) {
+    std::vector<NamedParameter> replicated;
+    for (const NamedParameter& p : model_->parameters()) {
+      if (!(experts && is_expert_parameter(p.name))) replicated.push_back(p);
+    }
+    group_->attach(replicated);
+  }
 }
 
 void Trainer::set_compute_options(const TrainConfig& c) {
@@ -243,34 +261,125 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   StepStats s;
   s.lr = schedule_.lr(step_);
   optimizer_->set_lr(s.lr);
-  {
-    const Batch batch = data_->sample(config_.batch, config_.seq, generator_);
+  const int64_t A = config_.grad_accum, B = config_.batch, R = ranks();
+  // Every micro-batch starts from the step's generator state and reserves
+  // the whole global batch's words, of which it reads its samples' slice.
+  const rng::GeneratorState at_start = generator_.state();
+  // Each micro-batch's mean loss weighs 1 / (R A) in the step's gradient.
+  const Tensor seed = R * A > 1 ? Tensor::full({}, 1.0 / double(R * A)) : Tensor();
+  std::vector<double> losses;
+  std::vector<std::vector<MoeRouterTerms>> terms;
+  for (int64_t m = 0; m < A; ++m) {
+    if (m > 0) generator_.set_state(at_start);
+    const rng::SampleSliceGuard slice(generator_, {.first = uint64_t((rank() * A + m) * B),
+                                                   .count = uint64_t(B),
+                                                   .total = uint64_t(global_batch())});
+    const Batch batch = data_->sample(B, config_.seq, generator_);
     const CausalLMOutput out = model_->forward(batch.input_ids, checkpointing_->runner());
     // Cross-entropy, plus the router losses of an MoE model.
     const Tensor loss = model_->causal_lm_loss(out, batch.labels);
-    autograd::backward(loss);
-    if (after_backward) after_backward(batch, out, loss);
-    s.loss = loss.item<float>();
-    s.moe = out.moe;
+    const bool last = m + 1 == A;
+    if (last && group_) group_->begin_backward();
+    autograd::backward(loss, seed);
+    if (last && group_) group_->end_backward();
+    if (last && after_backward) after_backward(batch, out, loss);
+    losses.push_back(double(loss.item<float>()));
+    terms.push_back(out.moe);
   }
-  s.grad_norm = clip_grad_norm(optimizer_->params(), config_.grad_clip > 0
-                                                         ? config_.grad_clip
-                                                         : std::numeric_limits<double>::infinity());
+  // The mean over the global batch's micro-batches, in their order.
+  const std::vector<double> all = group_ ? group_->all_gather(losses) : losses;
+  double total = 0;
+  for (const double l : all) total += l;
+  s.loss = float(total / double(all.size()));
+  s.moe = combine_router_terms(terms);
+  s.grad_norm = clip_gradients();
   optimizer_->step();
   optimizer_->zero_grad();
   ++step_;
   const MemorySnapshot m = memory_stats::snapshot();
   s.step = step_;
-  s.tokens = config_.batch * config_.seq;
+  s.tokens = global_batch() * config_.seq;
   s.peak_saved_activation = m[MemoryKind::saved_activation].peak;
   s.peak_total = m.total.peak;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }
 
+std::vector<MoeRouterTerms> Trainer::combine_router_terms(
+    const std::vector<std::vector<MoeRouterTerms>>& micro_batches) {
+  const std::vector<MoeRouterTerms>& first = micro_batches.front();
+  if (first.empty() || (micro_batches.size() == 1 && ranks() == 1)) return first;
+  // Per layer: prob_sum (E), z_sum, routed (E), kept (E), rows; summed in
+  // f64 (exact for the counts), micro-batch by micro-batch, then by rank.
+  const size_t E = size_t(first[0].routed.numel());
+  const size_t per_layer = 3 * E + 2;
+  std::vector<double> sums(first.size() * per_layer, 0.0);
+  for (const std::vector<MoeRouterTerms>& layers : micro_batches) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      double* out = &sums[l * per_layer];
+      const std::vector<double> probs = layers[l].prob_sum.to_vector<double>();
+      const std::vector<int64_t> routed = layers[l].routed.to_vector<int64_t>();
+      const std::vector<int64_t> kept = layers[l].kept.to_vector<int64_t>();
+      for (size_t e = 0; e < E; ++e) {
+        out[e] += probs[e];
+        out[E + e] += double(routed[e]);
+        out[2 * E + e] += double(kept[e]);
+      }
+      out[3 * E] += layers[l].z_sum.item<double>();
+      out[3 * E + 1] += double(layers[l].rows);
+    }
+  }
+  if (group_) {
+    const std::vector<double> all = group_->all_gather(sums);
+    std::fill(sums.begin(), sums.end(), 0.0);
+    for (size_t i = 0; i < all.size(); ++i) sums[i % sums.size()] += all[i];
+  }
+  std::vector<MoeRouterTerms> out;
+  for (size_t l = 0; l < first.size(); ++l) {
+    const double* v = &sums[l * per_layer];
+    std::vector<float> probs(v, v + E);
+    std::vector<int64_t> routed(E), kept(E);
+    for (size_t e = 0; e < E; ++e) {
+      routed[e] = int64_t(v[E + e]);
+      kept[e] = int64_t(v[2 * E + e]);
+    }
+    MoeRouterTerms t;
+    t.layer = first[l].layer;
+    t.prob_sum = Tensor::from_vector(probs, {int64_t(E)});
+    t.z_sum = Tensor::scalar(v[3 * E]);
+    t.routed = Tensor::from_vector(routed, {int64_t(E)});
+    t.kept = Tensor::from_vector(kept, {int64_t(E)});
+    t.rows = int64_t(v[3 * E + 1]);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+double Trainer::clip_gradients() {
+  const double max_norm =
+      config_.grad_clip > 0 ? config_.grad_clip : std::numeric_limits<double>::infinity();
+  const std::vector<NamedParameter>& params = optimizer_->params();
+  // Replicas hold the same gradients after the reduction; experts split
+  // over processes need every process's sums of squares, added in the
+  // order one process adds them.
+  if (!group_ || !group_->expert_dispatch()) return clip_grad_norm(params, max_norm);
+  std::vector<std::pair<std::string, Tensor>> sums;
+  for (const NamedParameter& p : params) {
+    const std::vector<double> v = grad_square_sums(p);
+    sums.emplace_back(p.name, Tensor::from_vector(v, {int64_t(v.size())}));
+  }
+  double total = 0;
+  for (const auto& [name, t] : group_->gather_named(sums, true)) {
+    for (const double x : t.to_vector<double>()) total += x;
+  }
+  const double norm = std::sqrt(total);
+  scale_grads(params, norm, max_norm);
+  return norm;
+}
+
 double Trainer::evaluate(int64_t batches) {
-  const int64_t T = config_.seq;
-  const int64_t windows = std::min(data_->num_val_windows(T), batches * config_.batch);
+  const int64_t T = config_.seq, B = config_.batch;
+  const int64_t windows = std::min(data_->num_val_windows(T), batches * B);
   REPRISE_CHECK(batches >= 1 && windows >= 1, "Trainer::evaluate: ", data_->name(),
                 " has no held-out window of ", T, " bytes (held-out part: ", data_->val_size(),
                 " bytes); asked for ", batches, " batches");
@@ -280,15 +389,26 @@ double Trainer::evaluate(int64_t batches) {
     ~EvalMode() { m.train(); }
   } eval_mode(*model_);
   NoGradGuard no_grad;
-  // Each window scores T - 1 targets; weighting batch means by window count
-  // gives the mean over all held-out targets. Summed in batch order.
-  double total = 0;
-  for (int64_t first = 0; first < windows; first += config_.batch) {
-    const int64_t n = std::min(config_.batch, windows - first);
+  // Batch j (B windows, fewer for the last) on rank j mod R, in rounds of
+  // R. An expert-parallel forward is collective, so a process without a
+  // batch in the last round runs batch 0 and drops its loss.
+  const int64_t R = ranks(), n_batches = (windows + B - 1) / B, rounds = (n_batches + R - 1) / R;
+  const bool lockstep = group_ && group_->expert_dispatch();
+  std::vector<double> weighted(size_t(rounds), 0.0);  // loss x windows per round
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t j = round * R + rank();
+    if (j >= n_batches && !lockstep) continue;
+    const int64_t first = j < n_batches ? j * B : 0;
+    const int64_t n = std::min(B, windows - first);
     const Batch b = data_->val_batch(first, n, T);
     const Tensor loss = LlamaForCausalLM::loss(model_->forward(b.input_ids).logits, b.labels);
-    total += double(loss.item<float>()) * double(n);
+    if (j < n_batches) weighted[size_t(round)] = double(loss.item<float>()) * double(n);
   }
+  // Each window scores T - 1 targets; weighting batch means by window count
+  // gives the mean over all held-out targets. Summed in batch order.
+  const std::vector<double> all = group_ ? group_->all_gather(weighted) : weighted;  // (R, rounds)
+  double total = 0;
+  for (int64_t j = 0; j < n_batches; ++j) total += all[size_t((j % R) * rounds + j / R)];
   return total / double(windows);
 }
 
@@ -351,17 +471,45 @@ OpenedState open_state(const std::string& dir) {
   return {std::move(file), std::move(state)};
 }
 
+// The processes that wrote a state (checkpoints from before several
+// processes have no field: 1).
+int64_t saved_ranks(const json::Value& state, const std::string& path) {
+  if (state.find("ranks") == nullptr) return 1;
+  const int64_t ranks = int_field(state, "ranks", path);
+  REPRISE_CHECK(ranks >= 1, path, ": \"ranks\" must be >= 1, got ", ranks);
+  return ranks;
+}
+
+// The expert a checkpoint entry (a parameter or its optimizer state)
+// belongs to, or "".
+std::string expert_of_entry(std::string_view name) {
+  if (name.rfind(kOptimizerPrefix, 0) == 0) {
+    name.remove_prefix(std::string_view(kOptimizerPrefix).size());
+  }
+  return expert_of(name);
+}
+
 }  // namespace
+
+void check_resume_ranks(const std::string& path, int64_t saved, int64_t ranks) {
+  REPRISE_CHECK(saved == ranks, path, ": written by a run of ", saved,
+                " process(es), and this run has ", ranks, "; resume it on ", saved,
+                " (the global batch, and with it the data order, depends on the number)");
+}
 
 std::string train_state_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "train_state.safetensors").string();
 }
 
 void save_train_state(const Trainer& t, const std::string& dir) {
+  std::vector<std::pair<std::string, Tensor>> tensors = state_tensors(t);
+  if (t.group()) {
+    tensors = t.group()->gather_named(tensors, false);
+    if (t.rank() != 0) return;
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   REPRISE_CHECK(!ec, "save_train_state: cannot create directory '", dir, "': ", ec.message());
-  const std::vector<std::pair<std::string, Tensor>> tensors = state_tensors(t);
   json::Value checksums = json::Object{};
   for (const auto& [name, value] : tensors)
     checksums.set(name, hex64(autograd::hash_values(value)));
@@ -378,6 +526,7 @@ void save_train_state(const Trainer& t, const std::string& dir) {
   state.set("version", kVersion);
   state.set("step", t.steps_done());
   state.set("tokens_seen", t.tokens_seen());
+  state.set("ranks", int64_t(t.ranks()));
   state.set("config", t.config().to_json());
   state.set("generator", hex_bytes(t.generator().state().to_bytes()));
   state.set("data", data);
@@ -393,6 +542,7 @@ TrainStateInfo read_train_state_info(const std::string& dir) {
   TrainStateInfo info;
   info.config = TrainConfig::from_json(field(s.state, "config", path), path + " config");
   info.step = int_field(s.state, "step", path);
+  info.ranks = int(saved_ranks(s.state, path));
   const json::Value& data = field(s.state, "data", path);
   info.data_name = string_field(data, "name", path + " data");
   info.data_path = string_field(data, "path", path + " data");
@@ -420,6 +570,7 @@ void load_train_state(Trainer& t, const std::string& dir) {
                 int_field(data, "bytes", path + " data"), " bytes), a different text than '",
                 t.data().name(), "' (", t.data().text().size(), " bytes)");
 
+  check_resume_ranks(path, saved_ranks(s.state, path), t.ranks());
   const int64_t step = int_field(s.state, "step", path);
   REPRISE_CHECK(step >= 0 && step <= saved.steps, path, ": step ", step, " outside [0, ",
                 saved.steps, "]");
@@ -456,10 +607,11 @@ void load_train_state(Trainer& t, const std::string& dir) {
     loaded.emplace(name, std::move(value));
   }
   std::map<std::string, Tensor> optimizer_state;
-  std::set<std::string> param_names;
+  std::set<std::string> param_names, held_experts;
   const std::vector<NamedParameter> params = t.model().parameters();
   for (const NamedParameter& p : params) {
     param_names.insert(p.name);
+    held_experts.insert(expert_of_entry(p.name));
     auto it = loaded.find(p.name);
     REPRISE_CHECK(it != loaded.end(), path, ": missing parameter '", p.name, "' (",
                   p.value.describe(), ")");
@@ -467,8 +619,12 @@ void load_train_state(Trainer& t, const std::string& dir) {
                   path, ": parameter '", p.name, "' is ", it->second.describe(), ", expected ",
                   p.value.describe());
   }
+  // With experts split over processes, the file holds every process's.
+  const bool split = t.group() && t.group()->expert_dispatch();
   for (const auto& [name, value] : loaded) {
     if (param_names.count(name) != 0) continue;
+    const std::string expert = expert_of_entry(name);
+    if (split && !expert.empty() && held_experts.count(expert) == 0) continue;
     REPRISE_CHECK(name.rfind(kOptimizerPrefix, 0) == 0, path, ": unexpected tensor '", name, "'");
     optimizer_state.emplace(name.substr(std::string(kOptimizerPrefix).size()), value);
   }

@@ -13,11 +13,26 @@
 // and loading it into a fresh Trainer gives steps k+1, k+2, ... with the same
 // losses, bit for bit, as the run that never stopped.
 //
+// Several processes (nn::TrainGroup, implemented by parallel/) train one
+// model together: each step is one global batch of R A B sequences (R
+// processes, A = grad_accum micro-batches of B = batch sequences each);
+// process r runs micro-batches r A .. r A + A - 1, micro-batch j being
+// samples j B .. j B + B - 1. The data and the dropout masks are keyed by
+// sample (rng::SampleSlice), so a sample sees the same windows and masks for
+// any R and A with the same R A B; each micro-batch's loss is scaled by
+// 1 / (R A) before backward, and its gradients are summed over
+// micro-batches in order and over processes in rank order. R processes of
+// one micro-batch therefore give the bits of one process accumulating R
+// micro-batches (R = 1, A = R); a single batch of R A B sequences is the
+// same sum associated differently (the mean over all tokens at once, not
+// the mean of micro-batch means), equal within rounding.
+//
 // A training checkpoint is one file, <dir>/train_state.safetensors:
 //   tensors   "<HF parameter name>"            f32, the model
 //             "optimizer.<AdamW state name>"   f32 moments, i64 step counts
 //   metadata  "reprise.train_state": a JSON object with the format version,
-//             step, tokens seen, the TrainConfig, the generator state (hex
+//             step, tokens seen, the number of processes ("ranks"), the
+//             TrainConfig, the generator state (hex
 //             of GeneratorState::to_bytes), the dataset's name, size and
 //             fingerprint, and every tensor's autograd::hash_values (hex);
 //             "reprise.train_state.fnv1a64": the 64-bit FNV-1a hash of that
@@ -25,6 +40,11 @@
 //             check.
 // It is written atomically (temporary file, fsync, rename, fsync of the
 // directory) and loading checks every part before it changes anything.
+// With several processes rank 0 writes it, once, holding the whole model
+// (the experts of an expert-parallel model gathered from their processes,
+// in the order one process lists them); each process of a resumed run
+// reads the file and takes its part. The generator state is the same on
+// every process (every stream advances by the global batch's words).
 //
 // B = batch, T = sequence length, V = vocabulary (256 bytes).
 
@@ -49,8 +69,9 @@ LlamaConfig default_train_model();
 struct TrainConfig {
   // What is computed: a resumed run must agree on all of these.
   LlamaConfig model = default_train_model();
-  int64_t steps = 250;  // the schedule's length
-  int64_t batch = 16;
+  int64_t steps = 250;     // the schedule's length
+  int64_t batch = 16;      // sequences per micro-batch and process
+  int64_t grad_accum = 1;  // micro-batches per step and process
   int64_t seq = 128;
   double lr = 3e-3;  // peak, after warmup
   double min_lr = 3e-4;
@@ -76,37 +97,77 @@ struct TrainConfig {
   std::vector<std::string> run_differences(const TrainConfig& other) const;
 };
 
+// The processes that train one model together, as a Trainer sees them;
+// parallel/train_group.h implements it over a Communicator. Every call is
+// collective: each process makes the same calls in the same order.
+class TrainGroup {
+ public:
+  virtual ~TrainGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Where MoE layers' experts run; nullptr when every process holds all of
+  // them (data parallel only).
+  virtual std::shared_ptr<const ExpertDispatch> expert_dispatch() const = 0;
+  // The parameters every process holds a copy of (all but this process's
+  // experts), whose gradients begin_backward / end_backward reduce. Called
+  // once, with the model built.
+  virtual void attach(const std::vector<NamedParameter>& replicated) = 0;
+  // Around the backward of a step's last micro-batch: the replicated
+  // gradients are summed over the processes, in rank order, while backward
+  // runs; after end_backward each holds the sum (undefined where no
+  // process had one).
+  virtual void begin_backward() = 0;
+  virtual void end_backward() = 0;
+  // Every process's `values` (one length for all), concatenated in rank order.
+  virtual std::vector<double> all_gather(const std::vector<double>& values) = 0;
+  // Named tensors of every process, in the order one process holding the
+  // whole model lists them: the replicated entries once (rank 0's), each
+  // process's run of expert entries (is_expert_parameter, when experts are
+  // split) spliced in rank order where the run stands. Every process gets
+  // the list when `everyone`, else rank 0 alone (the others get none).
+  virtual std::vector<std::pair<std::string, Tensor>> gather_named(
+      const std::vector<std::pair<std::string, Tensor>>& local, bool everyone) = 0;
+};
+
 class Trainer {
  public:
   // Builds the model (initialised from stream "init" of the run's
   // generator), AdamW (weight decay on the projection and head weights
-  // only) and the cosine schedule, and sets the checkpoint policy.
-  Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data);
+  // only) and the cosine schedule, and sets the checkpoint policy. With a
+  // `group` this process is one of several (its rank's share of every
+  // global batch, and of the experts when the group splits them).
+  Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
+          std::shared_ptr<TrainGroup> group = nullptr);
 
   struct StepStats {
     int64_t step = 0;  // the step just taken, from 1
-    float loss = 0;    // of the batch, before the update (causal_lm_loss: with an MoE, the router
-                       // losses included)
+    float loss = 0;    // of the global batch, before the update: the mean over micro-batches and
+                       // processes of causal_lm_loss (with an MoE, the router losses included)
     double lr = 0;
-    double grad_norm = 0;  // before clipping
-    int64_t tokens = 0;    // B T
+    double grad_norm = 0;  // before clipping, over every process's gradients
+    int64_t tokens = 0;    // R A B T, the global batch
     double seconds = 0;
     int64_t peak_saved_activation = 0;  // bytes, during the step
     int64_t peak_total = 0;             // bytes, during the step
-    std::vector<MoeRouterTerms> moe;    // the step's router terms, per MoE layer
+    // The step's router terms per MoE layer, summed over micro-batches and
+    // processes (for the log).
+    std::vector<MoeRouterTerms> moe;
   };
-  // Called after backward, before clipping and the optimizer update, with
-  // the batch, the forward's output (logits (B, T, V), MoE terms) and the
-  // loss.
+  // Called after backward (of the last micro-batch, and the gradient
+  // reduction), before clipping and the optimizer update, with that
+  // micro-batch, the forward's output (logits (B, T, V), MoE terms) and
+  // its loss.
   using AfterBackward =
       std::function<void(const Batch& batch, const CausalLMOutput& out, const Tensor& loss)>;
 
   // One optimizer step on the next training batch.
   StepStats step(const AfterBackward& after_backward = {});
 
-  // Mean loss over held-out batches 0 .. batches - 1 (clamped to what the
-  // held-out part holds), in eval mode without grad: no dropout, and no
-  // random numbers drawn, so evaluating does not change the run.
+  // Mean loss over held-out batches 0 .. batches - 1 of B windows (clamped
+  // to what the held-out part holds), in eval mode without grad: no
+  // dropout, and no random numbers drawn, so evaluating does not change the
+  // run. Processes share the batches (batch j on rank j mod R) and the
+  // result is the sum one process would make, in batch order.
   double evaluate(int64_t batches);
 
   // Applies the "how it is computed" part of `config` (its checkpointing);
@@ -125,13 +186,27 @@ class Trainer {
   const rng::Generator& generator() const { return generator_; }
   int64_t steps_done() const { return step_; }
   bool finished() const { return step_ >= config_.steps; }
-  int64_t tokens_seen() const { return step_ * config_.batch * config_.seq; }
+  // Processes training together, and this one's rank.
+  int ranks() const { return group_ ? group_->size() : 1; }
+  int rank() const { return group_ ? group_->rank() : 0; }
+  TrainGroup* group() const { return group_.get(); }
+  // Sequences per step: R A B.
+  int64_t global_batch() const { return int64_t(ranks()) * config_.grad_accum * config_.batch; }
+  int64_t tokens_seen() const { return step_ * global_batch() * config_.seq; }
 
  private:
   friend void load_train_state(Trainer& trainer, const std::string& dir);
 
+  // The router terms of every micro-batch, summed in micro-batch order and
+  // then over processes.
+  std::vector<MoeRouterTerms> combine_router_terms(
+      const std::vector<std::vector<MoeRouterTerms>>& micro_batches);
+  // The global gradient norm before clipping, then clips.
+  double clip_gradients();
+
   TrainConfig config_;
   std::shared_ptr<const TextDataset> data_;
+  std::shared_ptr<TrainGroup> group_;
   rng::Generator generator_;
   std::unique_ptr<LlamaForCausalLM> model_;
   std::unique_ptr<AdamW> optimizer_;
@@ -144,20 +219,27 @@ class Trainer {
 std::string train_state_path(const std::string& dir);
 
 // Writes the trainer's state to <dir> (created when absent), atomically.
+// Collective with several processes (rank 0 writes).
 void save_train_state(const Trainer& trainer, const std::string& dir);
 
 // What <dir> holds, to build the Trainer that loads it.
 struct TrainStateInfo {
   TrainConfig config;
   int64_t step = 0;
+  int ranks = 1;          // the processes that wrote it
   std::string data_name;  // TextDataset::name()
   std::string data_path;  // TextDataset::path(): empty for the built-in corpus
 };
 TrainStateInfo read_train_state_info(const std::string& dir);
 
+// Raises an Error naming `path` unless a checkpoint that `saved` processes
+// wrote may resume on `ranks` (the same number).
+void check_resume_ranks(const std::string& path, int64_t saved, int64_t ranks);
+
 // Restores a checkpoint into `trainer`, which must have the same run config
-// (TrainConfig::run_differences empty) and a dataset with the same
-// fingerprint. Checks the file (format, version, JSON, the tensor list,
+// (TrainConfig::run_differences empty), as many processes as the run that
+// wrote it, and a dataset with the same fingerprint. Checks the file
+// (format, version, JSON, the tensor list,
 // shapes, dtypes, every tensor's hash, the generator bytes) before changing
 // anything; raises an Error naming the file and what is wrong.
 void load_train_state(Trainer& trainer, const std::string& dir);

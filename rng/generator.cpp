@@ -132,19 +132,54 @@ Reservation Generator::reserve(std::string_view stream, uint64_t words) {
   }
   GeneratorState::Stream& s = state_.streams[size_t(index)];
   const uint64_t max = std::numeric_limits<uint64_t>::max();
-  REPRISE_CHECK(words <= max - 3 && (words + 3) / 4 * 4 <= max - s.offset,
+  // With a slice: the words of the whole batch (per sample x total).
+  const bool sliced = slice_ && slice_->count != slice_->total;
+  uint64_t per_sample = 0, global = words;
+  if (sliced) {
+    REPRISE_CHECK(words % slice_->count == 0, "rng::Generator::reserve: stream '", stream,
+                  "': ", words, " words are not ", slice_->count,
+                  " equal per-sample parts (the sample slice needs the batch outermost)");
+    per_sample = words / slice_->count;
+    REPRISE_CHECK(per_sample == 0 || slice_->total <= max / per_sample,
+                  "rng::Generator::reserve: stream '", stream, "': ", per_sample, " words x ",
+                  slice_->total, " samples overflow");
+    global = per_sample * slice_->total;
+  }
+  REPRISE_CHECK(global <= max - 3 && (global + 3) / 4 * 4 <= max - s.offset,
                 "rng::Generator::reserve: stream '", stream, "' at offset ", s.offset,
-                " cannot hold ", words, " more words");
-  const uint64_t count = (words + 3) / 4 * 4;
+                " cannot hold ", global, " more words");
+  const uint64_t count = (global + 3) / 4 * 4;
   Reservation r;
   r.seed = state_.seed;
   r.subsequence = subsequence_of(stream);
-  r.offset = s.offset;
-  r.count = count;
+  r.offset = sliced ? s.offset + slice_->first * per_sample : s.offset;
+  r.count = sliced ? words : count;
   r.stream = uint32_t(index);
   s.offset += count;
   return r;
 }
+
+void Generator::set_sample_slice(std::optional<SampleSlice> slice) {
+  REPRISE_CHECK(!slice || (slice->count >= 1 && slice->first <= slice->total &&
+                           slice->count <= slice->total - slice->first),
+                "rng::Generator::set_sample_slice: samples [", slice ? slice->first : 0, ", ",
+                slice ? slice->first + slice->count : 0, ") do not lie in a batch of ",
+                slice ? slice->total : 0);
+  std::lock_guard lock(mutex_);
+  slice_ = slice;
+}
+
+std::optional<SampleSlice> Generator::sample_slice() const {
+  std::lock_guard lock(mutex_);
+  return slice_;
+}
+
+SampleSliceGuard::SampleSliceGuard(Generator& gen, SampleSlice slice)
+    : gen_(gen), previous_(gen.sample_slice()) {
+  gen_.set_sample_slice(slice);
+}
+
+SampleSliceGuard::~SampleSliceGuard() { gen_.set_sample_slice(previous_); }
 
 uint64_t Generator::offset(std::string_view stream) const {
   std::lock_guard lock(mutex_);

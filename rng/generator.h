@@ -8,17 +8,28 @@
 //
 // A stream's subsequence is a function of its name alone ("default" is
 // subsequence 0, any other name its 64-bit FNV-1a hash), so a stream's words
-// do not depend on the order in which streams are first used, and per-rank
-// streams ("dropout.rank3", ...) need no coordination.
+// do not depend on the order in which streams are first used.
+//
+// Random numbers are keyed by sample, not by process: while a SampleSlice
+// says that this process computes samples [first, first + count) of a global
+// batch of `total`, each reservation is cut from the one the whole batch
+// would make, so a sample reads the same words whether one process runs the
+// whole batch, several run a slice each (data parallel), or one runs it as
+// micro-batches (gradient accumulation).
 //
 // Reservations are rounded up to whole Philox blocks (4 words), so every
 // reservation starts at a block boundary: fill kernels never start mid-block,
 // a CUDA thread can own whole blocks, and Box-Muller pairs never straddle two
-// reservations. The cost is at most 3 unused words per op.
+// reservations. The cost is at most 3 unused words per op. (A sample slice's
+// cut of a reservation starts where its first sample's words do, inside a
+// block when a sample's words are not a multiple of 4; the ops that draw
+// under slices, dropout and attention dropout, read one word per element
+// from any offset.)
 
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +56,13 @@ struct GeneratorState {
   static GeneratorState from_bytes(const uint8_t* data, size_t size);
 };
 
+// Samples [first, first + count) of a global batch of `total` samples.
+struct SampleSlice {
+  uint64_t first = 0;
+  uint64_t count = 1;
+  uint64_t total = 1;
+};
+
 class Generator {
  public:
   // An arbitrary fixed seed (the 64-bit golden ratio), so an unseeded run is
@@ -65,6 +83,17 @@ class Generator {
   // first use. Thread-safe.
   Reservation reserve(std::string_view stream, uint64_t words);
 
+  // While a slice is set, reserve(stream, words) takes `words` as `count`
+  // equal per-sample parts (the batch is the outermost dimension of every
+  // random op: dropout and attention dropout over (B, ...), two words per
+  // sample for the data loader), advances the stream by `total` parts (as
+  // the whole batch would) and returns the words of samples [first, first +
+  // count). Such a reservation may start inside a Philox block; kernels read
+  // word offset + i either way. A slice with count == total changes
+  // nothing. Raises when `words` is not a multiple of count.
+  void set_sample_slice(std::optional<SampleSlice> slice);
+  std::optional<SampleSlice> sample_slice() const;
+
   // The next unreserved word of `stream` (0 for a stream not used yet).
   uint64_t offset(std::string_view stream) const;
 
@@ -79,6 +108,20 @@ class Generator {
  private:
   mutable std::mutex mutex_;
   GeneratorState state_;
+  std::optional<SampleSlice> slice_;
+};
+
+// Sets a generator's sample slice for a scope, and restores the previous one.
+class SampleSliceGuard {
+ public:
+  SampleSliceGuard(Generator& gen, SampleSlice slice);
+  ~SampleSliceGuard();
+  SampleSliceGuard(const SampleSliceGuard&) = delete;
+  SampleSliceGuard& operator=(const SampleSliceGuard&) = delete;
+
+ private:
+  Generator& gen_;
+  std::optional<SampleSlice> previous_;
 };
 
 // The process-wide generator that random ops use when given none.

@@ -18,6 +18,8 @@
 #include "engine/threads.h"
 #include "nn/data.h"
 #include "nn/hf.h"
+#include "parallel/process_group.h"
+#include "parallel/world.h"
 
 namespace reprise::train_cli {
 
@@ -69,6 +71,7 @@ FlagTable common_flags() {
       {"--data", {true, [](Options& o, const std::string& v) { o.data = v; }}},
       {"--steps", {true, int_into("--steps", &nn::TrainConfig::steps)}},
       {"--batch", {true, int_into("--batch", &nn::TrainConfig::batch)}},
+      {"--grad-accum", {true, int_into("--grad-accum", &nn::TrainConfig::grad_accum)}},
       {"--seq", {true, int_into("--seq", &nn::TrainConfig::seq)}},
       {"--warmup", {true, int_into("--warmup", &nn::TrainConfig::warmup)}},
       {"--lr",
@@ -146,6 +149,22 @@ FlagTable common_flags() {
       {"--init-from", {true, [](Options& o, const std::string& v) { o.init_from = v; }}},
       {"--export", {true, [](Options& o, const std::string& v) { o.export_dir = v; }}},
       {"--dump-grads", {true, [](Options& o, const std::string& v) { o.dump_grads = v; }}},
+      {"--bucket-kib",
+       {true, [](Options& o,
+                 const std::string& v) { o.bucket_kib = parse_positive("--bucket-kib", v); }}},
+      {"--comm-timeout",
+       {true,
+        [](Options& o, const std::string& v) {
+          o.comm_timeout = parse_real("--comm-timeout", v);
+          if (o.comm_timeout <= 0)
+            throw UsageError("--comm-timeout: expected seconds > 0, got " + v);
+        }}},
+      {"--check-replicas",
+       {true,
+        [](Options& o, const std::string& v) {
+          o.check_replicas_every = parse_positive("--check-replicas", v);
+        }}},
+      {"--rank-stats", {false, [](Options& o, const std::string&) { o.rank_stats = true; }}},
   };
 }
 
@@ -318,66 +337,164 @@ Options session_options(const Program& program, const FlagTable& table, const Op
   return o;
 }
 
+// Per process, over the steps since the last log line: its time, and what
+// its gradient buckets' all-reduces took (GradientBuckets::Timing).
+struct RankWindow {
+  double seconds = 0, comm = 0, comm_in_backward = 0, wait_after_backward = 0;
+  int64_t steps = 0;
+  void add(double step_seconds, const parallel::GradientBuckets::Timing& t) {
+    seconds += step_seconds;
+    comm += t.busy();
+    comm_in_backward += t.busy_during_backward();
+    wait_after_backward += t.wait_after_backward();
+    ++steps;
+  }
+};
+
+// One line per rank: its throughput, and how much of its step went to the
+// gradient all-reduces and how much of that ran during backward. The
+// metrics get the same figures per rank, and rank 0's buckets of the last
+// step (their sizes and times), the input of bench/parallel's projection.
+void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_rank,
+               const parallel::GradientBuckets::Timing& last, StepLog& log) {
+  const std::vector<double> all =
+      group.all_gather({double(tokens_per_rank) / w.seconds, 1e3 * w.seconds / double(w.steps),
+                        1e3 * w.comm / double(w.steps), 1e3 * w.comm_in_backward / double(w.steps),
+                        1e3 * w.wait_after_backward / double(w.steps)});
+  json::Array ranks;
+  for (size_t r = 0; r < all.size() / 5; ++r) {
+    const double* v = &all[5 * r];
+    char buf[240];
+    std::snprintf(buf, sizeof buf,
+                  "         rank %zu: %7.0f tok/s | step %.1f ms | all-reduce %.1f ms (%.0f%% of "
+                  "the step, %.0f%% of it during backward) | wait after backward %.1f ms",
+                  r, v[0], v[1], v[2], v[1] > 0 ? 100 * v[2] / v[1] : 0.0,
+                  v[2] > 0 ? 100 * v[3] / v[2] : 0.0, v[4]);
+    log.lines.push_back(buf);
+    json::Value m = json::Object{};
+    m.set("tokens_per_s", v[0]);
+    m.set("step_ms", v[1]);
+    m.set("all_reduce_ms", v[2]);
+    m.set("all_reduce_during_backward_ms", v[3]);
+    m.set("wait_after_backward_ms", v[4]);
+    ranks.push_back(std::move(m));
+  }
+  log.metrics.emplace_back("ranks", std::move(ranks));
+  json::Array buckets;
+  for (const parallel::GradientBuckets::BucketTiming& b : last.buckets) {
+    json::Value m = json::Object{};
+    m.set("bytes", b.bytes);
+    m.set("ready_ms", 1e3 * b.ready);
+    m.set("start_ms", 1e3 * b.start);
+    m.set("end_ms", 1e3 * b.end);
+    buckets.push_back(std::move(m));
+  }
+  json::Value step = json::Object{};
+  step.set("backward_end_ms", 1e3 * last.backward_end);
+  step.set("done_ms", 1e3 * last.done);
+  step.set("buckets", std::move(buckets));
+  log.metrics.emplace_back("last_step_buckets", std::move(step));
+}
+
 int train(const Program& program, const FlagTable& table, const Options& flags_only,
-          const Args& args) {
+          const Args& args, parallel::World& world) {
   std::optional<nn::TrainStateInfo> resumed;
   const Options o = session_options(program, table, flags_only, args, resumed);
   if (o.threads > 0) threads::set_num_threads(o.threads);
+  const int ranks = world.size();
+  const bool lead = world.rank() == 0;  // logs and writes files
+  if (!o.dump_grads.empty() && ranks * o.config.grad_accum > 1)
+    throw UsageError(
+        "--dump-grads writes one micro-batch's gradients: it needs one process and "
+        "--grad-accum 1");
+  if (o.expert_parallel && !o.config.model.moe)
+    throw UsageError("--expert-parallel: the model has no MoE layers");
+  if (o.expert_parallel && (!o.init_from.empty() || !o.export_dir.empty()))
+    throw UsageError(
+        "--init-from and --export read and write every expert in one process; they "
+        "do not go with --expert-parallel");
+  if (resumed) {
+    try {
+      nn::check_resume_ranks("--resume " + o.resume, resumed->ranks, ranks);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }
 
   auto data = std::make_shared<const nn::TextDataset>(
       o.data.empty() ? nn::TextDataset::builtin() : nn::TextDataset::from_file(o.data));
-  nn::Trainer trainer(o.config, data);
+  auto group = std::make_shared<parallel::ProcessGroup>(
+      world.communicator(), parallel::ProcessGroupOptions{.expert_parallel = o.expert_parallel,
+                                                          .bucket_bytes = o.bucket_kib * 1024});
+  nn::Trainer trainer(o.config, data, group);
   if (resumed) nn::load_train_state(trainer, o.resume);
   if (!o.init_from.empty())
     nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
 
   const nn::TrainConfig& c = trainer.config();
   const nn::CorpusEntropy entropy = nn::corpus_entropy();
-  const Peak peak = machine_peak(threads::num_threads());
+  const Peak peak = machine_peak(threads::num_threads() * ranks);
   const double flops_per_token = trainer.model().training_flops_per_token(c.seq);
-  std::printf("model    %s: %.2fM parameters, %.1f MFLOP per token per step\n",
-              c.model.describe().c_str(), double(trainer.model().num_parameters()) / 1e6,
-              flops_per_token / 1e6);
-  std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n", data->name().c_str(),
-              data->text().size(), (long long)data->train_size(), (long long)data->val_size());
-  if (o.data.empty()) {
+  if (lead) {
+    std::printf("model    %s: %.2fM parameters%s, %.1f MFLOP per token per step\n",
+                c.model.describe().c_str(), double(trainer.model().num_parameters()) / 1e6,
+                o.expert_parallel ? " in each process" : "", flops_per_token / 1e6);
+    std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n", data->name().c_str(),
+                data->text().size(), (long long)data->train_size(), (long long)data->val_size());
+    if (o.data.empty()) {
+      std::printf(
+          "         entropy rate %.3f nats/byte (a model that cannot copy or add: %.3f); "
+          "uniform %.3f\n",
+          entropy.nats_per_byte, entropy.grammar_only_nats, entropy.uniform_nats);
+    }
     std::printf(
-        "         entropy rate %.3f nats/byte (a model that cannot copy or add: %.3f); "
-        "uniform %.3f\n",
-        entropy.nats_per_byte, entropy.grammar_only_nats, entropy.uniform_nats);
+        "run      %lld steps of %lld x %lld tokens, AdamW lr %.3g -> %.3g (cosine, warmup %lld), "
+        "wd %.3g, clip %.3g, dropout %.3g/%.3g, seed %llu\n",
+        (long long)c.steps, (long long)trainer.global_batch(), (long long)c.seq, c.lr, c.min_lr,
+        (long long)c.warmup, c.weight_decay, c.grad_clip, c.model.dropout,
+        c.model.attention_dropout, (unsigned long long)c.seed);
+    if (ranks * c.grad_accum > 1) {
+      std::printf("parallel %d process(es) (%s) x %lld micro-batch(es) of %lld sequences", ranks,
+                  world.communicator()->kind().c_str(), (long long)c.grad_accum,
+                  (long long)c.batch);
+      if (o.expert_parallel) {
+        const nn::ExpertRange held =
+            trainer.model().model.layers[0].block_sparse_moe->local_experts();
+        std::printf(", %lld experts per process", (long long)held.count);
+      }
+      std::printf(", %zu gradient bucket(s) of up to %lld KiB\n", group->buckets().num_buckets(),
+                  (long long)o.bucket_kib);
+    }
+    const nn::CheckpointConfig& ck = c.checkpointing;
+    std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());
+    if (c.model.moe) std::printf("router %s, ", ck.save_router ? "saved" : "recomputed");
+    std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s\n",
+                autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
+                ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()));
+    std::printf("peak     %s\n", peak.how.c_str());
+    if (resumed) {
+      std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
+                  (long long)trainer.steps_done());
+    }
+    std::fflush(stdout);
   }
-  std::printf(
-      "run      %lld steps of %lld x %lld tokens, AdamW lr %.3g -> %.3g (cosine, warmup %lld), "
-      "wd %.3g, clip %.3g, dropout %.3g/%.3g, seed %llu\n",
-      (long long)c.steps, (long long)c.batch, (long long)c.seq, c.lr, c.min_lr, (long long)c.warmup,
-      c.weight_decay, c.grad_clip, c.model.dropout, c.model.attention_dropout,
-      (unsigned long long)c.seed);
-  const nn::CheckpointConfig& ck = c.checkpointing;
-  std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());
-  if (c.model.moe) std::printf("router %s, ", ck.save_router ? "saved" : "recomputed");
-  std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s\n",
-              autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
-              ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()));
-  std::printf("peak     %s\n", peak.how.c_str());
-  if (resumed) {
-    std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
-                (long long)trainer.steps_done());
-  }
-  std::fflush(stdout);
 
-  for (const std::string& file : {o.metrics, o.dump_grads}) {
-    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
-    if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
-  }
   std::ofstream metrics;
-  if (!o.metrics.empty()) {
-    metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
-    REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
+  if (lead) {
+    for (const std::string& file : {o.metrics, o.dump_grads}) {
+      const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+      if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
+    }
+    if (!o.metrics.empty()) {
+      metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
+      REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
+    }
   }
 
   const int64_t first_step = trainer.steps_done() + 1;
   int64_t session_steps = 0, window_tokens = 0, window_peak_saved = 0, window_peak_total = 0;
   double window_seconds = 0, session_seconds = 0;
+  RankWindow rank_window;
   float last_loss = 0;
   std::optional<double> last_val;
   while (!trainer.finished() && (o.stop_after == 0 || session_steps < o.stop_after)) {
@@ -395,8 +512,10 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     session_seconds += s.seconds;
     window_peak_saved = std::max(window_peak_saved, s.peak_saved_activation);
     window_peak_total = std::max(window_peak_total, s.peak_total);
+    rank_window.add(s.seconds, group->buckets().last_timing());
     REPRISE_CHECK(std::isfinite(s.loss), "the loss is not finite at step ", s.step, " (", s.loss,
                   "); lower --lr or raise --warmup");
+    if (o.check_replicas_every > 0 && s.step % o.check_replicas_every == 0) group->check_replicas();
 
     const bool last = trainer.finished() || (o.stop_after > 0 && session_steps == o.stop_after);
     const bool eval = (o.eval_every > 0 && s.step % o.eval_every == 0) || last;
@@ -404,43 +523,49 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
 
     StepLog extra;
     if (program.on_log) program.on_log(s, extra);
+    if (o.rank_stats) {
+      log_ranks(*group, rank_window, window_tokens / ranks, group->buckets().last_timing(), extra);
+    }
     std::optional<double> val;
     if (eval && data->num_val_windows(c.seq) > 0) val = last_val = trainer.evaluate(o.eval_batches);
     const double tokens_per_s = double(window_tokens) / window_seconds;
     const double mfu = peak.flops > 0 ? flops_per_token * tokens_per_s / peak.flops : 0;
-    json::Value m = json::Object{};
-    m.set("step", s.step);
-    m.set("loss", double(s.loss));
-    m.set("lr", s.lr);
-    m.set("grad_norm", s.grad_norm);
-    m.set("tokens_per_s", tokens_per_s);
-    if (peak.flops > 0) m.set("mfu", mfu);
-    m.set("peak_saved_activation_bytes", window_peak_saved);
-    m.set("peak_total_bytes", window_peak_total);
-    if (val) m.set("val_loss", *val);
-    const autograd::RecomputeStats& r = autograd::recompute_stats();
-    m.set("recompute_replays", r.replays);
-    m.set("recompute_seconds", r.replay_seconds);
-    m.set("recompute_mismatches", r.mismatches);
-    for (auto& [key, value] : extra.metrics) m.set(std::move(key), std::move(value));
+    if (lead) {
+      json::Value m = json::Object{};
+      m.set("step", s.step);
+      m.set("loss", double(s.loss));
+      m.set("lr", s.lr);
+      m.set("grad_norm", s.grad_norm);
+      m.set("tokens_per_s", tokens_per_s);
+      if (peak.flops > 0) m.set("mfu", mfu);
+      m.set("peak_saved_activation_bytes", window_peak_saved);
+      m.set("peak_total_bytes", window_peak_total);
+      if (val) m.set("val_loss", *val);
+      const autograd::RecomputeStats& r = autograd::recompute_stats();
+      m.set("recompute_replays", r.replays);
+      m.set("recompute_seconds", r.replay_seconds);
+      m.set("recompute_mismatches", r.mismatches);
+      for (auto& [key, value] : extra.metrics) m.set(std::move(key), std::move(value));
 
-    std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
-                (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);
-    if (peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * mfu);
-    std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
-                mib(window_peak_total).c_str());
-    if (val) std::printf(" | val loss %.4f", *val);
-    std::printf("%s\n", extra.columns.c_str());
-    for (const std::string& line : extra.lines) std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-    if (metrics.is_open()) {
-      metrics << json::dump(m) << "\n";
-      metrics.flush();
+      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
+                  (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);
+      if (peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * mfu);
+      std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
+                  mib(window_peak_total).c_str());
+      if (val) std::printf(" | val loss %.4f", *val);
+      std::printf("%s\n", extra.columns.c_str());
+      for (const std::string& line : extra.lines) std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+      if (metrics.is_open()) {
+        metrics << json::dump(m) << "\n";
+        metrics.flush();
+      }
     }
     window_tokens = 0;
     window_seconds = 0;
     window_peak_saved = 0;
     window_peak_total = 0;
+    rank_window = RankWindow{};
     if (!o.save.empty() && o.save_every > 0 && s.step % o.save_every == 0 && !last) {
       nn::save_train_state(trainer, o.save);
     }
@@ -448,13 +573,17 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
 
   if (!o.save.empty()) {
     nn::save_train_state(trainer, o.save);
-    std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
-                nn::train_state_path(o.save).c_str());
+    if (lead) {
+      std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
+                  nn::train_state_path(o.save).c_str());
+    }
   }
-  if (!o.export_dir.empty()) {
+  if (!o.export_dir.empty() && lead) {
     nn::save_llama(trainer.model(), o.export_dir);
     std::printf("exported Hugging Face folder %s\n", o.export_dir.c_str());
   }
+  if (!lead) return 0;
+  const nn::CheckpointConfig& ck = c.checkpointing;
   const autograd::RecomputeStats& r = autograd::recompute_stats();
   std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
               session_seconds, last_loss);
@@ -483,7 +612,8 @@ data
   --data FILE               train on the bytes of FILE (default: the built-in corpus)
 run (a resumed run must keep these)
   --steps N                 schedule length in optimizer steps (250)
-  --batch N                 sequences per step (16)
+  --batch N                 sequences per micro-batch and process (16)
+  --grad-accum N            micro-batches per step and process, gradients summed (1)
   --seq N                   tokens per sequence (128)
   --lr X                    peak learning rate (3e-3)
   --min-lr X                final learning rate of the cosine decay (3e-4)
@@ -518,26 +648,51 @@ run (a resumed run must keep these)
   --dump-grads FILE         write the first batch's input_ids, labels, loss, logits and
                             every parameter gradient (HF names), before the update
   --help                    this text
+several processes (mpirun -np N; see the README)
+  --bucket-kib N            gradient all-reduce bucket size (1024)
+  --comm-timeout S          a rank waiting longer than S seconds for another fails (300)
+  --check-replicas N        every N steps, check that every process holds the same weights
+  --rank-stats              log each process's throughput and all-reduce time
 )";
 }
 
 int run_program(const Program& program, int argc, char** argv) {
   const char* name = program.name.c_str();
+  // The flags first: the World needs --comm-timeout, and only rank 0 prints
+  // a usage error (every rank has the same command line).
+  Options o;
+  Args args;
+  std::optional<UsageError> bad;
+  FlagTable table;
   try {
-    const FlagTable table = all_flags(program);
-    const Args args = split_args(table, argc, argv);
-    Options o;
+    table = all_flags(program);
+    args = split_args(table, argc, argv);
     o.config = program.defaults;
     apply_flags(table, args, o);
+  } catch (const UsageError& e) {
+    bad = e;
+  }
+  std::unique_ptr<parallel::World> world;
+  try {
+    world = std::make_unique<parallel::World>(o.comm_timeout);
+    if (bad) throw *bad;
     if (o.help) {
-      std::fputs(usage(program).c_str(), stdout);
+      if (world->rank() == 0) std::fputs(usage(program).c_str(), stdout);
       return 0;
     }
-    return train(program, table, o, args);
+    return train(program, table, o, args, *world);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s: %s\n(%s --help lists the flags)\n", name, e.what(), name);
+    if (!world || world->rank() == 0)
+      std::fprintf(stderr, "%s: %s\n(%s --help lists the flags)\n", name, e.what(), name);
     return 2;
   } catch (const std::exception& e) {
+    if (world && world->size() > 1) {
+      // The others would wait for this rank until their timeout: end them.
+      std::fprintf(stderr, "%s (rank %d of %d): error: %s\n", name, world->rank(), world->size(),
+                   e.what());
+      std::fflush(stderr);
+      world->abort(1);
+    }
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 1;
   }

@@ -8,6 +8,11 @@
 // are its own, its default config, its own flags and what it adds to a
 // logged step. run_program() does everything else, the same way for every
 // trainer.
+//
+// Under an MPI launcher (mpirun -np N <trainer> ...) the N processes train
+// one model (parallel/process_group.h): --batch is per process, rank 0
+// prints the log and writes metrics, checkpoints and exports, and an error
+// on any rank ends every rank.
 
 #include <cstdint>
 #include <functional>
@@ -41,6 +46,12 @@ struct Options {
   int64_t save_every = 0, log_every = 10, eval_every = 100, eval_batches = 4, stop_after = 0;
   int threads = 0;
   bool help = false;
+  // Several processes.
+  bool expert_parallel = false;      // moe_train's --expert-parallel
+  int64_t bucket_kib = 1024;         // gradient bucket size
+  double comm_timeout = 300;         // seconds a rank waits for the others
+  int64_t check_replicas_every = 0;  // steps; 0: never
+  bool rank_stats = false;
 };
 
 // One flag: whether it takes a value, and what it does to the options.

@@ -75,6 +75,8 @@ train_cli::FlagTable moe_flags() {
                                        ? nn::RouterDType::f32
                                        : nn::RouterDType::bf16;
         }}},
+      {"--expert-parallel",
+       {false, [](Options& o, const std::string&) { o.expert_parallel = true; }}},
       {"--router",
        {true,
         [](Options& o, const std::string& v) {
@@ -153,7 +155,9 @@ int main(int argc, char** argv) {
       "  --router-dtype D          fp32 | bf16: precision of the router's gate matmul (fp32)\n";
   program.compute_usage =
       "  --router M                save | recompute: checkpointed layers force-save the routing\n"
-      "                            decision, or recompute it like the rest (save)\n";
+      "                            decision, or recompute it like the rest (save)\n"
+      "  --expert-parallel         with several processes, split each layer's experts over\n"
+      "                            them (same bits as without)\n";
   program.defaults = default_config();
   program.flags = moe_flags();
   program.architecture_flags = {"--experts", "--top-k", "--shared-experts"};

@@ -138,6 +138,10 @@ TEST(CachingAllocator, EmptyCacheKeepsBlocksInUseAndWaiting) {
   EXPECT_EQ(a.stats().reserved, 1024);
   EXPECT_EQ(a.stats().in_use, 512);
   a.release(used);
+  dev.pending.clear();  // the side stream passes its event
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved, 0);
+  EXPECT_EQ(dev.used(), 0u);
 }
 
 }  // namespace

@@ -220,6 +220,18 @@ TEST(TextDataset, SamplesWindowsOfTheTrainingPartFromTheDataStream) {
             next.input_ids.to_vector<int64_t>());
 }
 
+// Under a sample slice each process or micro-batch reads its rows of the
+// global batch, and the data stream moves as for the whole batch.
+TEST(TextDataset, ASampleSliceReadsItsRowsOfTheGlobalBatch) {
+  const TextDataset d = TextDataset::builtin(kCorpusSeed, 50000);
+  rng::Generator whole_gen(42), part_gen(42);
+  const std::vector<int64_t> whole = d.sample(6, 16, whole_gen).input_ids.to_vector<int64_t>();
+  const rng::SampleSliceGuard slice(part_gen, {.first = 4, .count = 2, .total = 6});
+  const std::vector<int64_t> part = d.sample(2, 16, part_gen).input_ids.to_vector<int64_t>();
+  EXPECT_EQ(part, std::vector<int64_t>(whole.begin() + 4 * 16, whole.end()));
+  EXPECT_EQ(part_gen.offset("data"), whole_gen.offset("data"));
+}
+
 TEST(TextDataset, SamplingCoversTheTrainingPartOnly) {
   std::string text(200, 'a');
   for (size_t i = 0; i < text.size(); ++i) text[i] = char(i < 100 ? 'a' + i % 26 : 'Z');

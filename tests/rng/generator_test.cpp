@@ -34,6 +34,32 @@ TEST(Generator, ReservationsAreConsecutiveWholeBlocks) {
   EXPECT_EQ(a.subsequence, 0u);
 }
 
+// A slice of samples reads the words the whole batch gives those samples,
+// and the stream moves as for the whole batch: a sample's random numbers do
+// not depend on how the batch is split over processes or micro-batches.
+TEST(Generator, SampleSliceCutsTheWholeBatchsReservation) {
+  Generator whole(7), part(7);
+  whole.reserve("dropout", 4);  // so the batch starts mid-stream
+  part.reserve("dropout", 4);
+  const Reservation all = whole.reserve("dropout", 6 * 5);  // 6 samples of 5 words
+  Reservation slice;
+  {
+    const SampleSliceGuard guard(part, {.first = 2, .count = 3, .total = 6});
+    slice = part.reserve("dropout", 3 * 5);
+    EXPECT_THROW(part.reserve("dropout", 7), Error);  // not 3 equal parts
+  }
+  EXPECT_FALSE(part.sample_slice().has_value());
+  EXPECT_EQ(slice.offset, all.offset + 2 * 5);
+  EXPECT_EQ(slice.count, 15u);
+  EXPECT_EQ(part.offset("dropout"), whole.offset("dropout"));
+  // The whole batch as one slice changes nothing.
+  Generator one(7);
+  one.reserve("dropout", 4);
+  one.set_sample_slice(SampleSlice{.first = 0, .count = 6, .total = 6});
+  EXPECT_EQ(one.reserve("dropout", 30), all);
+  EXPECT_THROW(one.set_sample_slice(SampleSlice{.first = 5, .count = 2, .total = 6}), Error);
+}
+
 TEST(Generator, StreamsAreIndependentCounters) {
   Generator gen(7);
   const Reservation d0 = gen.reserve("default", 100);

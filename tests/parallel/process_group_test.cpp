@@ -1,0 +1,102 @@
+// What a Trainer asks of its processes: gathers in the order one process
+// lists its state, the replica check, and a Trainer on one process that
+// takes the parallel path giving the bits of one that does not.
+#include "parallel/process_group.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/grad_mode.h"
+#include "parallel/single_process.h"
+#include "tests/parallel/test_world.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/tiny_train.h"
+
+namespace reprise::parallel {
+namespace {
+
+std::shared_ptr<Communicator> world() { return testing::test_world().communicator(); }
+
+TEST(ProcessGroup, AllGatherConcatenatesInRankOrder) {
+  ProcessGroup group(world(), {});
+  const std::vector<double> all = group.all_gather({double(group.rank()), 0.5});
+  ASSERT_EQ(all.size(), size_t(2 * group.size()));
+  for (int r = 0; r < group.size(); ++r) EXPECT_EQ(all[size_t(2 * r)], double(r));
+}
+
+TEST(ProcessGroup, GatherNamedSplicesEachRanksExpertsInRankOrder) {
+  ProcessGroup group(world(), {.expert_parallel = true});
+  const int R = group.size(), me = group.rank();
+  // Two layers' experts 2r and 2r + 1 on rank r, replicated entries around them.
+  auto expert = [](int layer, int e) {
+    return "model.layers." + std::to_string(layer) + ".block_sparse_moe.experts." +
+           std::to_string(e) + ".w1.weight";
+  };
+  std::vector<std::pair<std::string, Tensor>> local{{"embed", Tensor::full({2}, 1.0)}};
+  for (int layer = 0; layer < 2; ++layer) {
+    local.emplace_back("gate" + std::to_string(layer), Tensor::full({1}, double(layer)));
+    for (int e = 2 * me; e < 2 * me + 2; ++e) {
+      local.emplace_back(expert(layer, e), Tensor::full({3}, double(100 * layer + e)));
+    }
+  }
+  local.emplace_back("head", Tensor::full({1}, 7.0));
+  std::vector<std::string> names{"embed"};
+  for (int layer = 0; layer < 2; ++layer) {
+    names.push_back("gate" + std::to_string(layer));
+    for (int e = 0; e < 2 * R; ++e) names.push_back(expert(layer, e));
+  }
+  names.push_back("head");
+  for (const bool everyone : {false, true}) {
+    const auto merged = group.gather_named(local, everyone);
+    if (!everyone && me != 0) {
+      EXPECT_TRUE(merged.empty());
+      continue;
+    }
+    ASSERT_EQ(merged.size(), names.size());
+    for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(merged[i].first, names[i]);
+    EXPECT_EQ(merged[2 + 2 * R - 1].second.to_vector<float>(),
+              std::vector<float>(3, float(2 * R - 1)));
+  }
+}
+
+TEST(ProcessGroup, ReplicaCheckNamesAParameterThatDiffers) {
+  ProcessGroup group(world(), {});
+  Tensor w = Tensor::ones({5}).requires_grad(true);
+  group.attach({{"w", w}});
+  group.check_replicas();
+  if (group.size() < 2) return;
+  {
+    NoGradGuard no_grad;
+    if (group.rank() == 1) w.fill_(2.0);
+  }
+  testing::expect_error([&] { group.check_replicas(); },
+                        {"replica check", "differ from rank 0's", "'w' (rank 1)"});
+}
+
+// A Trainer of one process through the parallel path (buckets, gathers,
+// sample slices) gives the bits of one without a group, with gradient
+// accumulation and dropout.
+TEST(ProcessGroup, OneProcessTrainerGivesTheBitsOfAPlainOne) {
+  nn::TrainConfig c = testing::tiny_train_config(32, 64, 2, 2, 16);
+  c.grad_accum = 2;
+  c.model.dropout = 0.1;
+  c.model.attention_dropout = 0.1;
+  const auto data = testing::builtin_corpus(1 << 16);
+  nn::Trainer plain(c, data);
+  nn::Trainer grouped(c, data,
+                      std::make_shared<ProcessGroup>(std::make_shared<SingleProcessCommunicator>(),
+                                                     ProcessGroupOptions{.bucket_bytes = 4096}));
+  for (int step = 0; step < 2; ++step) {
+    const nn::Trainer::StepStats a = plain.step(), b = grouped.step();
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.grad_norm, b.grad_norm);
+  }
+  const auto pa = plain.model().parameters(), pb = grouped.model().parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pa[i].value.to_vector<float>(), pb[i].value.to_vector<float>()) << pa[i].name;
+  }
+  EXPECT_EQ(plain.generator().state(), grouped.generator().state());
+  EXPECT_EQ(plain.evaluate(2), grouped.evaluate(2));
+}
+
+}  // namespace
+}  // namespace reprise::parallel
