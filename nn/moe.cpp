@@ -253,9 +253,11 @@ MoeWeights SparseMoeBlock::weights() const {
   return w;
 }
 
-MoeResult SparseMoeBlock::forward(const Tensor& x) const {
+MoeResult SparseMoeBlock::forward(const Tensor& x, bool limit_capacity) const {
   autograd::Scope scope(name());
-  return moe_forward(x, weights(), config_, *autograd::current_scope());
+  MoeConfig config = config_;
+  if (!limit_capacity) config.capacity_factor = 0;
+  return moe_forward(x, weights(), config, *autograd::current_scope());
 }
 
 }  // namespace reprise::nn
