@@ -164,7 +164,7 @@ TEST(AttentionForward, QueriesWithAnOffsetGiveTheBitsOfTheFullCall) {
          k = uniform({1, 2, S, 16}, -2, 2, 65, DType::f32),
          v = uniform({1, 2, S, 16}, -2, 2, 66, DType::f32);
   const Tensor full = ops::scaled_dot_product_attention(q, k, v, {.causal = true});
-  for (int64_t first : {0, 1, 63, 64, 100, S - 1}) {
+  for (int64_t first : {int64_t(0), int64_t(1), int64_t(63), int64_t(64), int64_t(100), S - 1}) {
     const Tensor part = ops::scaled_dot_product_attention(q.slice(2, first, S), k, v,
                                                           {.causal = true, .causal_offset = first});
     EXPECT_EQ(part.to_vector<float>(), full.slice(2, first, S).contiguous().to_vector<float>())
