@@ -513,9 +513,11 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
               session_seconds, last_loss);
   if (last_val) std::printf(", val loss %.4f", *last_val);
-  if (o.data.empty() && tok.is_bytes()) std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
-  if (o.data.empty() && !tok.is_bytes())
+  if (o.data.empty() && tok.is_bytes()) {
+    std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
+  } else if (o.data.empty()) {
     std::printf(" (entropy rate %.3f nats/token)", entropy_rate);
+  }
   if (ck.kind != nn::CheckpointConfig::Kind::none) {
     std::printf("; %lld region replays (%.1f s), %lld verifier mismatches", (long long)r.replays,
                 r.replay_seconds, (long long)r.mismatches);
