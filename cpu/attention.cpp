@@ -102,9 +102,10 @@ void probabilities(T* x, int64_t n, int64_t valid, T scale, T shift) {
   }
 }
 
-// How many keys of the block starting at j0 (nj keys) query i sees.
-int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t nj) {
-  return causal ? std::clamp<int64_t>(i - j0 + 1, 0, nj) : nj;
+// How many keys of the block starting at j0 (nj keys) query i sees: under
+// a causal mask, keys j <= i + off.
+int64_t visible_keys(bool causal, int64_t off, int64_t i, int64_t j0, int64_t nj) {
+  return causal ? std::clamp<int64_t>(i + off - j0 + 1, 0, nj) : nj;
 }
 
 struct Dims {
@@ -165,7 +166,8 @@ void dropout_factors(const Dropout& dr, int64_t S, int64_t row, int64_t j0, int6
 
 template <class T>
 void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, const Rows<T>& vb,
-                    int64_t Dvp, T scale, bool causal, const Dropout* drop, T* out, T* lse) {
+                    int64_t Dvp, T scale, bool causal, int64_t off, const Dropout* drop, T* out,
+                    T* lse) {
   const int64_t nqb = ceil_div(d.T, kBr);
   const double task_flops = 2.0 * double(std::min(kBr, d.T) * d.S * (d.D + d.Dv));
   threads::parallel_for(d.B * d.Hq * nqb, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
@@ -176,7 +178,7 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
       const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, g = h / d.group();
       const int64_t i0 = w % nqb * kBr, nr = std::min(kBr, d.T - i0);
       const int64_t row0 = (b * d.Hq + h) * d.T + i0;
-      const int64_t kend = causal ? std::min(d.S, i0 + nr) : d.S;  // later blocks fully masked
+      const int64_t kend = causal ? std::min(d.S, i0 + nr + off) : d.S;  // later ones masked
       const T* qrow = q.at(b, h, i0);
       const T* ktg = kt + (b * d.Hkv + g) * d.D * Sp;  // (D, Sp)
       std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
@@ -187,7 +189,7 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
         strided_product(nr, ncol, d.D, qrow, q.sr, q.sc, ktg + j0, Sp, s.data(), kBc, false);
         for (int64_t r = 0; r < nr; ++r) {
           T* row = s.data() + r * kBc;
-          scale_mask(row, ncol, visible_keys(causal, i0 + r, j0, nj), scale);
+          scale_mask(row, ncol, visible_keys(causal, off, i0 + r, j0, nj), scale);
           // Key 0 is in every row's first block, so m_new is finite from then on.
           const T m_new = std::max(m[r], tile_row_max(row, ncol));
           const T alpha = fn::exp_of(m[r] - m_new);
@@ -217,7 +219,7 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
 // q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> {out (B, Hq, T, Dv),
 // lse (B, Hq, T)}.
 Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                     const Dropout* drop) {
+                     int64_t off, const Dropout* drop) {
   const Dims d = dims_of(q, v);
   Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q.dtype());
   Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, q.dtype());
@@ -226,7 +228,7 @@ Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double s
     Tensor kt = transpose_padded(k, Sp);
     Tensor vb = as_b_operand(v, Dvp);
     forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), causal,
-                      drop, out.data<T>(), lse.data<T>());
+                      off, drop, out.data<T>(), lse.data<T>());
   });
   return {out, lse};
 }
@@ -240,6 +242,7 @@ struct BackwardArgs {
   Dims d;
   T scale;
   bool causal;
+  int64_t off;  // causal offset: query i sees keys j <= i + off
   const Dropout* drop;
   int64_t Sp, Dp, Dvp;
   Rows<T> q, qb, kb, dout, dob;
@@ -287,7 +290,7 @@ void backward_tile(const BackwardArgs<T>& a, BackwardScratch<T>& s, int64_t b, i
   strided_product(nr, ncol, d.D, a.q.at(b, h, i0), a.q.sr, a.q.sc, ktg + j0, a.Sp, p, kBc, false);
   for (int64_t r = 0; r < nr; ++r) {
     T* row = p + r * kBc;
-    const int64_t valid = visible_keys(a.causal, i0 + r, j0, nj);
+    const int64_t valid = visible_keys(a.causal, a.off, i0 + r, j0, nj);
     probabilities(row, ncol, valid, a.scale, a.lse[row0 + r]);
     if (a.drop) {
       T* zr = s.z.data() + r * kBc;
@@ -331,8 +334,9 @@ void key_block(const BackwardArgs<T>& a, BackwardScratch<T>& s, std::vector<T>& 
   std::fill(dk_acc.begin(), dk_acc.end(), T(0));
   std::fill(dv_acc.begin(), dv_acc.end(), T(0));
   for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-    // Causal: queries before j0 see nothing of this block (kBr == kBc).
-    for (int64_t i0 = a.causal ? j0 : 0; i0 < d.T; i0 += kBr) {
+    // Causal: queries before j0 - off see nothing of this block.
+    for (int64_t i0 = a.causal ? std::max<int64_t>(0, j0 - a.off) / kBr * kBr : 0; i0 < d.T;
+         i0 += kBr) {
       T* dq = with_dq && a.dq ? a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp : nullptr;
       backward_tile(a, s, b, h, i0, j0, a.dk ? dk_acc.data() : nullptr, dv_acc.data(), dq);
     }
@@ -378,8 +382,8 @@ void backward_kernel(const BackwardArgs<T>& a) {
     BackwardScratch<T> s(a.drop != nullptr);
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, i0 = w % nqb * kBr;
-      // The tiles key_block visits: causal ones only where j0 <= i0.
-      const int64_t kend = a.causal ? std::min(d.S, i0 + 1) : d.S;
+      // The tiles key_block visits: causal ones only where j0 < i0 + Br + off.
+      const int64_t kend = a.causal ? std::min(d.S, i0 + kBr + a.off) : d.S;
       T* dq = a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp;
       for (int64_t j0 = 0; j0 < kend; j0 += kBc)
         backward_tile<T>(a, s, b, h, i0, j0, nullptr, nullptr, dq);
@@ -409,12 +413,12 @@ Tensor row_dot(const Dims& d, const Rows<T>& dout, const Tensor& out) {
 
 // Gradients {dq, dk, dv}; dq and dk stay undefined when not needed.
 Tensors backward_pass(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                      const Tensor& lse, const Tensor& dout, double scale, bool causal,
+                      const Tensor& lse, const Tensor& dout, double scale, bool causal, int64_t off,
                       const Dropout* drop, bool need_dq, bool need_dk) {
   const Dims d = dims_of(q, v);
   Tensors grads(3);
   dispatch_float(q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
-    BackwardArgs<T> a{.d = d, .scale = T(scale), .causal = causal, .drop = drop};
+    BackwardArgs<T> a{.d = d, .scale = T(scale), .causal = causal, .off = off, .drop = drop};
     a.Sp = round_up(d.S, W);
     a.Dp = round_up(d.D, W);
     a.Dvp = round_up(d.Dv, W);
@@ -451,7 +455,8 @@ Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
                          const AttentionParams& params) {
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
-  return sdpa_forward(q, k, v, params.scale, params.causal, drop ? &*drop : nullptr);
+  return sdpa_forward(q, k, v, params.scale, params.causal, params.causal_offset,
+                      drop ? &*drop : nullptr);
 }
 
 Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -459,7 +464,7 @@ Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor
                                   const AttentionParams& params, bool need_dq, bool need_dk) {
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
-  return backward_pass(q, k, v, out, lse, dout, params.scale, params.causal,
+  return backward_pass(q, k, v, out, lse, dout, params.scale, params.causal, params.causal_offset,
                        drop ? &*drop : nullptr, need_dq, need_dk);
 }
 

@@ -369,8 +369,42 @@ void output_task(const Problem& p, const Plan& s, const T* a, const T* packed, T
   }
 }
 
+// Products of at most kThinRows rows (one token's projections while a
+// model generates) skip packing, which would cost more than the product:
+// B is read in place, a register of columns at a time (transposed in
+// registers when its columns are contiguous in k), and each output is the
+// FMA chain over k from 0 that the tiles compute, so the bits are the same.
+constexpr int64_t kThinRows = 4;
+
+template <class T>
+void thin_product(const Problem& p, const T* a, const T* b, T* c) {
+  constexpr int L = kLanes<T>;
+  const int64_t panels = ceil_div(p.N, L);
+  const bool serial = double(p.batch) * p.M * p.N * p.K < kParallelMacs;
+  threads::claim_tasks(serial ? 1 : threads::num_threads(), p.batch * panels, [&](int, int64_t t) {
+    const int64_t bi = t / panels, j0 = t % panels * L, cols = std::min<int64_t>(L, p.N - j0);
+    const Matrix<T> am = matrix_of(p.a, a, bi), bm = matrix_of(p.b, b, bi);
+    Native<T> acc[kThinRows] = {};             // rows of C, columns j0 .. j0 + cols
+    auto add = [&](int64_t k, Native<T> bk) {  // bk: b(k, j0 ..)
+      for (int64_t i = 0; i < p.M; ++i) {
+        const T aik = am.row_major ? am.data[i * am.outer + k] : am.data[k * am.outer + i];
+        acc[i] = fma_native(splat_native(aik), bk, acc[i]);
+      }
+    };
+    if (bm.row_major) {
+      for (int64_t k = 0; k < p.K; ++k)
+        add(k, load_first_native(bm.data + k * bm.outer + j0, cols));
+    } else {
+      lines_by_k(bm.data + j0 * bm.outer, bm.outer, cols, p.K, add);
+    }
+    T* cm = c + bi * p.M * p.N;
+    for (int64_t i = 0; i < p.M; ++i) store_first_native(cm + i * p.N + j0, acc[i], cols);
+  });
+}
+
 template <class T>
 void run_product(const Problem& p, const T* a, const T* b, T* c) {
+  if (p.M <= kThinRows) return thin_product(p, a, b, c);
   const int nt = threads::num_threads();
   const Plan s = plan_of<T>(p, nt);
   const int64_t pack_tasks = p.batch * ceil_div(p.K, s.kc) * s.panels;

@@ -63,7 +63,8 @@ struct AttentionDropout {
 
 struct AttentionParams {
   double scale;
-  bool causal;
+  bool causal;                // query i sees keys j <= i + causal_offset
+  int64_t causal_offset = 0;  // >= 0
   std::optional<AttentionDropout> dropout;
 };
 

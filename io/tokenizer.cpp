@@ -22,15 +22,15 @@ bool looks_like_json(const std::string& path) {
   return false;
 }
 
-}  // namespace
-
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+// The tokenizer file `path` names: itself, or in a folder its
+// tokenizer.json, else its tokenizer.model.
+std::string tokenizer_file(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
       const fs::path file = fs::path(path) / name;
-      if (fs::is_regular_file(file, ec)) return load_tokenizer(file.string());
+      if (fs::is_regular_file(file, ec)) return file.string();
     }
     REPRISE_FAIL(path,
                  ": expected a tokenizer.json or tokenizer.model in this folder, found neither");
@@ -38,9 +38,35 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   REPRISE_CHECK(
       fs::is_regular_file(path, ec), path,
       ": no such file; expected a tokenizer.json, a tokenizer.model or a folder with one");
-  if (looks_like_json(path)) return HfTokenizer::load(path);
+  return path;
+}
+
+}  // namespace
+
+bool has_tokenizer(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(folder) / "tokenizer.json", ec) ||
+         fs::is_regular_file(fs::path(folder) / "tokenizer.model", ec);
+}
+
+std::vector<TokenizerFile> tokenizer_files(const std::string& path) {
+  const std::string file = tokenizer_file(path);
+  if (!looks_like_json(file)) return {{.path = file, .name = "tokenizer.model"}};
+  std::vector<TokenizerFile> out{{.path = file, .name = "tokenizer.json"}};
+  const std::filesystem::path config =
+      std::filesystem::path(file).parent_path() / "tokenizer_config.json";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(config, ec))
+    out.push_back({.path = config.string(), .name = "tokenizer_config.json"});
+  return out;
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  const std::string file = tokenizer_file(path);
+  if (looks_like_json(file)) return HfTokenizer::load(file);
   try {
-    return SentencePieceTokenizer::load(path);
+    return SentencePieceTokenizer::load(file);
   } catch (const Error& e) {
     REPRISE_FAIL(e.what(), " (the file is not JSON, so it was read as a SentencePiece model)");
   }

@@ -61,4 +61,19 @@ class Tokenizer {
 // malformed or of an unsupported kind.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
+// Whether `folder` holds a tokenizer.json or a tokenizer.model.
+bool has_tokenizer(const std::string& folder);
+
+// A file load_tokenizer reads, and its name in a model folder.
+struct TokenizerFile {
+  std::string path;
+  std::string name;  // "tokenizer.json", "tokenizer_config.json" or "tokenizer.model"
+};
+// The files load_tokenizer(path) reads (a tokenizer.json and the
+// tokenizer_config.json beside it when there is one, or a tokenizer.model),
+// named as a model folder names them, so that copying them into one makes
+// a folder that load_tokenizer reads the same way. Raises as load_tokenizer
+// does when there is no such file.
+std::vector<TokenizerFile> tokenizer_files(const std::string& path);
+
 }  // namespace reprise::io

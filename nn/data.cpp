@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/threads.h"
 #include "rng/words.h"
 
 namespace reprise::nn {
@@ -213,33 +215,84 @@ uint64_t fnv1a(uint64_t h, const void* data, size_t size) {
   return h;
 }
 
+// The documents of `text`, each a view into it.
+std::vector<std::string_view> split_documents(std::string_view text, Documents documents) {
+  if (documents == Documents::whole) return {text};
+  std::vector<std::string_view> out;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t nl = text.find('\n', begin);
+    const size_t end = nl == std::string_view::npos ? text.size() : nl + 1;
+    out.push_back(text.substr(begin, end - begin));
+    begin = end;
+  }
+  return out;
+}
+
+// Each document's ids (special tokens included) and EOS when the tokenizer
+// has one, concatenated in document order. Documents are encoded on the
+// thread pool; the result does not depend on the thread count.
+std::vector<int32_t> encode_documents(const io::Tokenizer& tok,
+                                      const std::vector<std::string_view>& docs) {
+  std::vector<std::vector<int64_t>> ids(docs.size());
+  const std::optional<int64_t> eos = tok.eos_id();
+  threads::parallel_for(int64_t(docs.size()), 64, [&](int64_t d0, int64_t d1) {
+    for (int64_t d = d0; d < d1; ++d) {
+      ids[size_t(d)] = tok.encode(docs[size_t(d)], /*add_special=*/true);
+      if (eos) ids[size_t(d)].push_back(*eos);
+    }
+  });
+  std::vector<int32_t> out;
+  for (const std::vector<int64_t>& doc : ids) out.insert(out.end(), doc.begin(), doc.end());
+  return out;
+}
+
 }  // namespace
 
-TextDataset::TextDataset(std::string name, std::string text, double val_fraction)
-    : name_(std::move(name)), text_(std::move(text)) {
+DataTokenizer DataTokenizer::load(const std::string& path) {
+  return {.path = path, .tokenizer = io::load_tokenizer(path)};
+}
+
+int64_t DataTokenizer::vocab_size() const {
+  return tokenizer ? tokenizer->vocab_size() : kByteVocabSize;
+}
+
+std::string DataTokenizer::describe() const { return tokenizer ? tokenizer->describe() : "bytes"; }
+
+TextDataset::TextDataset(std::string name, std::string text, double val_fraction,
+                         const DataTokenizer& tokenizer, Documents documents)
+    : name_(std::move(name)), text_(std::move(text)), tokenizer_(tokenizer) {
   REPRISE_CHECK(val_fraction >= 0 && val_fraction < 1, "TextDataset(", name_,
                 "): val_fraction must be in [0, 1), got ", val_fraction);
   REPRISE_CHECK(!text_.empty(), "TextDataset(", name_, "): the text is empty");
-  const int64_t size = int64_t(text_.size());
+  if (tokenizer_.is_bytes()) {
+    tokens_.assign(reinterpret_cast<const unsigned char*>(text_.data()),
+                   reinterpret_cast<const unsigned char*>(text_.data()) + text_.size());
+  } else {
+    tokens_ = encode_documents(*tokenizer_.tokenizer, split_documents(text_, documents));
+  }
+  const int64_t size = num_tokens();
   train_size_ = size - int64_t(std::llround(val_fraction * double(size)));
   uint64_t h = fnv1a(0xCBF29CE484222325ull, text_.data(), text_.size());
+  if (!tokenizer_.is_bytes()) h = fnv1a(h, tokens_.data(), tokens_.size() * sizeof(int32_t));
   fingerprint_ = fnv1a(h, &train_size_, sizeof(train_size_));
 }
 
-TextDataset TextDataset::from_file(const std::string& path, double val_fraction) {
+TextDataset TextDataset::from_file(const std::string& path, double val_fraction,
+                                   const DataTokenizer& tokenizer) {
   std::ifstream in(path, std::ios::binary);
   REPRISE_CHECK(in.good(), "TextDataset: cannot open data file '", path, "'");
   std::ostringstream bytes;
   bytes << in.rdbuf();
   REPRISE_CHECK(!in.bad(), "TextDataset: error reading data file '", path, "'");
-  TextDataset d(path, bytes.str(), val_fraction);
+  TextDataset d(path, bytes.str(), val_fraction, tokenizer, Documents::whole);
   d.path_ = path;
   return d;
 }
 
-TextDataset TextDataset::builtin(uint64_t seed, int64_t min_bytes, double val_fraction) {
+TextDataset TextDataset::builtin(uint64_t seed, int64_t min_bytes, double val_fraction,
+                                 const DataTokenizer& tokenizer) {
   return TextDataset("built-in corpus (seed " + std::to_string(seed) + ")",
-                     generate_corpus(seed, min_bytes), val_fraction);
+                     generate_corpus(seed, min_bytes), val_fraction, tokenizer, Documents::lines);
 }
 
 Batch TextDataset::windows(const std::vector<int64_t>& starts, int64_t seq) const {
@@ -248,9 +301,8 @@ Batch TextDataset::windows(const std::vector<int64_t>& starts, int64_t seq) cons
   Tensor labels = Tensor::empty({batch, seq}, DType::i64);
   int64_t* pi = ids.data<int64_t>();
   int64_t* pl = labels.data<int64_t>();
-  const auto* text = reinterpret_cast<const unsigned char*>(text_.data());
   for (int64_t b = 0; b < batch; ++b) {
-    const unsigned char* w = text + starts[size_t(b)];
+    const int32_t* w = tokens_.data() + starts[size_t(b)];
     for (int64_t t = 0; t < seq; ++t) pi[b * seq + t] = pl[b * seq + t] = w[t];
   }
   return {ids, labels};
@@ -261,7 +313,7 @@ Batch TextDataset::sample(int64_t batch, int64_t seq, rng::Generator& gen,
   REPRISE_CHECK(batch >= 1 && seq >= 1, "TextDataset::sample: batch and seq must be >= 1, got ",
                 batch, " and ", seq);
   REPRISE_CHECK(train_size_ >= seq, "TextDataset::sample(", name_, "): the training part has ",
-                train_size_, " bytes, fewer than seq = ", seq);
+                train_size_, " tokens, fewer than seq = ", seq);
   // Window starts 0 .. train_size - seq. x % range from 64 random bits is
   // biased by at most range / 2^64 (below 1e-10 for any text that fits in memory).
   const uint64_t range = uint64_t(train_size_ - seq + 1);
@@ -285,7 +337,7 @@ Batch TextDataset::val_batch(int64_t first, int64_t batch, int64_t seq) const {
   const int64_t available = num_val_windows(seq);
   REPRISE_CHECK(batch >= 1 && first >= 0 && first + batch <= available, "TextDataset::val_batch(",
                 name_, "): windows ", first, "..", first + batch - 1, " of length ", seq,
-                " requested, but the held-out part (", val_size(), " bytes) has ", available);
+                " requested, but the held-out part (", val_size(), " tokens) has ", available);
   std::vector<int64_t> starts(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) starts[size_t(b)] = train_size_ + (first + b) * seq;
   return windows(starts, seq);

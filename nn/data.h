@@ -3,7 +3,8 @@
 // generated corpus, and a text dataset with a held-out split, deterministic
 // batch sampling and fixed evaluation windows.
 //
-// B = batch, T = sequence length. Token ids are bytes, 0..255.
+// B = batch, T = sequence length. Token ids are bytes, 0..255, unless a
+// dataset is given a tokenizer (io/tokenizer.h).
 //
 // The built-in corpus is a sequence of independent lines, each ending in
 // '\n'. A line is
@@ -24,11 +25,13 @@
 // add pays H(w) a second time per copy and H(a + b) per sum on top.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "io/tokenizer.h"
 #include "rng/generator.h"
 
 namespace reprise::nn {
@@ -67,7 +70,7 @@ const CorpusLexicon& corpus_lexicon();
 
 // ---- Datasets --------------------------------------------------------------
 
-// input_ids and labels: i64 (B, T), B windows of T bytes of the text, and
+// input_ids and labels: i64 (B, T), B windows of T tokens of the text, and
 // labels equal to input_ids: Hugging Face's causal-LM convention, in which
 // the loss shifts (logits at t are scored against labels[t + 1];
 // LlamaForCausalLM::loss), so a batch dumped here gives the same loss in
@@ -77,29 +80,60 @@ struct Batch {
   Tensor labels;
 };
 
-// A text split into a training part (the first bytes) and a held-out part
-// (the last round(val_fraction * size) bytes).
+// How a dataset's text becomes ids: bytes when `tokenizer` is null (the
+// default), else the tokenizer loaded from `path` (which checkpoints
+// record).
+struct DataTokenizer {
+  std::string path;
+  std::shared_ptr<const io::Tokenizer> tokenizer;
+
+  // io::load_tokenizer(path).
+  static DataTokenizer load(const std::string& path);
+  bool is_bytes() const { return tokenizer == nullptr; }
+  // Ids a model needs embedding rows for: 256 for bytes.
+  int64_t vocab_size() const;
+  // "bytes" or the tokenizer's describe().
+  std::string describe() const;
+};
+
+// Where one document of a text ends, for a tokenizer: each is encoded on its
+// own with the tokenizer's special tokens (Llama's BOS) and followed by EOS
+// when the tokenizer has one. Bytes ignore it.
+enum class Documents {
+  whole,  // the text is one document (a file)
+  lines,  // every line, its '\n' included, is one (the built-in corpus)
+};
+
+// A text as token ids, split into a training part (the first tokens) and a
+// held-out part (the last round(val_fraction * tokens) tokens). With bytes
+// (the default) the tokens are the text's bytes.
 class TextDataset {
  public:
-  TextDataset(std::string name, std::string text, double val_fraction);
+  TextDataset(std::string name, std::string text, double val_fraction,
+              const DataTokenizer& tokenizer = {}, Documents documents = Documents::whole);
 
-  // The bytes of a file. Raises an Error naming the path when it cannot be read.
-  static TextDataset from_file(const std::string& path, double val_fraction = 0.1);
-  // The built-in corpus.
+  // A file. Raises an Error naming the path when it cannot be read.
+  static TextDataset from_file(const std::string& path, double val_fraction = 0.1,
+                               const DataTokenizer& tokenizer = {});
+  // The built-in corpus, one document per line.
   static TextDataset builtin(uint64_t seed = kCorpusSeed, int64_t min_bytes = kCorpusBytes,
-                             double val_fraction = 0.1);
+                             double val_fraction = 0.1, const DataTokenizer& tokenizer = {});
 
   const std::string& name() const { return name_; }
   // The file it was read from; empty for other texts.
   const std::string& path() const { return path_; }
   const std::string& text() const { return text_; }
-  int64_t train_size() const { return train_size_; }
-  int64_t val_size() const { return int64_t(text_.size()) - train_size_; }
-  // 64-bit FNV-1a of the text and the split point: a checkpoint records it so
-  // that resuming on different data is refused.
+  const DataTokenizer& tokenizer() const { return tokenizer_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t num_tokens() const { return int64_t(tokens_.size()); }
+  int64_t train_size() const { return train_size_; }  // tokens
+  int64_t val_size() const { return num_tokens() - train_size_; }
+  // 64-bit FNV-1a of the text and the split point, and with a tokenizer of
+  // the ids too: a checkpoint records it so that resuming on different data,
+  // or with another tokenizer, is refused.
   uint64_t fingerprint() const { return fingerprint_; }
 
-  // B training windows of T bytes at offsets uniform over the training
+  // B training windows of T tokens at offsets uniform over the training
   // part, two words per window from `stream` of `gen`: the stream's offset is
   // the data position, so saving the generator state saves it. Under a
   // sample slice of `gen` (rng::SampleSlice) they are rows first .. first +
@@ -107,9 +141,9 @@ class TextDataset {
   Batch sample(int64_t batch, int64_t seq, rng::Generator& gen,
                std::string_view stream = "data") const;
 
-  // Held-out windows: window w covers bytes [w T, w T + T) of the held-out
+  // Held-out windows: window w covers tokens [w T, w T + T) of the held-out
   // part, so windows do not overlap and the same index always gives the same
-  // bytes. num_val_windows(T) = val_size / T of them fit.
+  // tokens. num_val_windows(T) = val_size / T of them fit.
   int64_t num_val_windows(int64_t seq) const;
   // Windows first .. first + batch - 1 (B = batch).
   Batch val_batch(int64_t first, int64_t batch, int64_t seq) const;
@@ -120,6 +154,8 @@ class TextDataset {
   std::string name_;
   std::string path_;
   std::string text_;
+  DataTokenizer tokenizer_;
+  std::vector<int32_t> tokens_;
   int64_t train_size_ = 0;
   uint64_t fingerprint_ = 0;
 };

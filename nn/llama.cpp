@@ -7,6 +7,7 @@
 
 #include "autograd/scope.h"
 #include "engine/grad_mode.h"
+#include "nn/kv_cache.h"
 #include "ops/attention.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
@@ -90,20 +91,38 @@ LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c)
   register_module(o_proj);
 }
 
-Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen) const {
+Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const LayerKv* kv) const {
   autograd::Scope scope(name());
   REPRISE_CHECK(x.dim() == 3, "LlamaAttention '", name(), "': expected x of shape (B, T, C), got ",
                 x.describe());
-  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t B = x.size(0), T = x.size(1), start = kv ? kv->start : 0;
   // (B, T, H D) -> (B, H, T, D): views; sdpa and rotary read any strides.
   auto split_heads = [&](const Tensor& y, int64_t h) {
     return ops::transpose(ops::reshape(y, {B, T, h, head_dim_}), 1, 2);
   };
-  Tensor q = ops::rotary(split_heads(q_proj.forward(x), heads_), 0, rope_theta_);
-  Tensor k = ops::rotary(split_heads(k_proj.forward(x), kv_heads_), 0, rope_theta_);
+  Tensor q = ops::rotary(split_heads(q_proj.forward(x), heads_), start, rope_theta_);
+  Tensor k = ops::rotary(split_heads(k_proj.forward(x), kv_heads_), start, rope_theta_);
   Tensor v = split_heads(v_proj.forward(x), kv_heads_);
   ops::AttentionOptions options{.causal = true};
-  if (training() && dropout_p_ > 0) {
+  if (kv) {
+    const Shape want{B, kv_heads_, kv->k.defined() ? kv->k.size(2) : 0, head_dim_};
+    REPRISE_CHECK(kv->k.defined() && kv->v.defined() && kv->k.shape() == want &&
+                      kv->v.shape() == want && kv->k.dtype() == q.dtype() &&
+                      kv->v.dtype() == q.dtype(),
+                  "LlamaAttention '", name(), "': expected KV cache buffers of shape ",
+                  to_string(want), " and dtype ", dtype_name(q.dtype()), ", got ",
+                  kv->k.defined() ? kv->k.describe() : "undefined", " and ",
+                  kv->v.defined() ? kv->v.describe() : "undefined");
+    REPRISE_CHECK(start >= 0 && start + T <= want[2], "LlamaAttention '", name(), "': positions ",
+                  start, " .. ", start + T - 1, " do not fit a KV cache of ", want[2]);
+    REPRISE_CHECK(!GradMode::enabled(), "LlamaAttention '", name(),
+                  "': a forward through a KV cache runs without grad (NoGradGuard)");
+    kv->k.slice(2, start, start + T).copy_(k);
+    kv->v.slice(2, start, start + T).copy_(v);
+    k = kv->k.slice(2, 0, start + T);  // (B, Hkv, start + T, D)
+    v = kv->v.slice(2, 0, start + T);
+    options.causal_offset = start;  // query t is position start + t
+  } else if (training() && dropout_p_ > 0) {
     options.dropout_p = dropout_p_;
     options.generator = &gen;
   }
@@ -135,10 +154,10 @@ LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c,
   register_module(post_attention_layernorm);
 }
 
-Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen,
-                                  MoeRouterTerms* moe_terms) const {
-  const bool drop = training() && dropout_p_ > 0;
-  Tensor a = self_attn.forward(input_layernorm.forward(x), gen);
+Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms,
+                                  const LayerKv* kv) const {
+  const bool drop = training() && dropout_p_ > 0 && kv == nullptr;
+  Tensor a = self_attn.forward(input_layernorm.forward(x), gen, kv);
   if (drop) a = ops::dropout(a, dropout_p_, gen, true, "dropout");
   Tensor h = ops::add(x, a);
   Tensor n2 = post_attention_layernorm.forward(h);
@@ -146,7 +165,7 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen,
   if (mlp) {
     m = mlp->forward(n2);
   } else {
-    MoeResult r = block_sparse_moe->forward(n2);
+    MoeResult r = block_sparse_moe->forward(n2, /*limit_capacity=*/kv == nullptr);
     m = r.out;
     if (moe_terms) *moe_terms = std::move(r.terms);
   }
@@ -177,6 +196,12 @@ namespace {
 const LlamaConfig& validated(const LlamaConfig& c) {
   c.validate();
   return c;
+}
+
+void check_input_ids(const Tensor& input_ids) {
+  REPRISE_CHECK(input_ids.dim() == 2 && input_ids.dtype() == DType::i64,
+                "LlamaForCausalLM: expected input_ids of shape (B, T) and dtype i64, got ",
+                input_ids.describe());
 }
 
 // HF's _init_weights: normal(0, std) for Linear and Embedding weights, ones
@@ -220,20 +245,30 @@ void LlamaForCausalLM::reset_parameters(rng::Generator& gen, std::string_view st
   init_tree(*this, config_.initializer_range, gen, stream);
 }
 
+Tensor LlamaForCausalLM::embed(const Tensor& input_ids) const {
+  autograd::Scope scope(model.name());
+  return model.embed_tokens.forward(input_ids);  // (B, T, C)
+}
+
+Tensor LlamaForCausalLM::head(const Tensor& h) const {
+  Tensor n;
+  {
+    autograd::Scope scope(model.name());
+    n = model.norm.forward(h);
+  }
+  if (lm_head_) return lm_head_->forward(n);  // (B, T, V)
+  autograd::Scope scope("lm_head");
+  return ops::linear(n, model.embed_tokens.weight());
+}
+
 CausalLMOutput LlamaForCausalLM::forward(const Tensor& input_ids,
                                          const LayerRunner& run_layer) const {
-  REPRISE_CHECK(input_ids.dim() == 2 && input_ids.dtype() == DType::i64,
-                "LlamaForCausalLM: expected input_ids of shape (B, T) and dtype i64, got ",
-                input_ids.describe());
+  check_input_ids(input_ids);
   REPRISE_CHECK(input_ids.size(1) >= 1 && input_ids.size(1) <= config_.max_position_embeddings,
                 "LlamaForCausalLM: sequence length ", input_ids.size(1),
                 " must be in [1, max_position_embeddings = ", config_.max_position_embeddings, "]");
   CausalLMOutput out;
-  Tensor h;
-  {
-    autograd::Scope scope(model.name());
-    h = model.embed_tokens.forward(input_ids);  // (B, T, C)
-  }
+  Tensor h = embed(input_ids);  // (B, T, C)
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const LlamaDecoderLayer& layer = model.layers[i];
     const std::string scope = model.name() + "." + model.layers.name() + "." + layer.name();
@@ -246,17 +281,33 @@ CausalLMOutput LlamaForCausalLM::forward(const Tensor& input_ids,
       h = body();
     }
   }
-  {
-    autograd::Scope scope(model.name());
-    h = model.norm.forward(h);
-  }
-  if (lm_head_) {
-    out.logits = lm_head_->forward(h);  // (B, T, V)
-  } else {
-    autograd::Scope scope("lm_head");
-    out.logits = ops::linear(h, model.embed_tokens.weight());
-  }
+  out.logits = head(h);  // (B, T, V)
   return out;
+}
+
+Tensor LlamaForCausalLM::forward_cached(const Tensor& input_ids, KvCache& cache,
+                                        bool last_only) const {
+  NoGradGuard no_grad;
+  check_input_ids(input_ids);
+  REPRISE_CHECK(input_ids.size(0) == cache.batch() && input_ids.size(1) >= 1 &&
+                    cache.num_layers() == size_t(config_.num_hidden_layers),
+                "LlamaForCausalLM::forward_cached: expected input_ids (B = ", cache.batch(),
+                ", T >= 1) for a KV cache of ", cache.num_layers(), " layers and a model of ",
+                config_.num_hidden_layers, ", got ", input_ids.describe());
+  const int64_t T = input_ids.size(1);
+  REPRISE_CHECK(cache.length() + T <= cache.capacity(), "LlamaForCausalLM::forward_cached: ", T,
+                " tokens after the ", cache.length(), " in the KV cache exceed its capacity of ",
+                cache.capacity(), " positions");
+  Tensor h = embed(input_ids);  // (B, T, C)
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LlamaDecoderLayer& layer = model.layers[i];
+    autograd::Scope named(model.name() + "." + model.layers.name() + "." + layer.name());
+    const LayerKv kv = cache.layer(i);
+    h = layer.forward(h, *dropout_gen_, nullptr, &kv);
+  }
+  cache.advance(T);
+  if (last_only) h = h.slice(1, T - 1, T);  // (B, 1, C)
+  return head(h);
 }
 
 Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) {

@@ -46,6 +46,8 @@
 
 namespace reprise::nn {
 
+class KvCache;
+
 // Hugging Face LlamaConfig's fields (same names, same defaults) plus the
 // residual dropout that HF's Llama does not have.
 struct LlamaConfig {
@@ -78,13 +80,25 @@ struct LlamaConfig {
   friend bool operator==(const LlamaConfig&, const LlamaConfig&) = default;
 };
 
+// One decoder layer's share of a KV cache in one forward (nn/kv_cache.h):
+// key and value buffers (B, Hkv, P, D) whose positions [0, start) hold
+// earlier tokens. The forward puts its T tokens at positions start ..
+// start + T - 1, writes their keys and values there and attends over
+// [0, start + T).
+struct LayerKv {
+  Tensor k, v;
+  int64_t start = 0;
+};
+
 // q/k/v/o projections and causal grouped-query attention with RoPE.
 class LlamaAttention : public Module {
  public:
   LlamaAttention(std::string name, const LlamaConfig& config);
-  // x: (B, T, C) -> (B, T, C). Attention dropout is drawn from `gen` when
-  // training and attention_dropout > 0.
-  Tensor forward(const Tensor& x, rng::Generator& gen) const;
+  // x: (B, T, C) -> (B, T, C), at positions 0 .. T - 1. Attention dropout
+  // is drawn from `gen` when training and attention_dropout > 0.
+  // With kv: at positions kv->start .. , through the cache (see LayerKv);
+  // no dropout, and grad mode must be off (the cache is written in place).
+  Tensor forward(const Tensor& x, rng::Generator& gen, const LayerKv* kv = nullptr) const;
 
   Linear q_proj, k_proj, v_proj, o_proj;
 
@@ -102,8 +116,11 @@ class LlamaDecoderLayer : public Module {
   // x: (B, T, C) -> (B, T, C). Does not open Scope(name()) itself: the
   // caller runs it under Scope("model.layers.<i>") or inside a checkpoint
   // region of that name, which is one scope either way. An MoE layer puts
-  // its router loss terms in *moe_terms.
-  Tensor forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms) const;
+  // its router loss terms in *moe_terms. With kv, inference through a KV
+  // cache (LlamaAttention::forward): no dropout, and an MoE layer routes
+  // without a capacity limit.
+  Tensor forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms,
+                 const LayerKv* kv = nullptr) const;
 
   RMSNorm input_layernorm;
   LlamaAttention self_attn;
@@ -170,6 +187,22 @@ class LlamaForCausalLM : public Module {
   // -> logits (B, T, V) f32, and the MoE layers' router terms.
   CausalLMOutput forward(const Tensor& input_ids, const LayerRunner& run_layer = {}) const;
 
+  // Inference through a KV cache (nn/kv_cache.h), as generation runs it:
+  // input_ids (B, T) i64 are the tokens at positions cache.length() ..
+  // cache.length() + T - 1. Their keys and values are added to `cache`
+  // (which then holds T more positions) and attention reads the earlier
+  // ones from it, so a prompt is fed once and each new token alone.
+  // -> logits (B, T, V) f32, or (B, 1, V) of the last position with
+  // last_only. Runs without grad (nothing is recorded) and without dropout
+  // whatever the training mode. MoE layers route every token to its top-k
+  // experts with no capacity limit: a limit depends on how many tokens
+  // share a forward, so a token would route differently in a prompt than
+  // alone. Each row's arithmetic does not depend on the others' (products
+  // are one FMA chain per element, attention rows are independent), so the
+  // logits are bit for bit those of forward() over the whole sequence at
+  // these positions (for an MoE model, one without a capacity limit).
+  Tensor forward_cached(const Tensor& input_ids, KvCache& cache, bool last_only = false) const;
+
   // Hugging Face's causal-LM loss: the mean cross-entropy of logits[:, t]
   // against labels[:, t + 1] over every pair whose label is not -100 (the
   // labels are shifted here, as HF does; the last position has no target).
@@ -206,6 +239,11 @@ class LlamaForCausalLM : public Module {
   const Linear* lm_head() const { return lm_head_.get(); }
 
  private:
+  // input_ids (B, T) -> (B, T, C); the embedding checks the ids' range.
+  Tensor embed(const Tensor& input_ids) const;
+  // The final norm and the head: (B, T, C) -> logits (B, T, V).
+  Tensor head(const Tensor& h) const;
+
   LlamaConfig config_;
   std::unique_ptr<Linear> lm_head_;
   rng::Generator* dropout_gen_;

@@ -295,9 +295,11 @@ MoeWeights SparseMoeBlock::weights() const {
   return w;
 }
 
-MoeResult SparseMoeBlock::forward(const Tensor& x) const {
+MoeResult SparseMoeBlock::forward(const Tensor& x, bool limit_capacity) const {
   autograd::Scope scope(name());
-  return moe_forward(x, weights(), config_, *autograd::current_scope(), dispatch_.get());
+  MoeConfig config = config_;
+  if (!limit_capacity) config.capacity_factor = 0;
+  return moe_forward(x, weights(), config, *autograd::current_scope(), dispatch_.get());
 }
 
 void SparseMoeBlock::skip_expert_init(int64_t first, int64_t end, rng::Generator& gen,

@@ -225,8 +225,10 @@ class SparseMoeBlock : public Module {
 
   // x: (B, T, C) or (N, C) f32 (f64 for gradient checks) -> the output
   // (x's shape) with this call's router loss terms. Runs under
-  // Scope(name()) (the caller's scope in front).
-  MoeResult forward(const Tensor& x) const;
+  // Scope(name()) (the caller's scope in front). limit_capacity false
+  // ignores the config's capacity_factor: every token goes to its top-k
+  // experts (inference, LlamaForCausalLM::forward_cached).
+  MoeResult forward(const Tensor& x, bool limit_capacity = true) const;
 
   const MoeConfig& config() const { return config_; }
   // The parameters as MoeWeights (the leaves themselves).

@@ -36,8 +36,6 @@ LlamaConfig default_train_model() {
 
 void TrainConfig::validate() const {
   model.validate();
-  REPRISE_CHECK(model.vocab_size >= kByteVocabSize, "TrainConfig: the byte tokenizer needs ",
-                "vocab_size >= 256, got ", model.vocab_size);
   REPRISE_CHECK(steps >= 1, "TrainConfig: steps must be >= 1, got ", steps);
   REPRISE_CHECK(batch >= 1, "TrainConfig: batch must be >= 1, got ", batch);
   REPRISE_CHECK(grad_accum >= 1, "TrainConfig: grad_accum must be >= 1, got ", grad_accum);
@@ -219,7 +217,12 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
   REPRISE_CHECK(data_ != nullptr, "Trainer: no dataset");
   REPRISE_CHECK(data_->train_size() >= config_.seq, "Trainer: ", data_->name(),
                 " has a training part of ", data_->train_size(),
-                " bytes, fewer than seq = ", config_.seq);
+                " tokens, fewer than seq = ", config_.seq);
+  const DataTokenizer& tok = data_->tokenizer();
+  REPRISE_CHECK(tok.vocab_size() <= config_.model.vocab_size, "Trainer: the model's vocab_size ",
+                config_.model.vocab_size, " is smaller than the ", tok.vocab_size(),
+                " ids of the data's tokenizer (", tok.describe(),
+                tok.path.empty() ? "" : ", " + tok.path, ")");
   const std::shared_ptr<const ExpertDispatch> experts =
       group_ ? group_->expert_dispatch() : nullptr;
   model_ = std::make_unique<LlamaForCausalLM>(config_.model, generator_, experts);
@@ -381,8 +384,8 @@ double Trainer::evaluate(int64_t batches) {
   const int64_t T = config_.seq, B = config_.batch;
   const int64_t windows = std::min(data_->num_val_windows(T), batches * B);
   REPRISE_CHECK(batches >= 1 && windows >= 1, "Trainer::evaluate: ", data_->name(),
-                " has no held-out window of ", T, " bytes (held-out part: ", data_->val_size(),
-                " bytes); asked for ", batches, " batches");
+                " has no held-out window of ", T, " tokens (held-out part: ", data_->val_size(),
+                " tokens); asked for ", batches, " batches");
   struct EvalMode {
     LlamaForCausalLM& m;
     explicit EvalMode(LlamaForCausalLM& model) : m(model) { m.eval(); }
@@ -520,6 +523,9 @@ void save_train_state(const Trainer& t, const std::string& dir) {
   data.set("bytes", int64_t(t.data().text().size()));
   data.set("train_bytes", t.data().train_size());
   data.set("fingerprint", hex64(t.data().fingerprint()));
+  data.set("tokens", t.data().num_tokens());
+  data.set("tokenizer", t.data().tokenizer().describe());
+  data.set("tokenizer_path", t.data().tokenizer().path);
 
   json::Value state = json::Object{};
   state.set("format", kFormat);
@@ -546,7 +552,38 @@ TrainStateInfo read_train_state_info(const std::string& dir) {
   const json::Value& data = field(s.state, "data", path);
   info.data_name = string_field(data, "name", path + " data");
   info.data_path = string_field(data, "path", path + " data");
+  // Checkpoints from before tokenizers trained on bytes.
+  if (const json::Value* tok = data.find("tokenizer_path"); tok != nullptr) {
+    info.tokenizer_path = string_field(data, "tokenizer_path", path + " data");
+  }
   return info;
+}
+
+std::unique_ptr<LlamaForCausalLM> load_train_state_model(const std::string& dir) {
+  const OpenedState s = open_state(dir);
+  const std::string& path = s.file.path();
+  const TrainConfig config =
+      TrainConfig::from_json(field(s.state, "config", path), path + " config");
+  auto model = std::make_unique<LlamaForCausalLM>(config.model);
+  const json::Value& checksums = field(s.state, "checksums", path);
+  std::vector<std::pair<Tensor, Tensor>> loads;  // (parameter, checked value)
+  for (const NamedParameter& p : model->parameters()) {
+    REPRISE_CHECK(s.file.contains(p.name), path, ": missing parameter '", p.name, "' (",
+                  p.value.describe(), ")");
+    Tensor value = s.file.get(p.name);
+    REPRISE_CHECK(value.shape() == p.value.shape() && value.dtype() == p.value.dtype(), path,
+                  ": parameter '", p.name, "' is ", value.describe(), ", expected ",
+                  p.value.describe());
+    const uint64_t expected =
+        parse_u64(string_field(checksums, p.name.c_str(), path + " checksums"), 16,
+                  path + " checksum of '" + p.name + "'");
+    REPRISE_CHECK(autograd::hash_values(value) == expected, path, ": tensor '", p.name, "' (",
+                  value.describe(), ") is corrupted: its bytes do not match the recorded hash");
+    loads.emplace_back(p.value, std::move(value));
+  }
+  NoGradGuard no_grad;
+  for (auto& [param, value] : loads) param.copy_(value);
+  return model;
 }
 
 void load_train_state(Trainer& t, const std::string& dir) {
@@ -565,10 +602,15 @@ void load_train_state(Trainer& t, const std::string& dir) {
   const json::Value& data = field(s.state, "data", path);
   const uint64_t fingerprint =
       parse_u64(string_field(data, "fingerprint", path + " data"), 16, path + " data fingerprint");
+  const json::Value* saved_tok = data.find("tokenizer");
+  const std::string saved_tokenizer =
+      saved_tok && saved_tok->is_string() ? saved_tok->as_string() : "bytes";
   REPRISE_CHECK(fingerprint == t.data().fingerprint(), path, ": the checkpoint was trained on '",
                 string_field(data, "name", path + " data"), "' (",
-                int_field(data, "bytes", path + " data"), " bytes), a different text than '",
-                t.data().name(), "' (", t.data().text().size(), " bytes)");
+                int_field(data, "bytes", path + " data"), " bytes, tokenized as ", saved_tokenizer,
+                "), a different text or tokenizer than '", t.data().name(), "' (",
+                t.data().text().size(), " bytes, tokenized as ", t.data().tokenizer().describe(),
+                ")");
 
   check_resume_ranks(path, saved_ranks(s.state, path), t.ranks());
   const int64_t step = int_field(s.state, "step", path);

@@ -32,9 +32,10 @@
 //             "optimizer.<AdamW state name>"   f32 moments, i64 step counts
 //   metadata  "reprise.train_state": a JSON object with the format version,
 //             step, tokens seen, the number of processes ("ranks"), the
-//             TrainConfig, the generator state (hex
-//             of GeneratorState::to_bytes), the dataset's name, size and
-//             fingerprint, and every tensor's autograd::hash_values (hex);
+//             TrainConfig, the generator state (hex of
+//             GeneratorState::to_bytes), the dataset's name, size,
+//             tokenizer (its path) and fingerprint, and every tensor's
+//             autograd::hash_values (hex);
 //             "reprise.train_state.fnv1a64": the 64-bit FNV-1a hash of that
 //             JSON text (hex), so every byte of the file is covered by a
 //             check.
@@ -46,7 +47,8 @@
 // reads the file and takes its part. The generator state is the same on
 // every process (every stream advances by the global batch's words).
 //
-// B = batch, T = sequence length, V = vocabulary (256 bytes).
+// B = batch, T = sequence length, V = vocabulary (256 bytes, or a
+// tokenizer's ids).
 
 #include <cstdint>
 #include <functional>
@@ -226,15 +228,21 @@ void save_train_state(const Trainer& trainer, const std::string& dir);
 struct TrainStateInfo {
   TrainConfig config;
   int64_t step = 0;
-  int ranks = 1;          // the processes that wrote it
-  std::string data_name;  // TextDataset::name()
-  std::string data_path;  // TextDataset::path(): empty for the built-in corpus
+  int ranks = 1;               // the processes that wrote it
+  std::string data_name;       // TextDataset::name()
+  std::string data_path;       // TextDataset::path(): empty for the built-in corpus
+  std::string tokenizer_path;  // DataTokenizer::path: empty for bytes
 };
 TrainStateInfo read_train_state_info(const std::string& dir);
 
 // Raises an Error naming `path` unless a checkpoint that `saved` processes
 // wrote may resume on `ranks` (the same number).
 void check_resume_ranks(const std::string& path, int64_t saved, int64_t ranks);
+
+// The model of the checkpoint in <dir> (its config and parameters, each
+// checked against its recorded hash), for inference; the optimizer state
+// and the generator are not read.
+std::unique_ptr<LlamaForCausalLM> load_train_state_model(const std::string& dir);
 
 // Restores a checkpoint into `trainer`, which must have the same run config
 // (TrainConfig::run_differences empty), as many processes as the run that

@@ -49,13 +49,15 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
                 opt.scale.value_or(0.0));
   REPRISE_CHECK(opt.dropout_p >= 0.0 && opt.dropout_p < 1.0, kOpName,
                 ": dropout_p must lie in [0, 1), got ", opt.dropout_p);
+  REPRISE_CHECK(opt.causal_offset >= 0, kOpName, ": causal_offset must be >= 0 (every query ",
+                "sees key 0), got ", opt.causal_offset, " for ", shapes);
 }
 
 // The kernel's parameters for a forward or replay; with dropout, p and the
 // words it was given, which must cover every (b, h, i, j).
-AttentionParams params_of(double scale, bool causal, double p, const rng::Reservation* r,
-                          const Tensor& q, const Tensor& k) {
-  AttentionParams params{.scale = scale, .causal = causal};
+AttentionParams params_of(double scale, bool causal, int64_t offset, double p,
+                          const rng::Reservation* r, const Tensor& q, const Tensor& k) {
+  AttentionParams params{.scale = scale, .causal = causal, .causal_offset = causal ? offset : 0};
   if (p == 0) return params;
   const uint64_t need = sdpa_dropout_words(q.size(0), q.size(1), q.size(2), k.size(2));
   REPRISE_CHECK(r != nullptr && r->count >= need, kOpName, ": dropout_p = ", p, " needs ", need,
@@ -76,6 +78,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   check_inputs(q, k, v, options);
   const double scale = options.scale.value_or(1.0 / std::sqrt(double(q.size(3))));
   const bool causal = options.causal;
+  const int64_t offset = options.causal_offset;
   const double p = options.dropout_p;
   std::optional<rng::Reservation> words;
   if (p > 0) {
@@ -92,15 +95,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       .inputs = {q, k, v},
       // Replay passes the recorded reservation (or, on purpose, another one) as r.
       .forward =
-          [scale, causal, p](const Tensors& in, const rng::Reservation* r) {
-            const AttentionParams params = params_of(scale, causal, p, r, in[0], in[1]);
+          [scale, causal, offset, p](const Tensors& in, const rng::Reservation* r) {
+            const AttentionParams params = params_of(scale, causal, offset, p, r, in[0], in[1]);
             return backend_of(in[0]).sdpa(in[0], in[1], in[2], params);
           },
       .backward =
-          [scale, causal, p](Node& node, const Tensors& g) {
+          [scale, causal, offset, p](Node& node, const Tensors& g) {
             const Tensor q = node.saved_input(0), k = node.saved_input(1);
             const AttentionParams params =
-                params_of(scale, causal, p, node.rng ? &*node.rng : nullptr, q, k);
+                params_of(scale, causal, offset, p, node.rng ? &*node.rng : nullptr, q, k);
             return backend_of(g[0]).sdpa_backward(
                 q, k, node.saved_input(2), node.saved_output(0), node.saved_output(1), g[0], params,
                 node.needs_input_grad(0), node.needs_input_grad(1));

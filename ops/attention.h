@@ -24,10 +24,13 @@ class Generator;
 namespace reprise::ops {
 
 struct AttentionOptions {
-  // Query i attends keys j <= i, as torch's is_causal. When T != S the mask
-  // is aligned top-left like torch's (row i sees keys 0..i), so every row
-  // sees at least key 0.
+  // Query i attends keys j <= i + causal_offset. With the offset 0 (torch's
+  // is_causal) the mask is aligned top-left when T != S (row i sees keys
+  // 0..i); with S - T it is aligned bottom-right: the queries are the last T
+  // of S positions, as when a KV cache holds the first S - T. Every row sees
+  // at least key 0.
   bool causal = false;
+  int64_t causal_offset = 0;  // >= 0; read only when causal
   // Multiplies q.k before the softmax; 1/sqrt(D) when unset.
   std::optional<double> scale;
   // Probability of zeroing an attention weight (after the softmax; kept

@@ -80,10 +80,11 @@ struct AttnDropout {
   }
 };
 
-// How many keys of the block at j0 (nj keys) query i sees.
-REPRISE_HD int64_t visible_keys(bool causal, int64_t i, int64_t j0, int64_t nj) {
+// How many keys of the block at j0 (nj keys) query i sees: under a causal
+// mask, keys j <= i + off.
+REPRISE_HD int64_t visible_keys(bool causal, int64_t off, int64_t i, int64_t j0, int64_t nj) {
   if (!causal) return nj;
-  const int64_t v = i - j0 + 1;
+  const int64_t v = i + off - j0 + 1;
   return v < 0 ? 0 : (v > nj ? nj : v);
 }
 
@@ -106,6 +107,7 @@ struct AttnForwardKernel {
   AttnShape s;
   T scale;
   bool causal;
+  int64_t off;  // causal offset: query i sees keys j <= i + off
   AttnDropout<T> drop;
 
   // Shared memory: the query tile, a key block (k, then v; rows padded by
@@ -141,7 +143,7 @@ struct AttnForwardKernel {
       const int64_t i0 = w % nqb * kFwdRows;
       const int64_t nr = s.T - i0 < kFwdRows ? s.T - i0 : kFwdRows;
       const int64_t row0 = (b * s.Hq + h) * s.T + i0;
-      const int64_t kend = causal ? (s.S < i0 + nr ? s.S : i0 + nr) : s.S;
+      const int64_t kend = causal ? (s.S < i0 + nr + off ? s.S : i0 + nr + off) : s.S;
       ctx.threads([&](int t) {
         for (int64_t e = t; e < nr * s.D; e += kThreads)
           sm.q[e] = q.at(b, h, i0 + e / s.D)[e % s.D * q.sc];
@@ -163,7 +165,7 @@ struct AttnForwardKernel {
         ctx.threads([&](int t) {
           for (int64_t e = t; e < nr * kKeyBlock; e += kThreads) {
             const int64_t r = e / kKeyBlock, j = e % kKeyBlock;
-            const int64_t valid = visible_keys(causal, i0 + r, j0, nj);
+            const int64_t valid = visible_keys(causal, off, i0 + r, j0, nj);
             sm.p[r * P + j] =
                 j < valid ? dot_chain(sm.q + r * s.D, int64_t(1), sm.kv + j * sm.kvw, s.D) * scale
                           : -std::numeric_limits<T>::infinity();
@@ -278,6 +280,7 @@ struct AttnBackwardArgs {
   AttnShape s;
   T scale;
   bool causal;
+  int64_t off;  // causal offset
   AttnDropout<T> drop;
 };
 
@@ -353,7 +356,7 @@ REPRISE_HD void tile_gradients(Ctx& ctx, const AttnBackwardArgs<T>& a, const Att
   ctx.threads([&](int t) {
     for (int64_t e = t; e < nr * nj; e += Ctx::kThreads) {
       const int64_t r = e / nj, j = e % nj;
-      const int64_t valid = visible_keys(a.causal, i0 + r, j0, nj);
+      const int64_t valid = visible_keys(a.causal, a.off, i0 + r, j0, nj);
       const T p =
           j < valid
               ? fn::exp_of(dot_chain(sm.q + r * s.D, int64_t(1), sm.k + j * sm.kw, s.D) * a.scale -
@@ -402,9 +405,9 @@ struct AttnKeyGradKernel {  // dK and dV
         for (int64_t e = t; e < nj * s.Dv; e += kThreads) sm.acc1[e] = T(0);
       });
       for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-        // Causal: queries before j0 see nothing of this block (the CPU
-        // starts its 64-row tiles there).
-        for (int64_t i0 = a.causal ? j0 : 0; i0 < s.T; i0 += kBwdRows) {
+        // Causal: queries before j0 - off see nothing of this block.
+        const int64_t first = a.causal && j0 > a.off ? j0 - a.off : 0;
+        for (int64_t i0 = first / kBwdRows * kBwdRows; i0 < s.T; i0 += kBwdRows) {
           const int64_t nr = s.T - i0 < kBwdRows ? s.T - i0 : kBwdRows;
           ctx.sync();
           load_query_tile(ctx, a, sm, b, h, i0, nr);
@@ -465,7 +468,8 @@ struct AttnQueryGradKernel {  // dQ
       const int64_t nr = s.T - i0 < kBwdRows ? s.T - i0 : kBwdRows;
       // The key blocks the CPU's 64-row tile of these rows visits.
       const int64_t tile0 = i0 / kKeyBlock * kKeyBlock;
-      const int64_t kend = a.causal ? (s.S < tile0 + 1 ? s.S : tile0 + 1) : s.S;
+      const int64_t kend_tile = tile0 + kKeyBlock + a.off;
+      const int64_t kend = a.causal ? (s.S < kend_tile ? s.S : kend_tile) : s.S;
       load_query_tile(ctx, a, sm, b, h, i0, nr);
       ctx.threads([&](int t) {
         for (int64_t e = t; e < nr * s.D; e += kThreads) sm.acc0[e] = T(0);
@@ -543,6 +547,7 @@ Tensors sdpa(const Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v,
                 .s = s,
                 .scale = T(params.scale),
                 .causal = params.causal,
+                .off = params.causal_offset,
                 .drop = attn_dropout<T>(params)},
               attn_blocks(s.B * s.Hq * ((s.T + kFwdRows - 1) / kFwdRows)), bytes);
   });
@@ -578,6 +583,7 @@ Tensors sdpa_backward(const Exec& ex, const Tensor& q, const Tensor& k, const Te
                                 .s = s,
                                 .scale = T(params.scale),
                                 .causal = params.causal,
+                                .off = params.causal_offset,
                                 .drop = attn_dropout<T>(params)};
     const size_t key_bytes = AttnKeyGradKernel<T>::shared_bytes(s);
     check_shared(key_bytes, ex.max_shared_bytes(), s, q.dtype());

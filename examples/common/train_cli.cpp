@@ -16,6 +16,7 @@
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
 #include "engine/threads.h"
+#include "io/tokenizer.h"
 #include "nn/data.h"
 #include "nn/hf.h"
 #include "parallel/process_group.h"
@@ -69,6 +70,7 @@ FlagTable common_flags() {
   return {
       {"--help", {false, [](Options& o, const std::string&) { o.help = true; }}},
       {"--data", {true, [](Options& o, const std::string& v) { o.data = v; }}},
+      {"--tokenizer", {true, [](Options& o, const std::string& v) { o.tokenizer = v; }}},
       {"--steps", {true, int_into("--steps", &nn::TrainConfig::steps)}},
       {"--batch", {true, int_into("--batch", &nn::TrainConfig::batch)}},
       {"--grad-accum", {true, int_into("--grad-accum", &nn::TrainConfig::grad_accum)}},
@@ -396,10 +398,36 @@ void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_ra
   log.metrics.emplace_back("last_step_buckets", std::move(step));
 }
 
+// The tokenizer of a session: --tokenizer; else a resumed run's; else the
+// one in the --init-from folder, when it has one; else bytes.
+nn::DataTokenizer session_tokenizer(const Options& o,
+                                    const std::optional<nn::TrainStateInfo>& resumed) {
+  if (!o.tokenizer.empty()) return nn::DataTokenizer::load(o.tokenizer);
+  if (resumed) {
+    if (resumed->tokenizer_path.empty()) return {};
+    return nn::DataTokenizer::load(resumed->tokenizer_path);
+  }
+  if (!o.init_from.empty() && io::has_tokenizer(o.init_from))
+    return nn::DataTokenizer::load(o.init_from);
+  return {};
+}
+
+// Copies the tokenizer's files into the Hugging Face folder `dir`, each
+// through a temporary file and a rename.
+void export_tokenizer(const nn::DataTokenizer& tok, const std::string& dir) {
+  namespace fs = std::filesystem;
+  for (const io::TokenizerFile& f : io::tokenizer_files(tok.path)) {
+    const fs::path dst = fs::path(dir) / f.name, tmp = fs::path(dir) / (f.name + ".tmp");
+    if (fs::exists(dst) && fs::equivalent(f.path, dst)) continue;
+    fs::copy_file(f.path, tmp, fs::copy_options::overwrite_existing);
+    fs::rename(tmp, dst);
+  }
+}
+
 int train(const Program& program, const FlagTable& table, const Options& flags_only,
           const Args& args, parallel::World& world) {
   std::optional<nn::TrainStateInfo> resumed;
-  const Options o = session_options(program, table, flags_only, args, resumed);
+  Options o = session_options(program, table, flags_only, args, resumed);
   if (o.threads > 0) threads::set_num_threads(o.threads);
   const int ranks = world.size();
   const bool lead = world.rank() == 0;  // logs and writes files
@@ -421,8 +449,13 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     }
   }
 
+  const nn::DataTokenizer tok = session_tokenizer(o, resumed);
+  // A new model's embedding has a row per id of its tokenizer.
+  if (!tok.is_bytes() && !resumed && o.init_from.empty())
+    o.config.model.vocab_size = tok.vocab_size();
   auto data = std::make_shared<const nn::TextDataset>(
-      o.data.empty() ? nn::TextDataset::builtin() : nn::TextDataset::from_file(o.data));
+      o.data.empty() ? nn::TextDataset::builtin(nn::kCorpusSeed, nn::kCorpusBytes, 0.1, tok)
+                     : nn::TextDataset::from_file(o.data, 0.1, tok));
   auto group = std::make_shared<parallel::ProcessGroup>(
       world.communicator(), parallel::ProcessGroupOptions{.expert_parallel = o.expert_parallel,
                                                           .bucket_bytes = o.bucket_kib * 1024});
@@ -435,17 +468,39 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   const nn::CorpusEntropy entropy = nn::corpus_entropy();
   const Peak peak = machine_peak(threads::num_threads() * ranks);
   const double flops_per_token = trainer.model().training_flops_per_token(c.seq);
+  // With a tokenizer, the built-in corpus's entropy rate per token: its
+  // lines' entropy over the tokens they became (EOS and BOS add none).
+  const double lines = double(std::count(data->text().begin(), data->text().end(), '\n'));
+  const double tokens = double(data->num_tokens());
+  const double entropy_rate = lines * entropy.line_nats / tokens;
+  const double grammar_only_rate =
+      lines * entropy.grammar_only_nats * entropy.mean_line_bytes / tokens;
   if (lead) {
     std::printf("model    %s: %.2fM parameters%s, %.1f MFLOP per token per step\n",
                 c.model.describe().c_str(), double(trainer.model().num_parameters()) / 1e6,
                 o.expert_parallel ? " in each process" : "", flops_per_token / 1e6);
-    std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n", data->name().c_str(),
-                data->text().size(), (long long)data->train_size(), (long long)data->val_size());
-    if (o.data.empty()) {
+    if (tok.is_bytes()) {
+      std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n",
+                  data->name().c_str(), data->text().size(), (long long)data->train_size(),
+                  (long long)data->val_size());
+    } else {
+      std::printf("data     %s: %zu bytes -> %lld tokens (%s), %lld for training, %lld held out\n",
+                  data->name().c_str(), data->text().size(), (long long)data->num_tokens(),
+                  tok.describe().c_str(), (long long)data->train_size(),
+                  (long long)data->val_size());
+    }
+    if (o.data.empty() && tok.is_bytes()) {
       std::printf(
           "         entropy rate %.3f nats/byte (a model that cannot copy or add: %.3f); "
           "uniform %.3f\n",
           entropy.nats_per_byte, entropy.grammar_only_nats, entropy.uniform_nats);
+    } else if (o.data.empty()) {
+      std::printf(
+          "         entropy rate %.3f nats/token, %.2f bytes per token (a model that cannot copy "
+          "or "
+          "add: %.3f); uniform %.3f\n",
+          entropy_rate, double(data->text().size()) / tokens, grammar_only_rate,
+          std::log(double(tok.vocab_size())));
     }
     std::printf(
         "run      %lld steps of %lld x %lld tokens, AdamW lr %.3g -> %.3g (cosine, warmup %lld), "
@@ -580,7 +635,9 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   }
   if (!o.export_dir.empty() && lead) {
     nn::save_llama(trainer.model(), o.export_dir);
-    std::printf("exported Hugging Face folder %s\n", o.export_dir.c_str());
+    if (!tok.is_bytes()) export_tokenizer(tok, o.export_dir);
+    std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
+                tok.is_bytes() ? "" : " with its tokenizer");
   }
   if (!lead) return 0;
   const nn::CheckpointConfig& ck = c.checkpointing;
@@ -588,7 +645,11 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
               session_seconds, last_loss);
   if (last_val) std::printf(", val loss %.4f", *last_val);
-  if (o.data.empty()) std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
+  if (o.data.empty() && tok.is_bytes()) {
+    std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
+  } else if (o.data.empty()) {
+    std::printf(" (entropy rate %.3f nats/token)", entropy_rate);
+  }
   if (ck.kind != nn::CheckpointConfig::Kind::none) {
     std::printf("; %lld region replays (%.1f s), %lld verifier mismatches", (long long)r.replays,
                 r.replay_seconds, (long long)r.mismatches);
@@ -609,7 +670,11 @@ std::string usage(const Program& p) {
   return "usage: " + p.name + " [flags]\n\n" + p.summary +
          R"(
 data
-  --data FILE               train on the bytes of FILE (default: the built-in corpus)
+  --data FILE               train on FILE (default: the built-in corpus)
+  --tokenizer PATH          a tokenizer.json, tokenizer.model or a folder with one: train on
+                            its ids, each document (the file, or a line of the built-in
+                            corpus) ending in EOS (default: a resumed run's, else the
+                            --init-from folder's when it has one, else bytes)
 run (a resumed run must keep these)
   --steps N                 schedule length in optimizer steps (250)
   --batch N                 sequences per micro-batch and process (16)

@@ -1,5 +1,6 @@
-// llama_train: trains a small byte-level Llama with reprise, on a built-in
-// generated corpus (nn/data.h) or any text file, and prints its progress.
+// llama_train: trains a small Llama with reprise, on bytes or a tokenizer's
+// ids, on a built-in generated corpus (nn/data.h) or any text file, and
+// prints its progress.
 // The run itself (model, optimizer, generator, step, checkpoints) is
 // nn::Trainer (nn/train_state.h); the command line around it (flags,
 // logging, metrics, evaluation, saving and HF import/export) is
@@ -12,9 +13,10 @@ int main(int argc, char** argv) {
   train_cli::Program program;
   program.name = "llama_train";
   program.summary =
-      "Trains a byte-level Llama (vocabulary: the 256 byte values). With no flags it\n"
-      "trains the default small model on the built-in corpus and prints a progress\n"
-      "line every --log-every steps and a held-out loss every --eval-every steps.\n";
+      "Trains a Llama on bytes (vocabulary: the 256 byte values) or on a tokenizer's\n"
+      "ids (--tokenizer). With no flags it trains the default small model on the\n"
+      "built-in corpus and prints a progress line every --log-every steps and a\n"
+      "held-out loss every --eval-every steps.\n";
   program.hf_model = "Llama";
   return train_cli::run_program(program, argc, argv);
 }

@@ -1,9 +1,10 @@
-// moe_train: trains a small byte-level mixture-of-experts model (Mixtral's
-// layout: every decoder layer's MLP is a SparseMoeBlock, nn/moe.h) with
-// reprise, on the built-in corpus (nn/data.h) or any text file. The command
-// line is llama_train's (examples/common/train_cli.h) plus the MoE's own
-// flags; each logged step adds the router losses and, per layer, the tokens
-// routed to each expert and those dropped by the capacity limit.
+// moe_train: trains a small mixture-of-experts model (Mixtral's layout:
+// every decoder layer's MLP is a SparseMoeBlock, nn/moe.h) with reprise, on
+// bytes or a tokenizer's ids, on the built-in corpus (nn/data.h) or any
+// text file. The command line is llama_train's (examples/common/train_cli.h)
+// plus the MoE's own flags; each logged step adds the router losses and,
+// per layer, the tokens routed to each expert and those dropped by the
+// capacity limit.
 
 #include <cstdio>
 #include <string>
@@ -138,8 +139,9 @@ int main(int argc, char** argv) {
   train_cli::Program program;
   program.name = "moe_train";
   program.summary =
-      "Trains a byte-level mixture-of-experts model (Mixtral's layout: every MLP is a\n"
-      "set of SwiGLU experts behind a top-k router; vocabulary: the 256 byte values).\n"
+      "Trains a mixture-of-experts model (Mixtral's layout: every MLP is a set of\n"
+      "SwiGLU experts behind a top-k router) on bytes (vocabulary: the 256 byte values)\n"
+      "or on a tokenizer's ids (--tokenizer).\n"
       "With no flags it trains the default small model on the built-in corpus and\n"
       "prints a progress line every --log-every steps, with the router losses and\n"
       "each layer's tokens per expert, and a held-out loss every --eval-every steps.\n";

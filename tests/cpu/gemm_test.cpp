@@ -2,7 +2,8 @@
 // element is bit for bit the sequential FMA chain over k, in f32 and f64,
 // at every CPU capability, whatever the storage order of a and b, the
 // batch, the tile edges (6- or 12-row and 8-, 16- or 32-column panels,
-// 256-deep k blocks) and the thread count.
+// 256-deep k blocks), products of at most 4 rows (read in place) and the
+// thread count.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -67,8 +68,11 @@ TEST_P(Gemm, EveryElementIsTheSequentialFmaChain) {
   struct Dims {
     int64_t batch, M, K, N;
   };
-  for (Dims d : {Dims{1, 1, 1, 1}, Dims{1, 13, 257, 33}, Dims{3, 25, 600, 70}, Dims{1, 300, 5, 530},
-                 Dims{2, 12, 256, 32}, Dims{1, 50, 40, 700}, Dims{1, 520, 300, 97}}) {
+  // The thin path (at most 4 rows, B read in place) and the tiled one.
+  for (Dims d :
+       {Dims{1, 1, 1, 1}, Dims{1, 1, 300, 70}, Dims{2, 3, 17, 33}, Dims{1, 4, 600, 530},
+        Dims{1, 5, 40, 16}, Dims{1, 13, 257, 33}, Dims{3, 25, 600, 70}, Dims{1, 300, 5, 530},
+        Dims{2, 12, 256, 32}, Dims{1, 50, 40, 700}, Dims{1, 520, 300, 97}}) {
     Tensor a = uniform({d.batch, d.M, d.K}, -1, 1, 71, GetParam());
     Tensor b = uniform({d.batch, d.K, d.N}, -1, 1, 72, GetParam());
     const std::vector<double> expected = fma_chains(a, b);
@@ -108,15 +112,18 @@ TEST_P(Gemm, FoldedBatchIsTheSequentialFmaChain) {
 // Infinities and NaN travel as the FMA chain carries them; padding lanes
 // (zeros) never reach the output.
 TEST_P(Gemm, NonFiniteValuesPropagateAsTheChainDoes) {
-  Tensor a = uniform({1, 14, 20}, -1, 1, 75, GetParam());
-  Tensor b = uniform({1, 20, 35}, -1, 1, 76, GetParam());
-  NoGradGuard no_grad;
-  a.select(0, 0).select(0, 3).select(0, 5).fill_(std::numeric_limits<double>::infinity());
-  a.select(0, 0).select(0, 13).select(0, 19).fill_(std::numeric_limits<double>::quiet_NaN());
-  b.select(0, 0).select(0, 7).select(0, 34).fill_(-std::numeric_limits<double>::infinity());
-  for_each_capability([&](CpuCapability c) {
-    EXPECT_TRUE(same_bits(ops::matmul(a, b).to_vector<double>(), fma_chains(a, b))) << to_string(c);
-  });
+  for (int64_t M : {14, 4}) {  // tiled, and read in place
+    Tensor a = uniform({1, M, 20}, -1, 1, 75, GetParam());
+    Tensor b = uniform({1, 20, 35}, -1, 1, 76, GetParam());
+    NoGradGuard no_grad;
+    a.select(0, 0).select(0, 3).select(0, 5).fill_(std::numeric_limits<double>::infinity());
+    a.select(0, 0).select(0, M - 1).select(0, 19).fill_(std::numeric_limits<double>::quiet_NaN());
+    b.select(0, 0).select(0, 7).select(0, 34).fill_(-std::numeric_limits<double>::infinity());
+    for_each_capability([&](CpuCapability c) {
+      EXPECT_TRUE(same_bits(ops::matmul(a, b).to_vector<double>(), fma_chains(a, b)))
+          << to_string(c) << ", M " << M;
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Gemm, ::testing::Values(DType::f32, DType::f64),

@@ -44,6 +44,7 @@ struct AttnCase {
   int64_t B, Hq, Hkv, T, S, D, Dv;
   bool causal;
   double p;
+  int64_t offset = 0;  // causal offset
 };
 
 class CudaSimAttention : public ::testing::TestWithParam<std::tuple<DType, AttnCase>> {};
@@ -55,7 +56,8 @@ TEST_P(CudaSimAttention, ForwardAndBackwardMatchTheCpu) {
   const Tensor k = random_tensor({c.B, c.Hkv, c.S, c.D}, 2, dtype);
   const Tensor v = random_tensor({c.B, c.Hkv, c.S, c.Dv}, 3, dtype);
   const Tensor dout = random_tensor({c.B, c.Hq, c.T, c.Dv}, 4, dtype);
-  AttentionParams params{.scale = 1 / std::sqrt(double(c.D)), .causal = c.causal};
+  AttentionParams params{
+      .scale = 1 / std::sqrt(double(c.D)), .causal = c.causal, .causal_offset = c.offset};
   if (c.p > 0) {
     params.dropout = AttentionDropout{
         .words = {.seed = 99, .subsequence = 3, .offset = 6, .count = uint64_t(1) << 40}, .p = c.p};
@@ -83,7 +85,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          AttnCase{2, 4, 2, 70, 70, 8, 6, true, 0},
                                          AttnCase{1, 2, 1, 67, 131, 5, 3, false, 0.25},
                                          AttnCase{1, 3, 3, 130, 130, 16, 16, true, 0.5},
-                                         AttnCase{1, 1, 1, 3, 70, 4, 4, true, 0})));
+                                         AttnCase{1, 1, 1, 3, 70, 4, 4, true, 0},
+                                         AttnCase{1, 2, 1, 70, 140, 5, 3, true, 0.25, 70},
+                                         AttnCase{1, 2, 2, 1, 67, 8, 8, true, 0, 66})));
 
 }  // namespace
 }  // namespace reprise::testing

@@ -290,6 +290,54 @@ TEST(TextDataset, RejectsBadInputWithClearErrors) {
   EXPECT_NE(message([&] { small.val_batch(0, 2, 10); }).find("held-out"), std::string::npos);
 }
 
+// The byte path is the one checkpoints were made with: its split and
+// fingerprint (FNV-1a of the text, then of the split point) do not change.
+TEST(TextDataset, BytesAreTheTokensAndTheFingerprintIsStable) {
+  std::string text;
+  for (int i = 0; i < 10; ++i) text += "hello world\n";
+  const TextDataset d("t", text, 0.1);
+  EXPECT_TRUE(d.tokenizer().is_bytes());
+  EXPECT_EQ(d.tokenizer().vocab_size(), 256);
+  EXPECT_EQ(d.train_size(), 108);
+  EXPECT_EQ(d.fingerprint(), 0x8c3daf22b037a811ull);
+  EXPECT_EQ(std::vector<int64_t>(d.tokens().begin(), d.tokens().end()), encode_bytes(text));
+}
+
+// With a tokenizer, every document (a line of the built-in corpus, or a
+// whole file) is encoded with its special tokens and ends in EOS.
+TEST(TextDataset, EncodesEachDocumentAndEndsItWithEos) {
+  const std::string dir = std::string(REPRISE_FIXTURES_DIR) + "/tokenizers/";
+  const DataTokenizer sp = DataTokenizer::load(dir + "llama2_sp");  // BOS 1, EOS 2
+  const TextDataset d = TextDataset::builtin(kCorpusSeed, 3000, 0.25, sp);
+  std::vector<int32_t> want;
+  std::istringstream lines(d.text());
+  for (std::string line; std::getline(lines, line);) {
+    for (int64_t id : sp.tokenizer->encode(line + "\n", true)) want.push_back(int32_t(id));
+    want.push_back(2);
+  }
+  EXPECT_EQ(d.tokens(), want);
+  EXPECT_EQ(want.front(), 1);
+  EXPECT_EQ(d.train_size(), d.num_tokens() - std::llround(0.25 * double(d.num_tokens())));
+  EXPECT_EQ(d.tokenizer().vocab_size(), 600);
+
+  // A file is one document. GPT-2's tokenizer has no BOS or EOS.
+  const DataTokenizer gpt2 = DataTokenizer::load(dir + "gpt2_bpe");
+  const TextDataset whole("t", "one line\ntwo lines\n", 0.0, gpt2);
+  EXPECT_EQ(whole.num_tokens(),
+            int64_t(gpt2.tokenizer->encode("one line\ntwo lines\n", true).size()));
+
+  // Windows hold ids; the fingerprint tells tokenizers (and bytes) apart.
+  rng::Generator g(3);
+  const Batch b = d.sample(2, 16, g);
+  for (int64_t id : b.input_ids.to_vector<int64_t>()) EXPECT_LT(id, 600);
+  const TextDataset again = TextDataset::builtin(kCorpusSeed, 3000, 0.25, sp);
+  EXPECT_EQ(again.fingerprint(), d.fingerprint());
+  EXPECT_NE(TextDataset::builtin(kCorpusSeed, 3000, 0.25).fingerprint(), d.fingerprint());
+  EXPECT_NE(TextDataset::builtin(kCorpusSeed, 3000, 0.25, DataTokenizer::load(dir + "nfkc_sp"))
+                .fingerprint(),
+            d.fingerprint());
+}
+
 TEST(TextDataset, ReadsAFileAsBytes) {
   const std::string path = ::testing::TempDir() + "reprise_data_test.txt";
   const std::string bytes = std::string("hello\0world\n\xff", 13);

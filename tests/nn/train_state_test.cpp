@@ -244,6 +244,56 @@ TEST(TrainState, RejectsAnotherRunOrOtherData) {
   EXPECT_EQ(v.config().checkpointing.policy_string(), "full");
 }
 
+// A checkpoint records its data's tokenizer: resuming with another one is
+// refused, the same one resumes, and the model loads alone for inference.
+TEST(TrainState, RecordsTheTokenizerAndRefusesAnother) {
+  const std::string tokenizers = std::string(REPRISE_FIXTURES_DIR) + "/tokenizers/";
+  auto data = [&](const std::string& name) {
+    return std::make_shared<const TextDataset>(
+        TextDataset::builtin(kCorpusSeed, 20000, 0.1, DataTokenizer::load(tokenizers + name)));
+  };
+  TrainConfig c = tiny_config();
+  c.model.vocab_size = 807;  // llama3_bpe's ids; llama2_sp has 600
+  const std::string dir = fresh_dir("tokenizer");
+  Trainer t(c, data("llama2_sp"));
+  t.step();
+  save_train_state(t, dir);
+  EXPECT_EQ(read_train_state_info(dir).tokenizer_path, tokenizers + "llama2_sp");
+
+  Trainer other(c, data("llama3_bpe"));
+  const std::string e = error_of([&] { load_train_state(other, dir); });
+  EXPECT_NE(e.find("a different text or tokenizer"), std::string::npos) << e;
+  EXPECT_NE(e.find("tokenized as " + tokenizers + "llama2_sp/tokenizer.model: SentencePiece"),
+            std::string::npos)
+      << e;
+  Trainer bytes(c, tiny_data());
+  EXPECT_NE(error_of([&] { load_train_state(bytes, dir); }).find("tokenized as bytes"),
+            std::string::npos);
+  Trainer same(c, data("llama2_sp"));
+  EXPECT_NO_THROW(load_train_state(same, dir));
+  EXPECT_EQ(state_bytes(same), state_bytes(t));
+
+  const std::unique_ptr<LlamaForCausalLM> model = load_train_state_model(dir);
+  EXPECT_EQ(model->config(), t.model().config());
+  const std::vector<NamedParameter> want = t.model().parameters(), got = model->parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].name, want[i].name);
+    EXPECT_EQ(got[i].value.to_vector<float>(), want[i].value.to_vector<float>()) << got[i].name;
+  }
+}
+
+TEST(Trainer, NeedsAnEmbeddingRowForEveryIdOfTheTokenizer) {
+  const TextDataset d = TextDataset::builtin(
+      kCorpusSeed, 5000, 0.1,
+      DataTokenizer::load(std::string(REPRISE_FIXTURES_DIR) + "/tokenizers/llama2_sp"));
+  TrainConfig c = tiny_config();  // vocabulary 256 < 600
+  testing::expect_error([&] { Trainer(c, std::make_shared<const TextDataset>(d)); },
+                        {"vocab_size 256", "600 ids", "llama2_sp"});
+  c.model.vocab_size = 600;
+  EXPECT_NO_THROW(Trainer(c, std::make_shared<const TextDataset>(d)).step());
+}
+
 // The state JSON's integrity hash, as the header documents it.
 uint64_t fnv1a64(const std::string& text) {
   uint64_t h = 0xCBF29CE484222325ull;

@@ -47,8 +47,11 @@ rng::Reservation fixed_words(Sizes z, uint64_t seed) {
           .count = ops::sdpa_dropout_words(z.B, z.Hq, z.T, z.S)};
 }
 
-AttentionOptions dropout_options(double p, Sizes z, bool causal) {
-  return {.causal = causal, .dropout_p = p, .dropout_rng = fixed_words(z, 2026)};
+AttentionOptions dropout_options(double p, Sizes z, bool causal, int64_t offset = 0) {
+  return {.causal = causal,
+          .causal_offset = offset,
+          .dropout_p = p,
+          .dropout_rng = fixed_words(z, 2026)};
 }
 
 const Sizes kSmall{2, 4, 2, 7, 7, 5, 5};  // B, Hq, Hkv, T, S, D, Dv
@@ -64,11 +67,20 @@ const RegisterOpCases attention_cases({
     sdpa_case("blocks_70x70", {1, 2, 1, 70, 70, 3, 3}, {}),
     sdpa_case("blocks_70x70_causal", {1, 2, 1, 70, 70, 3, 3}, {.causal = true}),
     sdpa_case("blocks_67x130_causal", {1, 1, 1, 67, 130, 2, 2}, {.causal = true}),
+    // Causal masks aligned bottom-right (offset S - T: the queries are the
+    // last positions, as with a KV cache) and in between.
+    sdpa_case("causal_offset_t1", {2, 4, 2, 1, 7, 5, 5}, {.causal = true, .causal_offset = 6}),
+    sdpa_case("causal_offset_t_lt_s", {1, 2, 1, 5, 9, 4, 3}, {.causal = true, .causal_offset = 4}),
+    sdpa_case("causal_offset_2", {1, 2, 2, 9, 5, 4, 6}, {.causal = true, .causal_offset = 2}),
+    sdpa_case("blocks_67x130_causal_offset", {1, 1, 1, 67, 130, 2, 2},
+              {.causal = true, .causal_offset = 63}),
     // Dropout with a fixed reservation: a deterministic function of q, k, v.
     sdpa_case("dropout_gqa_7x7", kSmall, dropout_options(0.3, kSmall, false)),
     sdpa_case("dropout_gqa_7x7_causal", kSmall, dropout_options(0.3, kSmall, true)),
     sdpa_case("dropout_blocks_70x70_causal", {1, 2, 1, 70, 70, 3, 3},
               dropout_options(0.5, {1, 2, 1, 70, 70, 3, 3}, true)),
+    sdpa_case("dropout_causal_offset", {1, 2, 1, 5, 9, 4, 3},
+              dropout_options(0.3, {1, 2, 1, 5, 9, 4, 3}, true, 4)),
     // Strided inputs: q and v read through transposed views (B, T, H, D).
     {"sdpa/strided_views",
      [] {
@@ -80,10 +92,11 @@ const RegisterOpCases attention_cases({
      }},
 });
 
-// softmax(scale q k^T + mask) v by explicit loops in f64; with dropout,
-// weight (b, h, i, j) is kept by word ((b Hq + h) T + i) S + j of `words`.
+// softmax(scale q k^T + mask) v by explicit loops in f64, the causal mask
+// hiding keys j > i + offset; with dropout, weight (b, h, i, j) is kept by
+// word ((b Hq + h) T + i) S + j of `words`.
 Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       double dropout_p = 0, rng::Reservation words = {}) {
+                       double dropout_p = 0, rng::Reservation words = {}, int64_t offset = 0) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t Hkv = k.size(1), S = k.size(2), Dv = v.size(3);
   std::vector<double> qv = q.to_vector<double>(), kv = k.to_vector<double>(),
@@ -99,7 +112,7 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
           for (int64_t c = 0; c < D; ++c)
             s += qv[size_t(((b * Hq + h) * T + i) * D + c)] *
                  kv[size_t(((b * Hkv + g) * S + j) * D + c)];
-          p[size_t(j)] = causal && j > i ? -INFINITY : s / std::sqrt(double(D));
+          p[size_t(j)] = causal && j > i + offset ? -INFINITY : s / std::sqrt(double(D));
           mx = std::max(mx, p[size_t(j)]);
         }
         for (double& x : p) sum += (x = std::exp(x - mx));
@@ -127,6 +140,35 @@ TEST(AttentionForward, MatchesNaiveReferenceInF64) {
            v = uniform({2, 2, 75, 7}, -2, 2, 63);
     Tensor out = ops::scaled_dot_product_attention(q, k, v, {.causal = causal});
     EXPECT_TRUE(all_close(out, naive_attention(q, k, v, causal), 1e-13, 1e-12)) << causal;
+  }
+}
+
+// Offsets below, at and past S - T, over several key blocks.
+TEST(AttentionForward, CausalOffsetMatchesNaiveReferenceInF64) {
+  Tensor q = uniform({1, 4, 70, 6}, -2, 2, 61), k = uniform({1, 2, 140, 6}, -2, 2, 62),
+         v = uniform({1, 2, 140, 7}, -2, 2, 63);
+  for (int64_t offset : {0, 1, 63, 64, 70, 100}) {
+    Tensor out =
+        ops::scaled_dot_product_attention(q, k, v, {.causal = true, .causal_offset = offset});
+    EXPECT_TRUE(all_close(out, naive_attention(q, k, v, true, 0, {}, offset), 1e-13, 1e-12))
+        << offset;
+  }
+}
+
+// A query row's output does not depend on the other rows of its call: the
+// last rows of a causal call equal, bit for bit, a call with only those
+// queries and the bottom-right offset (prefill, then a KV cache).
+TEST(AttentionForward, QueriesWithAnOffsetGiveTheBitsOfTheFullCall) {
+  const int64_t S = 150;
+  Tensor q = uniform({1, 4, S, 16}, -2, 2, 64, DType::f32),
+         k = uniform({1, 2, S, 16}, -2, 2, 65, DType::f32),
+         v = uniform({1, 2, S, 16}, -2, 2, 66, DType::f32);
+  const Tensor full = ops::scaled_dot_product_attention(q, k, v, {.causal = true});
+  for (int64_t first : {int64_t(0), int64_t(1), int64_t(63), int64_t(64), int64_t(100), S - 1}) {
+    const Tensor part = ops::scaled_dot_product_attention(q.slice(2, first, S), k, v,
+                                                          {.causal = true, .causal_offset = first});
+    EXPECT_EQ(part.to_vector<float>(), full.slice(2, first, S).contiguous().to_vector<float>())
+        << first;
   }
 }
 
@@ -192,14 +234,15 @@ TEST(AttentionGolden, ForwardAndBackwardMatchTorchInF32) {
   }
 }
 
-std::vector<float> forward_backward_bits(int threads, Sizes z, bool causal, double dropout_p) {
+std::vector<float> forward_backward_bits(int threads, Sizes z, bool causal, double dropout_p,
+                                         int64_t offset) {
   threads::set_num_threads(threads);
   Tensor q = uniform({z.B, z.Hq, z.T, z.D}, -2, 2, 71, DType::f32).requires_grad(true);
   Tensor k = uniform({z.B, z.Hkv, z.S, z.D}, -2, 2, 72, DType::f32).requires_grad(true);
   Tensor v = uniform({z.B, z.Hkv, z.S, z.Dv}, -2, 2, 73, DType::f32).requires_grad(true);
   Tensor dout = uniform({z.B, z.Hq, z.T, z.Dv}, -1, 1, 74, DType::f32);
-  AttentionOptions opt{.causal = causal};
-  if (dropout_p > 0) opt = dropout_options(dropout_p, z, causal);
+  AttentionOptions opt{.causal = causal, .causal_offset = offset};
+  if (dropout_p > 0) opt = dropout_options(dropout_p, z, causal, offset);
   Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
   autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
   std::vector<float> bits = out.to_vector<float>();
@@ -218,11 +261,15 @@ TEST(AttentionDeterminism, OneAndTwoThreadsGiveTheSameBits) {
   for (Sizes z : {Sizes{2, 4, 2, 150, 150, 16, 16}, Sizes{1, 3, 1, 150, 130, 16, 8}}) {
     for (bool causal : {false, true}) {
       for (double p : {0.0, 0.2}) {
-        std::vector<float> one = forward_backward_bits(1, z, causal, p);
-        std::vector<float> two = forward_backward_bits(2, z, causal, p);
-        ASSERT_EQ(one.size(), two.size());
-        EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
-            << "B Hkv " << z.B * z.Hkv << " causal " << causal << " p " << p;
+        for (int64_t offset : {0, 70}) {
+          if (offset > 0 && !causal) continue;
+          std::vector<float> one = forward_backward_bits(1, z, causal, p, offset);
+          std::vector<float> two = forward_backward_bits(2, z, causal, p, offset);
+          ASSERT_EQ(one.size(), two.size());
+          EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+              << "B Hkv " << z.B * z.Hkv << " causal " << causal << " p " << p << " offset "
+              << offset;
+        }
       }
     }
   }
@@ -284,6 +331,7 @@ TEST(AttentionBadInput, NamesTheOpAndTheShapes) {
   expect_sdpa_error(call(Tensor::zeros({2, 4, 7, 5}, DType::i64), k, v), {"i64[2, 4, 7, 5] cpu"});
   expect_sdpa_error(call(q, Tensor::zeros({2, 2, 0, 5}), Tensor::zeros({2, 2, 0, 5})), {"S = 0"});
   expect_sdpa_error(call(q, k, v, {.dropout_p = 1.5}), {"dropout_p"});
+  expect_sdpa_error(call(q, k, v, {.causal = true, .causal_offset = -1}), {"causal_offset", "-1"});
   // A reservation short of B Hq T S = 392 words.
   expect_sdpa_error(
       call(q, k, v, {.dropout_p = 0.1, .dropout_rng = rng::Reservation{.count = 391}}),

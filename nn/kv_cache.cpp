@@ -1,0 +1,32 @@
+#include "nn/kv_cache.h"
+
+#include "engine/error.h"
+
+namespace reprise::nn {
+
+KvCache::KvCache(const LlamaConfig& config, int64_t batch, int64_t capacity, Device device)
+    : batch_(batch), capacity_(capacity) {
+  config.validate();
+  REPRISE_CHECK(batch >= 1, "KvCache: batch must be >= 1, got ", batch);
+  REPRISE_CHECK(capacity >= 1 && capacity <= config.max_position_embeddings,
+                "KvCache: capacity must be in [1, max_position_embeddings = ",
+                config.max_position_embeddings, "], got ", capacity);
+  const Shape shape{batch, config.num_key_value_heads, capacity, config.resolved_head_dim()};
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    layers_.push_back(
+        {Tensor::empty(shape, DType::f32, device), Tensor::empty(shape, DType::f32, device)});
+  }
+}
+
+LayerKv KvCache::layer(size_t i) const {
+  REPRISE_CHECK(i < layers_.size(), "KvCache: layer ", i, " of ", layers_.size());
+  return {.k = layers_[i].k, .v = layers_[i].v, .start = length_};
+}
+
+void KvCache::advance(int64_t tokens) {
+  REPRISE_CHECK(tokens >= 0 && length_ + tokens <= capacity_, "KvCache: ", length_, " + ", tokens,
+                " positions do not fit its capacity of ", capacity_);
+  length_ += tokens;
+}
+
+}  // namespace reprise::nn
