@@ -58,7 +58,9 @@ before=$(find "$artifacts" -type f | sort)
 flags=(-rss_limit_mb="$rss_mb" -malloc_limit_mb="$rss_mb" -timeout="$timeout_s"
        -artifact_prefix="$artifacts/" -print_final_stats=1)
 ((seconds > 0)) && flags+=(-max_total_time="$seconds")
-echo "== fuzz_$name: ${seconds}s, rss and malloc limit ${rss_mb} MiB, log $log"
+limit="${seconds} s"
+((seconds > 0)) || limit="no time limit"
+echo "== fuzz_$name: $limit, rss and malloc limit ${rss_mb} MiB, log $log"
 status=0
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
   "$build/fuzz/fuzz_$name" "${flags[@]}" "$@" "$corpus" "tests/fuzz_corpus/$name" >"$log" 2>&1 ||
@@ -68,7 +70,9 @@ grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$l
 grep -E '^(Done|INFO: Done)' "$log" | tail -1 || true
 new=$(comm -13 <(echo "$before") <(find "$artifacts" -type f | sort) | sed '/^$/d')
 if ((status != 0)) || [[ -n $new ]]; then
-  tail -n 60 "$log"
+  # The report's first lines (what and where), then its summary.
+  sed -n '/ERROR\|runtime error/,$p' "$log" | head -n 30
+  grep -E '^SUMMARY|Test unit written' "$log" || tail -n 30 "$log"
   echo "fuzz_$name FOUND A PROBLEM (exit $status); input: ${new:-see the log}"
   exit 1
 fi
