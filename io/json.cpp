@@ -423,7 +423,12 @@ class Parser {
       std::string_view digits = num.substr(e + 1);
       if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
       auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), exponent);
-      if (ec != std::errc()) exponent = digits[0] == '-' ? INT64_MIN / 2 : INT64_MAX / 2;
+      // Past +-2^62 every exponent means the same here; clamping there keeps
+      // the digit counts added below from overflowing (an exponent written
+      // with leading zeros may read as INT64_MAX itself).
+      if (ec != std::errc() || exponent > INT64_MAX / 2 || exponent < INT64_MIN / 2) {
+        exponent = digits[0] == '-' ? INT64_MIN / 2 : INT64_MAX / 2;
+      }
       num = num.substr(0, e);
     }
     if (!num.empty() && num[0] == '-') num.remove_prefix(1);

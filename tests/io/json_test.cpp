@@ -267,5 +267,21 @@ TEST(Json, ValueCountLimit) {
             "values in the document, found '0'");
 }
 
+TEST(Json, ExponentsThatReadAsTheExtremesOfInt64) {
+  // Found by fuzz_hf: the exponent's leading zeros make it read as exactly
+  // INT64_MAX, to which the digits before the point were then added
+  // (signed overflow). Too large is an Error, too small a zero.
+  EXPECT_EQ(parse_error("333333e0009223372036854775807"),
+            "json: at line 1, column 1 (byte 0): expected a number within the range of a "
+            "double, found '3'");
+  EXPECT_EQ(parse_error("0.5e-0009223372036854775808"), "");
+  EXPECT_EQ(parse("0.5e-0009223372036854775808"), Value(0.0));
+  EXPECT_EQ(parse("-0.5e-9223372036854775808").kind(), Kind::real);
+  EXPECT_TRUE(std::signbit(parse("-0.5e-9223372036854775808").as_double()));
+  EXPECT_EQ(parse_error("5e9223372036854775807"),
+            "json: at line 1, column 1 (byte 0): expected a number within the range of a "
+            "double, found '5'");
+}
+
 }  // namespace
 }  // namespace reprise::json
