@@ -3,11 +3,13 @@
 // either raise a reprise::Error or succeed.
 //
 // The state's JSON is covered by a hash in the same header. Before the
-// input is written, its "reprise.train_state.fnv1a64" is set to the hash of
-// its "reprise.train_state" text: otherwise nearly every mutation of the
-// JSON would stop at the hash check (which the unit tests cover) and the
-// fuzzer would never reach the checks behind it. An input whose header does
-// not parse is written as it is.
+// input is written, the 16 hex digits of its "reprise.train_state.fnv1a64"
+// are set to the hash of its "reprise.train_state" text: otherwise nearly
+// every mutation of the JSON would stop at the hash check (which the unit
+// tests cover) and the fuzzer would never reach the checks behind it. The
+// digits are patched in place, found by their key in the compact header
+// the writer produces, so every other byte stays as the fuzzer made it; an
+// input where either is not found is written as it is.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -38,28 +40,25 @@ std::string fnv1a64_hex(std::string_view text) {
 
 std::string with_state_hash(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  if (size < 8) return bytes;
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = n << 8 | data[i];
-  if (n > size - 8) return bytes;
-  json::Value header;
+  constexpr std::string_view kState = "\"reprise.train_state\":";
+  constexpr std::string_view kHash = "\"reprise.train_state.fnv1a64\":\"";
+  const size_t state = bytes.find(kState), hash = bytes.find(kHash);
+  if (state == std::string::npos || hash == std::string::npos) return bytes;
+  // The state's JSON string literal: from its quote to the next unescaped one.
+  const size_t open = state + kState.size();
+  size_t close = open + 1;
+  while (close < bytes.size() && bytes[close] != '"') close += bytes[close] == '\\' ? 2 : 1;
+  const size_t digits = hash + kHash.size();
+  if (close >= bytes.size() || digits + 16 > bytes.size()) return bytes;
+  json::Value text;
   try {
-    header = json::parse(std::string_view(bytes).substr(8, n));
+    text = json::parse(std::string_view(bytes).substr(open, close + 1 - open));
   } catch (const Error&) {
     return bytes;
   }
-  const json::Value* meta = header.is_object() ? header.find("__metadata__") : nullptr;
-  if (meta == nullptr || !meta->is_object()) return bytes;
-  const json::Value* state = meta->find("reprise.train_state");
-  if (state == nullptr || !state->is_string()) return bytes;
-  json::Value fixed = *meta;
-  fixed.set("reprise.train_state.fnv1a64", fnv1a64_hex(state->as_string()));
-  header.set("__metadata__", std::move(fixed));
-  std::string text = json::dump(header);
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  for (size_t i = 0; i < 8; ++i) out[i] = char(uint64_t(text.size()) >> (8 * i));
-  return out + text + bytes.substr(8 + n);
+  if (!text.is_string()) return bytes;
+  bytes.replace(digits, 16, fnv1a64_hex(text.as_string()));
+  return bytes;
 }
 
 }  // namespace
