@@ -175,6 +175,9 @@ class Parser {
   }
 
   Value parse_value(int depth) {
+    if (++values_ > options_.max_values) {
+      fail("no more than " + std::to_string(options_.max_values) + " values in the document");
+    }
     switch (peek()) {
       case '{':
         return parse_object(depth + 1);
@@ -290,6 +293,11 @@ class Parser {
     ++pos_;  // opening quote
     std::string out;
     while (true) {
+      // Printable ASCII other than '"' and '\\', most of any string, is
+      // copied a run at a time instead of a character at a time.
+      const size_t run = pos_;
+      while (!at_end() && is_plain(uint8_t(s_[pos_]))) ++pos_;
+      out.append(s_.substr(run, pos_ - run));
       if (at_end()) fail("'\"' closing the string");
       uint8_t c = uint8_t(s_[pos_]);
       if (c == '"') {
@@ -365,6 +373,7 @@ class Parser {
   }
 
   static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+  static bool is_plain(uint8_t c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
 
   // The power of ten of the first nonzero digit of a well-formed number
   // ("123e5" -> 7, "0.001" -> -3); tells overflow from underflow.
@@ -375,7 +384,12 @@ class Parser {
       std::string_view digits = num.substr(e + 1);
       if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
       auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), exponent);
-      if (ec != std::errc()) exponent = digits[0] == '-' ? INT64_MIN / 2 : INT64_MAX / 2;
+      // Past +-2^62 every exponent means the same here; clamping there keeps
+      // the digit counts added below from overflowing (an exponent written
+      // with leading zeros may read as INT64_MAX itself).
+      if (ec != std::errc() || exponent > INT64_MAX / 2 || exponent < INT64_MIN / 2) {
+        exponent = digits[0] == '-' ? INT64_MIN / 2 : INT64_MAX / 2;
+      }
       num = num.substr(0, e);
     }
     if (!num.empty() && num[0] == '-') num.remove_prefix(1);
@@ -445,6 +459,7 @@ class Parser {
   std::string_view s_;
   ParseOptions options_;
   size_t pos_ = 0;
+  size_t values_ = 0;  // parsed so far, for max_values
 };
 
 // ---- Writer ----

@@ -27,6 +27,11 @@ namespace {
 // The reference implementation refuses headers over 100 MB; so do we, so a
 // corrupted length cannot make us allocate gigabytes for a header.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// reprise's own limits besides kMaxSafetensorsTensors: they bound the work
+// and memory spent per entry and per dimension after the header is parsed,
+// and the size of error messages that quote a shape.
+constexpr size_t kMaxMetadataEntries = size_t(1) << 17;
+constexpr size_t kMaxRank = 64;
 
 struct FormatDType {
   const char* name;
@@ -132,6 +137,8 @@ TensorInfo parse_tensor_entry(const std::string& file, const std::string& name,
   const json::Value& shape = entry.at("shape");
   REPRISE_CHECK(shape.is_array(), where, ": shape must be an array of integers, got ",
                 json::kind_name(shape.kind()));
+  REPRISE_CHECK(shape.as_array().size() <= kMaxRank, where, ": shape has ", shape.as_array().size(),
+                " dimensions; reprise reads at most ", kMaxRank);
   uint64_t numel = 1;
   bool overflow = false;
   for (const json::Value& d : shape.as_array()) {
@@ -181,6 +188,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
     data_start_ = other.data_start_;
+    data_bytes_ = other.data_bytes_;
     names_ = std::move(other.names_);
     infos_ = std::move(other.infos_);
     metadata_ = std::move(other.metadata_);
@@ -265,12 +273,18 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   REPRISE_CHECK(root.is_object(), "safetensors: ", path, ": header must be a JSON object, got ",
                 json::kind_name(root.kind()));
+  const size_t tensors = root.as_object().size() - (root.find("__metadata__") != nullptr);
+  REPRISE_CHECK(tensors <= kMaxSafetensorsTensors, "safetensors: ", path, ": the header lists ",
+                tensors, " tensors; reprise reads at most ", kMaxSafetensorsTensors, " per file");
 
   for (const auto& [key, value] : root.as_object()) {
     if (key == "__metadata__") {
       REPRISE_CHECK(value.is_object(), "safetensors: ", path,
                     ": __metadata__ must be an object of strings, got ",
                     json::kind_name(value.kind()));
+      REPRISE_CHECK(value.as_object().size() <= kMaxMetadataEntries, "safetensors: ", path,
+                    ": __metadata__ has ", value.as_object().size(),
+                    " entries; reprise reads at most ", kMaxMetadataEntries);
       for (const auto& [mk, mv] : value.as_object()) {
         REPRISE_CHECK(mv.is_string(), "safetensors: ", path, ": __metadata__ entry \"", mk,
                       "\" must be a string, got ", json::kind_name(mv.kind()));
@@ -310,6 +324,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   REPRISE_CHECK(covered == buffer_size, "safetensors: ", path, ": the tensors cover ", covered,
                 " bytes but the data buffer has ", buffer_size,
                 " (bytes past the last tensor belong to no tensor)");
+  file.data_bytes_ = buffer_size;
   return file;
 }
 

@@ -44,6 +44,12 @@ struct TensorInfo {
   uint64_t end = 0;
 };
 
+// The most tensors read_safetensors accepts in one file: far above what a
+// model or a training checkpoint holds (a 126-layer Llama has about 1,100
+// tensors, its training state four times that), low enough that the work
+// per tensor stays small.
+inline constexpr size_t kMaxSafetensorsTensors = size_t(1) << 17;
+
 // The format's dtype name for a reprise dtype: f32 -> "F32", boolean -> "BOOL".
 const char* safetensors_dtype_name(DType dtype);
 
@@ -57,6 +63,8 @@ class SafetensorsFile {
   // Tensor names in header order (the order the writer gave them).
   const std::vector<std::string>& names() const { return names_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // The size of the data buffer, which the tensors tile: their bytes together.
+  uint64_t data_bytes() const { return data_bytes_; }
   bool contains(const std::string& name) const;
   // Raises an Error naming the tensor, and some that exist, when absent.
   const TensorInfo& info(const std::string& name) const;
@@ -72,6 +80,7 @@ class SafetensorsFile {
   std::string path_;
   int fd_ = -1;
   uint64_t data_start_ = 0;  // 8 + N
+  uint64_t data_bytes_ = 0;
   std::vector<std::string> names_;
   std::map<std::string, TensorInfo> infos_;
   std::map<std::string, std::string> metadata_;
@@ -80,6 +89,14 @@ class SafetensorsFile {
 // Opens `path` and validates its header: the sizes, the JSON, every dtype,
 // shape and offset pair, and that the offsets tile the data buffer. Errors
 // name the file and the tensor.
+//
+// Limits on untrusted files, each an Error before anything of the claimed
+// size is allocated: the header length must fit the file and be at most
+// 100,000,000 bytes (the reference implementation's limit), its JSON at
+// most 4 levels deep and 2,097,152 values (json::ParseOptions); at most
+// 131,072 tensors and 131,072 metadata entries, shapes of at most 64
+// dimensions. A tensor's bytes are allocated by get(), only after its shape
+// and data_offsets were found to agree and to lie within the file.
 SafetensorsFile read_safetensors(const std::string& path);
 
 // Every tensor of the file, by name.

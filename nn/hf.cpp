@@ -11,7 +11,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "engine/grad_mode.h"
 #include "io/safetensors.h"
@@ -102,13 +101,23 @@ const char* torch_dtype_name(DType dtype) {
 
 // ---- files --------------------------------------------------------------------
 
-std::string read_text(const std::string& path) {
+// A config.json is a few KB; a file far larger is not one, and reading it
+// whole would cost its size, so it is refused after 1 MiB.
+constexpr size_t kMaxConfigBytes = size_t(1) << 20;
+
+std::string read_config_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   REPRISE_CHECK(in.good(), path, ": cannot open (", std::strerror(errno), ")");
-  std::ostringstream s;
-  s << in.rdbuf();
+  std::string text;
+  char chunk[1 << 14];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, size_t(in.gcount()));
+    // read_llama_config's message names the file.
+    REPRISE_CHECK(text.size() <= kMaxConfigBytes, "more than ", kMaxConfigBytes,
+                  " bytes; a config.json has a few thousand");
+  }
   REPRISE_CHECK(!in.bad(), path, ": read failed");
-  return s.str();
+  return text;
 }
 
 // Writes `text` to a temporary file beside `path`, fsyncs it and renames
@@ -239,10 +248,10 @@ LlamaConfig llama_config_from_json(const json::Value& c, const std::string& wher
   // transformers writes head_dim explicitly; keep 0 when it is the default
   // so that configs compare equal whichever way they were made.
   const int64_t head_dim = int_field(c, "head_dim", where, false, 0);
-  if (head_dim != 0 && l.num_attention_heads > 0 &&
-      head_dim * l.num_attention_heads != l.hidden_size) {
-    l.head_dim = head_dim;
-  }
+  int64_t width = 0;  // checked: the product of two fields of the file may overflow
+  const bool default_head_dim =
+      !__builtin_mul_overflow(head_dim, l.num_attention_heads, &width) && width == l.hidden_size;
+  if (head_dim != 0 && l.num_attention_heads > 0 && !default_head_dim) l.head_dim = head_dim;
   try {
     l.validate();
   } catch (const Error& e) {
@@ -286,15 +295,68 @@ LlamaConfig read_llama_config(const std::string& dir) {
   const std::string path = join(dir, "config.json");
   json::Value v;
   try {
-    v = json::parse(read_text(path));
+    v = json::parse(read_config_text(path));
   } catch (const Error& e) {
     REPRISE_FAIL("read_llama_config: ", path, ": ", e.what());
   }
   return llama_config_from_json(v, path);
 }
 
-void load_llama_weights(LlamaForCausalLM& model, const std::string& path) {
-  const io::SafetensorsFile file = io::read_safetensors(path);
+LlamaSize llama_size(const LlamaConfig& c) {
+  c.validate();
+  // Checked int64 arithmetic: a config read from a file may describe a model
+  // whose counts overflow. Shapes as in nn/llama.h and nn/moe.h.
+  bool overflow = false;
+  auto mul = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow = overflow || __builtin_mul_overflow(a, b, &r);
+    return r;
+  };
+  auto add = [&](int64_t a, int64_t b) {
+    int64_t r = 0;
+    overflow = overflow || __builtin_add_overflow(a, b, &r);
+    return r;
+  };
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.resolved_head_dim();
+  const int64_t q_width = mul(c.num_attention_heads, D), kv_width = mul(c.num_key_value_heads, D);
+  // Per layer: two norms and the q, k, v, o projections, then the MLP.
+  LlamaSize layer{.tensors = 6, .elements = add(mul(2, C), mul(2, mul(add(q_width, kv_width), C)))};
+  const int64_t swiglu = mul(3, mul(F, C));  // gate/up (F, C), down (C, F)
+  if (c.moe) {
+    const int64_t E = c.moe->num_local_experts, S = c.moe->n_shared_experts;
+    // The router (E, C), E experts of w1, w2, w3, and a SwiGLU of S F if S > 0.
+    layer.tensors = add(layer.tensors, add(1, add(mul(3, E), S > 0 ? 3 : 0)));
+    layer.elements = add(layer.elements, add(mul(E, C), mul(add(E, S), swiglu)));
+  } else {
+    layer.tensors = add(layer.tensors, 3);
+    layer.elements = add(layer.elements, swiglu);
+  }
+  // The embedding (V, C), the layers, the final norm, the head (V, C) unless tied.
+  const int64_t vocab_tensors = c.tie_word_embeddings ? 1 : 2;
+  LlamaSize size{.tensors = add(vocab_tensors + 1, mul(c.num_hidden_layers, layer.tensors)),
+                 .elements = add(add(mul(vocab_tensors, mul(c.vocab_size, C)), C),
+                                 mul(c.num_hidden_layers, layer.elements))};
+  REPRISE_CHECK(!overflow, "llama_size: the model of config (", c.describe(),
+                ") has more than 2^63 - 1 weights");
+  return size;
+}
+
+void check_weights_fit(const LlamaConfig& config, const io::SafetensorsFile& file,
+                       uint64_t bytes_per_weight, const std::string& what) {
+  const LlamaSize size = llama_size(config);
+  REPRISE_CHECK(uint64_t(size.tensors) <= io::kMaxSafetensorsTensors, file.path(), ": ", what,
+                " describes a model of ", size.tensors, " tensors (", config.describe(),
+                "), more than a safetensors file may hold (", io::kMaxSafetensorsTensors, ")");
+  REPRISE_CHECK(uint64_t(size.elements) <= file.data_bytes() / bytes_per_weight, file.path(), ": ",
+                what, " describes a model of ", size.elements, " weights (", config.describe(),
+                "), but the file's tensors hold ", file.data_bytes(), " bytes, fewer than ",
+                bytes_per_weight, " per weight");
+}
+
+namespace {
+
+void load_weights(LlamaForCausalLM& model, const io::SafetensorsFile& file) {
+  const std::string& path = file.path();
   const std::vector<NamedParameter> params = model.parameters();
   std::set<std::string> expected;
   // Check names, shapes and dtypes of everything before reading any data.
@@ -338,11 +400,20 @@ void load_llama_weights(LlamaForCausalLM& model, const std::string& path) {
   }
 }
 
+}  // namespace
+
+void load_llama_weights(LlamaForCausalLM& model, const std::string& path) {
+  load_weights(model, io::read_safetensors(path));
+}
+
 std::unique_ptr<LlamaForCausalLM> load_llama(const std::string& dir) {
+  const LlamaConfig config = read_llama_config(dir);
+  const io::SafetensorsFile file = io::read_safetensors(join(dir, "model.safetensors"));
+  check_weights_fit(config, file, 2, "config.json");  // BF16 or F16 at least
   // Initialising from a private generator leaves the default one untouched.
   rng::Generator scratch;
-  auto model = std::make_unique<LlamaForCausalLM>(read_llama_config(dir), scratch);
-  load_llama_weights(*model, join(dir, "model.safetensors"));
+  auto model = std::make_unique<LlamaForCausalLM>(config, scratch);
+  load_weights(*model, file);
   return model;
 }
 

@@ -19,6 +19,7 @@
 
 #include "engine/dtype.h"
 #include "io/json.h"
+#include "io/safetensors.h"
 #include "nn/llama.h"
 
 namespace reprise::nn {
@@ -45,11 +46,30 @@ LlamaConfig llama_config_from_json(const json::Value& config,
 // it is not 0 (and read back by llama_config_from_json).
 json::Value llama_config_to_json(const LlamaConfig& config, DType dtype = DType::f32);
 
-// Reads <dir>/config.json.
+// Reads <dir>/config.json (at most 1 MiB).
 LlamaConfig read_llama_config(const std::string& dir);
 
+// The parameter tensors of a model of `config` and their elements in all,
+// counted without building it (the model's parameters() would list the
+// same). Raises an Error when the config is invalid or a count exceeds int64.
+struct LlamaSize {
+  int64_t tensors = 0;
+  int64_t elements = 0;
+};
+LlamaSize llama_size(const LlamaConfig& config);
+
+// Raises an Error naming the file and `what` (the config's source) unless
+// a model of `config` has no more tensors than a safetensors file may hold
+// and `file`'s tensors hold at least `bytes_per_weight` bytes per weight of
+// it. Readers call it before they build the model, so that a config that
+// claims a far larger model than its file (a vocab_size of 10^9, a million
+// layers) is refused before the model's memory is allocated, not after.
+void check_weights_fit(const LlamaConfig& config, const io::SafetensorsFile& file,
+                       uint64_t bytes_per_weight, const std::string& what);
+
 // Builds a model from <dir>/config.json and loads <dir>/model.safetensors
-// into it.
+// into it, checking with check_weights_fit (2 bytes per weight: BF16 or F16
+// at least) before the model is built.
 std::unique_ptr<LlamaForCausalLM> load_llama(const std::string& dir);
 
 // Loads the weights of the safetensors file at `path` into `model` (same

@@ -547,6 +547,9 @@ TrainStateInfo read_train_state_info(const std::string& dir) {
   const std::string& path = s.file.path();
   TrainStateInfo info;
   info.config = TrainConfig::from_json(field(s.state, "config", path), path + " config");
+  // The caller builds a Trainer of this config: its model must fit the f32
+  // parameters the file holds before it is allocated.
+  check_weights_fit(info.config.model, s.file, 4, "the training state's config");
   info.step = int_field(s.state, "step", path);
   info.ranks = int(saved_ranks(s.state, path));
   const json::Value& data = field(s.state, "data", path);
@@ -640,9 +643,15 @@ void load_train_state(Trainer& t, const std::string& dir) {
                 path, ": the checksum list does not match the ", s.file.names().size(),
                 " tensors of the file");
   std::map<std::string, Tensor> loaded;
-  for (const std::string& name : s.file.names()) {
-    const uint64_t expected = parse_u64(string_field(checksums, name.c_str(), path + " checksums"),
-                                        16, path + " checksum of '" + name + "'");
+  // As many checksums as tensors, with unique names: each names a tensor of
+  // the file, so together they name every one. (Looking each tensor up in
+  // the checksum list instead would cost a scan per tensor.)
+  for (const auto& [name, hash] : checksums.as_object()) {
+    REPRISE_CHECK(s.file.contains(name), path, ": the checksum list names a tensor '", name,
+                  "' that the file does not hold");
+    REPRISE_CHECK(hash.is_string(), path, ": the checksum of '", name, "' must be a string, got ",
+                  json::kind_name(hash.kind()));
+    const uint64_t expected = parse_u64(hash.as_string(), 16, path + " checksum of '" + name + "'");
     Tensor value = s.file.get(name);
     REPRISE_CHECK(autograd::hash_values(value) == expected, path, ": tensor '", name, "' (",
                   value.describe(), ") is corrupted: its bytes do not match the recorded hash");

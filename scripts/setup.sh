@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what reprise needs to build and test on a Debian machine
 # (g++, CMake, GoogleTest, Google Benchmark and the CUDA toolkit are expected
-# to be present; MPI comes from apt). Idempotent.
+# to be present; MPI comes from apt, and clang with its runtime libraries,
+# libFuzzer's among them, for the fuzz targets). Idempotent.
 set -euo pipefail
 
 packages=(libopenmpi-dev openmpi-bin libgtest-dev libbenchmark-dev
-          cmake g++ clang-format)
+          cmake g++ clang-format clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

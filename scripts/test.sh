@@ -2,7 +2,8 @@
 # Sets up, builds and runs every test: the Release build (warnings are
 # errors) at every CPU capability this machine has, training on 2 processes
 # under MPI, the ASan+UBSan build, a find_package(reprise) consumer built
-# against an installed prefix, and the clang-format check.
+# against an installed prefix, the clang-format check, and a short run of
+# each fuzz target.
 # GPU tests (CTest label gpu) skip themselves when no device is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,5 +55,10 @@ cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_SANITIZ
 cmake --build build/sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j"$jobs" --timeout 1800 -LE "slow|mpi"
+
+echo "== fuzz targets, 30 s each (scripts/fuzz.sh; README: Reliability)"
+for target in json safetensors hf train_state; do
+  REPRISE_JOBS=$jobs scripts/fuzz.sh "$target" 30
+done
 
 echo "== all tests passed"

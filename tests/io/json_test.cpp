@@ -226,5 +226,62 @@ TEST(Json, SetReplacesOrAppends) {
   EXPECT_EQ(dump(v), R"({"a":"x","b":2})");
 }
 
+TEST(Json, StringsMixingPlainRunsEscapesAndUtf8) {
+  // Plain ASCII is copied a run at a time; escapes, UTF-8 and the quote end a run.
+  EXPECT_EQ(parse("\"plain \\n then \xC3\xA9 then \\u0041\\\"q\\\\\"").as_string(),
+            "plain \n then \xC3\xA9 then A\"q\\");
+  EXPECT_EQ(parse(R"({"": ""})").at("").as_string(), "");
+  // A raw control character after a long run is reported where it is.
+  EXPECT_EQ(parse_error("\"" + std::string(1000, 'a') + "\x01\""),
+            "json: at line 1, column 1002 (byte 1001): expected an escape (\\n, \\t, \\u00XX, "
+            "...) instead of a raw control character, found byte 0x01");
+  EXPECT_EQ(parse_error("\"" + std::string(1000, 'a')),
+            "json: at line 1, column 1002 (byte 1001): expected '\"' closing the string, found end "
+            "of input");
+}
+
+TEST(Json, NestingDeeperThanTheLimitIsAnErrorNotAStackOverflow) {
+  // 100000 levels would overflow the stack of a recursive parser without a
+  // limit; each kind stops at level 129, where it is reported.
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  EXPECT_EQ(parse_error(objects),
+            "json: at line 1, column 641 (byte 640): expected nesting no deeper than 128 levels, "
+            "found '{'");
+  EXPECT_EQ(parse_error(std::string(100000, '[') + std::string(100000, ']')),
+            "json: at line 1, column 129 (byte 128): expected nesting no deeper than 128 levels, "
+            "found '['");
+}
+
+TEST(Json, ValueCountLimit) {
+  EXPECT_EQ(parse("[1, 2]", {.max_values = 3}), Value(Array{1, 2}));
+  EXPECT_EQ(parse_error(R"({"a": [1, 2]})", {.max_values = 3}),
+            "json: at line 1, column 11 (byte 10): expected no more than 3 values in the "
+            "document, found '2'");
+  // The default, 2^21: "0," takes two bytes of text and a 40-byte value.
+  std::string zeros = "[0";
+  for (size_t i = 1; i < (size_t(1) << 21) - 1; ++i) zeros += ",0";
+  EXPECT_EQ(parse(zeros + "]").as_array().size(), (size_t(1) << 21) - 1);
+  EXPECT_EQ(parse_error(zeros + ",0]"),
+            "json: at line 1, column 4194304 (byte 4194303): expected no more than 2097152 "
+            "values in the document, found '0'");
+}
+
+TEST(Json, ExponentsThatReadAsTheExtremesOfInt64) {
+  // Found by fuzz_hf: the exponent's leading zeros make it read as exactly
+  // INT64_MAX, to which the digits before the point were then added
+  // (signed overflow). Too large is an Error, too small a zero.
+  EXPECT_EQ(parse_error("333333e0009223372036854775807"),
+            "json: at line 1, column 1 (byte 0): expected a number within the range of a "
+            "double, found '3'");
+  EXPECT_EQ(parse_error("0.5e-0009223372036854775808"), "");
+  EXPECT_EQ(parse("0.5e-0009223372036854775808"), Value(0.0));
+  EXPECT_EQ(parse("-0.5e-9223372036854775808").kind(), Kind::real);
+  EXPECT_TRUE(std::signbit(parse("-0.5e-9223372036854775808").as_double()));
+  EXPECT_EQ(parse_error("5e9223372036854775807"),
+            "json: at line 1, column 1 (byte 0): expected a number within the range of a "
+            "double, found '5'");
+}
+
 }  // namespace
 }  // namespace reprise::json

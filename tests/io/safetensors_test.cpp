@@ -537,5 +537,71 @@ TEST_F(SafetensorsTest, WriteRejectsBadTensorLists) {
   EXPECT_EQ(listing(), std::vector<std::string>{});
 }
 
+// ---- Limits on untrusted files: each is an Error naming the file, raised
+// before anything of the claimed size is allocated. ----
+
+TEST_F(MalformedTest, HeaderLengthOfTwoToTheSixtyIsAnErrorNotAnAllocation) {
+  std::string bytes = file_bytes("{}", "");
+  const uint64_t n = uint64_t(1) << 60;
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char(uint8_t(n >> (8 * i)));
+  write_bytes(path("bad.safetensors"), bytes);
+  EXPECT_EQ(error_of([&] { read_safetensors(path("bad.safetensors")); }),
+            "safetensors: " + path("bad.safetensors") +
+                ": header length 1152921504606846976 runs past the end of the file (10 bytes; "
+                "truncated file?)");
+}
+
+TEST_F(MalformedTest, ShapesOfAtMost64Dimensions) {
+  // 64 dimensions of 1: one U8 element, one byte.
+  std::string ones = "1";
+  for (int i = 1; i < 64; ++i) ones += ",1";
+  write_bytes(
+      path("ok.safetensors"),
+      file_bytes(R"({"t":{"dtype":"U8","shape":[)" + ones + R"(],"data_offsets":[0,1]}})", "x"));
+  EXPECT_EQ(read_safetensors(path("ok.safetensors")).info("t").shape.size(), 64u);
+  EXPECT_EQ(
+      load_error(R"({"t":{"dtype":"U8","shape":[)" + ones + R"(,1],"data_offsets":[0,1]}})", "x"),
+      "safetensors: " + path("bad.safetensors") +
+          ": tensor 't': shape has 65 dimensions; reprise reads at most 64");
+}
+
+TEST_F(MalformedTest, AtMost131072TensorsAndMetadataEntries) {
+  // Empty tensors all at offset 0 tile an empty buffer, so only the count is wrong.
+  std::string header = "{";
+  for (size_t i = 0; i <= kMaxSafetensorsTensors; ++i) {
+    header += (i ? ",\"" : "\"") + std::to_string(i) +
+              R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]})";
+  }
+  EXPECT_EQ(load_error(header + R"(,"__metadata__":{}})", ""),
+            "safetensors: " + path("bad.safetensors") +
+                ": the header lists 131073 tensors; reprise reads at most 131072 per file");
+
+  std::string metadata = R"({"__metadata__":{)";
+  for (size_t i = 0; i <= 131072; ++i)
+    metadata += (i ? ",\"" : "\"") + std::to_string(i) + "\":\"\"";
+  EXPECT_EQ(load_error(metadata + "}}", ""),
+            "safetensors: " + path("bad.safetensors") +
+                ": __metadata__ has 131073 entries; reprise reads at most 131072");
+}
+
+TEST_F(MalformedTest, HeaderJsonOfMoreThan2097152ValuesStopsWhereTheBudgetEnds) {
+  // 2^21 shape dimensions: parsed whole, they would take 80 MB or more
+  // before the rank could be checked.
+  std::string zeros = "0";
+  for (size_t i = 1; i < (size_t(1) << 21); ++i) zeros += ",0";
+  const std::string header =
+      R"({"t":{"dtype":"U8","shape":[)" + zeros + R"(],"data_offsets":[0,0]}})";
+  EXPECT_EQ(load_error(header, ""),
+            "safetensors: " + path("bad.safetensors") +
+                ": bad header JSON: json: at line 1, column 4194325 (byte 4194324): expected no "
+                "more than 2097152 values in the document, found '0'");
+}
+
+TEST_F(SafetensorsTest, DataBytesIsTheSizeOfTheTensorsTogether) {
+  write_safetensors(path("w.safetensors"),
+                    {{"a", Tensor::ones({3})}, {"b", Tensor::ones({2, 2}, DType::f64)}});
+  EXPECT_EQ(read_safetensors(path("w.safetensors")).data_bytes(), 3u * 4 + 4u * 8);
+}
+
 }  // namespace
 }  // namespace reprise::io

@@ -248,5 +248,79 @@ TEST(HfFolder, TiedFolderMayCarryAnEqualHead) {
   EXPECT_ERROR(load_llama(dir.str()), "'lm_head.weight' differs from 'model.embed_tokens.weight'");
 }
 
+// ---- Limits on untrusted folders ----
+
+TEST(HfFolder, LlamaSizeCountsEveryParameterWithoutBuildingTheModel) {
+  LlamaConfig mixtral = tiny();
+  mixtral.moe = MoeConfig{.num_local_experts = 3, .num_experts_per_tok = 2};
+  LlamaConfig shared = mixtral;
+  shared.moe->n_shared_experts = 2;
+  for (const LlamaConfig& c : {tiny(), tiny(true), mixtral, shared}) {
+    SCOPED_TRACE(c.describe());
+    rng::Generator gen(8);
+    const LlamaForCausalLM m(c, gen);
+    int64_t elements = 0;
+    for (const NamedParameter& p : m.parameters()) elements += p.value.numel();
+    const LlamaSize size = llama_size(c);
+    EXPECT_EQ(size.tensors, int64_t(m.parameters().size()));
+    EXPECT_EQ(size.elements, elements);
+  }
+  // By hand for tiny(): 2 (V C) + C + 2 layers of 2 C + (4 + 1 + 1 + 4) D C + 3 F C.
+  EXPECT_EQ(llama_size(tiny()).elements, 2 * 40 * 16 + 16 + 2 * (32 + 10 * 4 * 16 + 3 * 24 * 16));
+  EXPECT_EQ(llama_size(tiny()).tensors, 21);
+}
+
+TEST(HfFolder, ConfigClaimingAFarLargerModelThanItsWeightsIsRefusedBeforeBuildingIt) {
+  rng::Generator gen(9);
+  TempDir dir;
+  save_llama(LlamaForCausalLM(tiny(), gen), dir.str());
+  const std::string weights = (dir.path / "model.safetensors").string();
+  // A vocabulary of 10^9 would allocate 2 x 64 GB of f32 before the tensor
+  // list could refute it.
+  LlamaConfig big = tiny();
+  big.vocab_size = 1000000000;
+  write_file(dir.path / "config.json", json::dump(llama_config_to_json(big)));
+  EXPECT_EQ(error_of([&] { load_llama(dir.str()); }),
+            weights +
+                ": config.json describes a model of 32000003664 weights (hidden 16, 2 layers, 4 "
+                "heads (1 kv) of 4, ffn 24, vocab 1000000000), but the file's tensors hold 19776 "
+                "bytes, fewer than 2 per weight");
+  // 20000 layers: more tensors than any safetensors file may hold.
+  LlamaConfig deep = tiny();
+  deep.num_hidden_layers = 20000;
+  write_file(dir.path / "config.json", json::dump(llama_config_to_json(deep)));
+  EXPECT_EQ(error_of([&] { load_llama(dir.str()); }),
+            weights +
+                ": config.json describes a model of 180003 tensors (hidden 16, 20000 layers, 4 "
+                "heads (1 kv) of 4, ffn 24, vocab 40), more than a safetensors file may hold "
+                "(131072)");
+}
+
+TEST(HfFolder, HeadDimTimesHeadsThatOverflowsIsAnErrorNotUndefinedBehaviour) {
+  rng::Generator gen(10);
+  TempDir dir;
+  save_llama(LlamaForCausalLM(tiny(), gen), dir.str());
+  json::Value c = llama_config_to_json(tiny());
+  c.set("head_dim", int64_t(1) << 62);  // times 4 heads: 2^64
+  write_file(dir.path / "config.json", json::dump(c));
+  EXPECT_EQ(read_llama_config(dir.str()).head_dim, int64_t(1) << 62);
+  EXPECT_EQ(error_of([&] { load_llama(dir.str()); }),
+            "llama_size: the model of config (hidden 16, 2 layers, 4 heads (1 kv) of "
+            "4611686018427387904, ffn 24, vocab 40) has more than 2^63 - 1 weights");
+}
+
+TEST(HfFolder, ConfigJsonOverOneMiBIsRefused) {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const fs::path config = dir.path / "config.json";
+  const std::string text = json::dump(llama_config_to_json(tiny()));
+  write_file(config, text + std::string((1 << 20) - text.size(), ' '));
+  EXPECT_EQ(read_llama_config(dir.str()), tiny());  // exactly 1 MiB
+  write_file(config, text + std::string((1 << 20) - text.size() + 1, ' '));
+  EXPECT_EQ(error_of([&] { read_llama_config(dir.str()); }),
+            "read_llama_config: " + config.string() +
+                ": more than 1048576 bytes; a config.json has a few thousand");
+}
+
 }  // namespace
 }  // namespace reprise::nn

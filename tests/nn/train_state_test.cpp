@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "io/json.h"
 #include "io/safetensors.h"
+#include "nn/hf.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_train.h"
@@ -394,6 +395,54 @@ TEST(TrainState, RejectsMalformedContentsWithClearErrors) {
   Trainer t(tiny_config(), tiny_data());
   EXPECT_TRUE(
       has(error_of([&] { load_train_state(t, plain); }), "not a reprise training checkpoint"));
+}
+
+TEST(TrainState, ConfigOfAFarLargerModelThanTheFileIsRefusedBeforeATrainerIsBuilt) {
+  const std::string dir = fresh_dir("big_config"), out = fresh_dir("big_config_out");
+  saved_trainer(dir);
+  // A vocabulary of 10^9: the trainer built from this summary would
+  // allocate 64 GB for the embedding alone.
+  rewrite(dir, out, [](std::vector<std::pair<std::string, Tensor>>&, json::Value& s) {
+    json::Value config = s.at("config"), model = config.at("model");
+    model.set("vocab_size", int64_t(1000000000));
+    config.set("model", model);
+    s.set("config", config);
+  });
+  LlamaConfig big = tiny_config().model;
+  big.vocab_size = 1000000000;
+  const std::string path = train_state_path(out);
+  EXPECT_EQ(error_of([&] { read_train_state_info(out); }),
+            path + ": the training state's config describes a model of " +
+                std::to_string(llama_size(big).elements) + " weights (" + big.describe() +
+                "), but the file's tensors hold " +
+                std::to_string(io::read_safetensors(path).data_bytes()) +
+                " bytes, fewer than 4 per weight");
+}
+
+TEST(TrainState, ChecksumListsNameTheTensorOrValueThatIsWrong) {
+  const std::string dir = fresh_dir("checksums"), out = fresh_dir("checksums_out");
+  saved_trainer(dir);
+  // Each edit keeps one checksum per tensor, so the count still matches.
+  auto load_error = [&](const std::string& renamed_to, const json::Value& hash) {
+    rewrite(dir, out, [&](std::vector<std::pair<std::string, Tensor>>&, json::Value& s) {
+      json::Value sums = json::Object{};
+      for (const auto& [name, value] : s.at("checksums").as_object()) {
+        if (name == "model.norm.weight") {
+          sums.set(renamed_to, hash.is_null() ? value : hash);
+        } else {
+          sums.set(name, value);
+        }
+      }
+      s.set("checksums", sums);
+    });
+    Trainer t(tiny_config(), tiny_data());
+    return error_of([&] { load_train_state(t, out); });
+  };
+  const std::string path = train_state_path(out);
+  EXPECT_EQ(load_error("ghost", json::Value()),
+            path + ": the checksum list names a tensor 'ghost' that the file does not hold");
+  EXPECT_EQ(load_error("model.norm.weight", json::Value(7)),
+            path + ": the checksum of 'model.norm.weight' must be a string, got integer");
 }
 
 }  // namespace

@@ -1,0 +1,20 @@
+# REPRISE_FUZZ: libFuzzer targets for the readers of untrusted files
+# (fuzz/*.cpp -> fuzz_<name>), run by scripts/fuzz.sh. libFuzzer comes with
+# clang, so the option needs clang (Debian: clang and libclang-rt-dev, which
+# scripts/setup.sh installs).
+#
+# Every reprise target in such a build gets libFuzzer's coverage
+# instrumentation (so the fuzzer is guided by what the readers and the
+# layers they call do) and ASan+UBSan, with UBSan's findings fatal: a
+# fuzzer only notices what crashes.
+option(REPRISE_FUZZ "Build the libFuzzer targets in fuzz/ (needs clang)" OFF)
+if(REPRISE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "REPRISE_FUZZ needs clang for libFuzzer, got ${CMAKE_CXX_COMPILER_ID} "
+                        "(configure with -DCMAKE_CXX_COMPILER=clang++)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+  add_subdirectory(${PROJECT_SOURCE_DIR}/fuzz ${PROJECT_BINARY_DIR}/fuzz)
+endif()

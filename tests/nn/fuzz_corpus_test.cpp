@@ -1,0 +1,81 @@
+// The fuzz targets' seeds (tests/fuzz_corpus, written by fuzz/make_seeds.cpp)
+// are valid inputs that each reader accepts in full, so the fuzzers start
+// from the deepest paths; a format change that breaks them fails here.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "fuzz/seeds.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+#include "nn/hf.h"
+#include "tests/support/temp_dir.h"
+
+namespace reprise::nn {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> seeds(const std::string& target) {
+  const fs::path dir = fs::path(REPRISE_FIXTURES_DIR) / ".." / "fuzz_corpus" / target;
+  std::vector<fs::path> out(fs::directory_iterator(dir), {});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST(FuzzCorpus, JsonAndSafetensorsSeedsRead) {
+  EXPECT_EQ(seeds("json").size(), 4u);
+  for (const fs::path& p : seeds("json")) EXPECT_NO_THROW(json::parse(read_bytes(p))) << p;
+  EXPECT_EQ(seeds("safetensors").size(), 3u);
+  for (const fs::path& p : seeds("safetensors")) {
+    EXPECT_GT(io::load_safetensors(p.string()).size(), 0u) << p;
+  }
+}
+
+TEST(FuzzCorpus, HfSeedsAreFoldersThatLoad) {
+  const std::string dir = testing::fresh_temp_dir("fuzz_corpus_hf");
+  fs::create_directories(dir);
+  EXPECT_EQ(seeds("hf").size(), 3u);
+  for (const fs::path& p : seeds("hf")) {
+    SCOPED_TRACE(p.string());
+    // config.json, a NUL, model.safetensors (fuzz/hf.cpp).
+    const std::string bytes = read_bytes(p);
+    const size_t nul = bytes.find('\0');
+    ASSERT_NE(nul, std::string::npos);
+    write_bytes(fs::path(dir) / "config.json", bytes.substr(0, nul));
+    write_bytes(fs::path(dir) / "model.safetensors", bytes.substr(nul + 1));
+    EXPECT_EQ(load_llama(dir)->config(), read_llama_config(dir));
+  }
+}
+
+TEST(FuzzCorpus, TrainStateSeedsLoadIntoTheTrainerTheyDescribe) {
+  const std::string dir = testing::fresh_temp_dir("fuzz_corpus_train_state");
+  fs::create_directories(dir);
+  EXPECT_EQ(seeds("train_state").size(), 2u);
+  for (const fs::path& p : seeds("train_state")) {
+    SCOPED_TRACE(p.string());
+    write_bytes(train_state_path(dir), read_bytes(p));
+    const TrainStateInfo info = read_train_state_info(dir);
+    Trainer trainer(info.config, fuzz::seed_dataset());
+    load_train_state(trainer, dir);
+    EXPECT_EQ(trainer.steps_done(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace reprise::nn
