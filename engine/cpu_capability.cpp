@@ -6,23 +6,51 @@
 
 #include "engine/error.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace reprise {
 namespace {
 
-// GCC's and Clang's __builtin_cpu_supports check the OS saves the vector
-// registers too (XGETBV), not only the CPUID bits.
+#if defined(__x86_64__)
+// The CPUID feature bits (Intel SDM vol. 2A, CPUID) and the register state
+// the OS saves (XGETBV's XCR0): a capability needs both. Read directly
+// rather than through __builtin_cpu_supports, whose feature names differ
+// between compilers (Clang 14 knows neither "f16c" nor "bmi2").
+struct X86Features {
+  bool avx2 = false, avx512 = false;
+};
+
+X86Features read_x86_features() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return {};
+  const bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), f16c = ecx & (1u << 29);
+  if (!osxsave) return {};
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool os_avx = (xcr0_lo & 0x6u) == 0x6u;       // SSE and AVX state
+  const bool os_avx512 = (xcr0_lo & 0xe6u) == 0xe6u;  // and opmask, ZMM state
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return {};
+  const bool avx2 = ebx & (1u << 5), bmi2 = ebx & (1u << 8);
+  const bool avx512f = ebx & (1u << 16), avx512dq = ebx & (1u << 17);
+  const bool avx512bw = ebx & (1u << 30), avx512vl = ebx & (1u << 31);
+  X86Features f;
+  f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
+  f.avx512 = f.avx2 && os_avx512 && avx512f && avx512dq && avx512bw && avx512vl;
+  return f;
+}
+#endif
+
 bool cpu_has(CpuCapability c) {
   switch (c) {
     case CpuCapability::scalar:
       return true;
 #if defined(__x86_64__)
     case CpuCapability::avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+      return read_x86_features().avx2;
     case CpuCapability::avx512:
-      return cpu_has(CpuCapability::avx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("avx512vl");
+      return read_x86_features().avx512;
 #endif
     default:
       return false;
