@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the Release build (warnings are
 # errors) at every CPU capability this machine has, the ASan+UBSan build, a
-# find_package(reprise) consumer built against an installed prefix, and the
+# find_package(reprise) consumer built against an installed prefix, the
+# Python package (pip install . in a fresh venv, pytest), and the
 # clang-format check.
 # GPU tests (CTest label gpu) skip themselves when no device is present.
 set -euo pipefail
@@ -39,6 +40,20 @@ cmake --install build/release --prefix build/prefix >/dev/null
 cmake -S examples/embed -B build/embed -DCMAKE_PREFIX_PATH="$PWD/build/prefix" -DCMAKE_BUILD_TYPE=Release
 cmake --build build/embed -j"$jobs"
 build/embed/embed_example
+
+echo "== Python package: pip install . in a fresh venv, pytest"
+# The wheel build (scikit-build-core, build/wheel) compiles the library
+# again without tests or examples; the C++ llama_train above is the
+# reference the Python example must print the same losses as.
+rm -rf build/python-venv
+python3 -m venv build/python-venv
+build/python-venv/bin/pip install -q numpy pytest
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+CMAKE_BUILD_PARALLEL_LEVEL="$jobs" CMAKE_ARGS="-DREPRISE_WERROR=ON ${launcher[*]}" \
+  build/python-venv/bin/pip install -q .
+REPRISE_LLAMA_TRAIN="$PWD/build/release/examples/llama_train/llama_train" \
+  build/python-venv/bin/python -m pytest -q tests/python
 
 echo "== ASan+UBSan build and tests"
 # Warnings are errors in the release build above; GCC's sanitizer
