@@ -1,29 +1,26 @@
-"""Conversions between reprise's types and NumPy's and PyTorch's."""
+"""Conversions between reprise's types and NumPy's and PyTorch's. NumPy
+and PyTorch are imported when first needed: `import reprise` needs neither
+(the stub generator imports it in the build's environment)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from ._core import Tensor, as_device, as_dtype, from_dlpack
 
-from ._core import DType, Tensor, as_device, as_dtype, from_dlpack
-
-_NUMPY = {
-    DType.f32: np.float32,
-    DType.f64: np.float64,
-    DType.f16: np.float16,
-    DType.i32: np.int32,
-    DType.i64: np.int64,
-    DType.boolean: np.bool_,
-}
+if TYPE_CHECKING:
+    import numpy
 
 
-def numpy_dtype(dtype: Any) -> np.dtype:
+def numpy_dtype(dtype: Any) -> numpy.dtype:
     """The NumPy dtype of a reprise dtype (bf16 has none)."""
-    d = as_dtype(dtype)
-    if d not in _NUMPY:
-        raise TypeError(f"NumPy has no dtype for {d.name}")
-    return np.dtype(_NUMPY[d])
+    import numpy as np
+
+    d = as_dtype(dtype).name
+    if d == "bf16":
+        raise TypeError("NumPy has no bfloat16")
+    return np.dtype({"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
+                     "i64": np.int64, "boolean": np.bool_}[d])
 
 
 def torch_dtype(dtype: Any) -> Any:
@@ -52,6 +49,8 @@ def tensor(
     DLPack array, or nested lists of numbers. Python floats become f32 and
     ints i64 (as in PyTorch); arrays keep their dtype unless `dtype` says
     otherwise. Use from_dlpack to share memory instead of copying."""
+    import numpy as np
+
     if hasattr(data, "__dlpack__") and not isinstance(data, np.ndarray):
         t = from_dlpack(data).clone()
     else:

@@ -340,6 +340,11 @@ void bind_autograd(nb::module_& m) {
       arg("verify") = autograd::Verify::none, arg("on_mismatch") = autograd::OnMismatch::raise,
       arg("recompute_noise_ulps") = 0, arg("noise_seed") = autograd::CheckpointOptions{}.noise_seed,
       arg("noise_scopes") = "*",
+      nb::sig("def checkpoint(scope: str, policy: Policy | Callable[[ValueInfo], Decision | None], "
+              "fn: Callable[[], Tensor | Sequence[Tensor]], *, rng: RngReplay = ..., generator: "
+              "Generator | None = None, verify: Verify = ..., on_mismatch: OnMismatch = ..., "
+              "recompute_noise_ulps: int = 0, noise_seed: int = 24301, noise_scopes: str = '*') "
+              "-> Tensor | tuple[Tensor, ...]"),
       "Runs fn() once as a checkpoint region named scope and returns what it returns (a "
       "Tensor, or a tuple of them). At region exit the policy decides, per value, whether "
       "backward reads it from memory or replays the recorded ops (never fn) to recompute it.\n\n"

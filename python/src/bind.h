@@ -38,6 +38,10 @@ struct DeviceLike {
   std::string error;
   Device get() const;
 };
+// A shape, or a list of dims: a sequence of ints, or one int.
+struct ShapeLike {
+  Shape value;
+};
 // A recompute policy: a reprise.Policy, or a Python callable taking a
 // ValueInfo and returning a Decision or None (abstain).
 struct PolicyLike {
@@ -112,7 +116,7 @@ bool parse_like(handle src, Like& value, Parse parse) noexcept {
 template <>
 struct type_caster<reprise::python::DTypeLike> {
   NB_TYPE_CASTER(reprise::python::DTypeLike,
-                 const_name("DType | str | numpy.dtype | type | torch.dtype"))
+                 const_name("reprise._core.DType | str | numpy.dtype | type | torch.dtype"))
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
     return parse_like(src, value, [](handle h) { return reprise::python::parse_dtype(h); });
   }
@@ -124,7 +128,8 @@ struct type_caster<reprise::python::DTypeLike> {
 
 template <>
 struct type_caster<reprise::python::DeviceLike> {
-  NB_TYPE_CASTER(reprise::python::DeviceLike, const_name("Device | str | torch.device"))
+  NB_TYPE_CASTER(reprise::python::DeviceLike,
+                 const_name("reprise._core.Device | str | torch.device"))
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
     return parse_like(src, value, [](handle h) { return reprise::python::parse_device(h); });
   }
@@ -135,9 +140,29 @@ struct type_caster<reprise::python::DeviceLike> {
 };
 
 template <>
+struct type_caster<reprise::python::ShapeLike> {
+  NB_TYPE_CASTER(reprise::python::ShapeLike, const_name("Sequence[int] | int"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    if (PyUnicode_Check(src.ptr())) return false;
+    try {
+      value.value = reprise::python::shape_arg(src);
+      return true;
+    } catch (...) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  static handle from_cpp(const reprise::python::ShapeLike& v, rv_policy p,
+                         cleanup_list* c) noexcept {
+    return make_caster<reprise::Shape>::from_cpp(v.value, p, c);
+  }
+};
+
+template <>
 struct type_caster<reprise::python::PolicyLike> {
   NB_TYPE_CASTER(reprise::python::PolicyLike,
-                 const_name("Policy | Callable[[ValueInfo], Decision | None]"))
+                 const_name("reprise._core.Policy | Callable[[reprise._core.ValueInfo], "
+                            "reprise._core.Decision | None]"))
   bool from_python(handle src, uint8_t flags, cleanup_list* cleanup) noexcept;
   static handle from_cpp(const reprise::python::PolicyLike& v, rv_policy p,
                          cleanup_list* c) noexcept {

@@ -2,7 +2,9 @@
 // and Python's operators. Every op records on the tape as it does in C++,
 // and its errors (dtypes, shapes, devices) are reprise.Error.
 
-#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/variant.h>
+
+#include <variant>
 
 #include "ops/attention.h"
 #include "ops/binary.h"
@@ -29,12 +31,6 @@ namespace reprise::python {
 namespace {
 
 using nb::arg;
-
-// `dims` as the reductions take it: None (all), an int or a sequence.
-std::vector<int64_t> dims_arg(nb::handle dims) {
-  if (dims.is_none()) return {};
-  return shape_arg(dims);
-}
 
 // A 0-d tensor of x's dtype and device holding s: Python scalars meet
 // tensors through it where reprise has no scalar form of the op.
@@ -107,15 +103,15 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // ---- reductions --------------------------------------------------------------
   both(
       "sum",
-      [](const Tensor& x, nb::handle dim, bool keepdim) {
-        return ops::sum(x, dims_arg(dim), keepdim);
+      [](const Tensor& x, std::optional<ShapeLike> dim, bool keepdim) {
+        return ops::sum(x, dim ? dim->value : Shape{}, keepdim);
       },
       "Sum over dim (an int or a sequence; None: all).", arg("dim") = nb::none(),
       arg("keepdim") = false);
   both(
       "mean",
-      [](const Tensor& x, nb::handle dim, bool keepdim) {
-        return ops::mean(x, dims_arg(dim), keepdim);
+      [](const Tensor& x, std::optional<ShapeLike> dim, bool keepdim) {
+        return ops::mean(x, dim ? dim->value : Shape{}, keepdim);
       },
       "Mean over dim (an int or a sequence; None: all).", arg("dim") = nb::none(),
       arg("keepdim") = false);
@@ -151,10 +147,11 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       arg("x"), arg("weight"), arg("bias") = nb::none(), arg("eps") = 1e-5);
   m.def(
       "rotary",
-      [](const Tensor& x, nb::handle positions, double theta) {
-        if (PyLong_Check(positions.ptr()))
-          return ops::rotary(x, nb::cast<int64_t>(positions), theta);
-        return ops::rotary(x, nb::cast<Tensor>(positions), theta);
+      [](const Tensor& x, const std::variant<Tensor, int64_t>& positions, double theta) {
+        if (const int64_t* start = std::get_if<int64_t>(&positions)) {
+          return ops::rotary(x, *start, theta);
+        }
+        return ops::rotary(x, std::get<Tensor>(positions), theta);
       },
       arg("x"), arg("positions"), arg("theta") = 10000.0,
       "RoPE (HF's rotate_half) of x (B, H, T, D) at positions: a (T) or (B, T) tensor, or the "
@@ -195,21 +192,20 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 
   // ---- layout ------------------------------------------------------------------
   m.def(
-      "reshape",
-      [](const Tensor& x, nb::handle shape) { return ops::reshape(x, shape_arg(shape)); }, arg("x"),
-      arg("shape"));
+      "reshape", [](const Tensor& x, ShapeLike shape) { return ops::reshape(x, shape.value); },
+      arg("x"), arg("shape"));
   cls.def(
       "reshape", [](const Tensor& x, nb::args shape) { return ops::reshape(x, shape_args(shape)); },
       "reshape(2, 3) or reshape((2, 3)); one dim may be -1 (a view when the layout allows).");
   both("transpose", &ops::transpose, "", arg("dim0"), arg("dim1"));
   m.def(
-      "permute", [](const Tensor& x, nb::handle dims) { return ops::permute(x, shape_arg(dims)); },
+      "permute", [](const Tensor& x, ShapeLike dims) { return ops::permute(x, dims.value); },
       arg("x"), arg("dims"));
   cls.def("permute",
           [](const Tensor& x, nb::args dims) { return ops::permute(x, shape_args(dims)); });
   both("slice", &ops::slice, "", arg("dim"), arg("start"), arg("end"), arg("step") = 1);
   m.def(
-      "expand", [](const Tensor& x, nb::handle shape) { return ops::expand(x, shape_arg(shape)); },
+      "expand", [](const Tensor& x, ShapeLike shape) { return ops::expand(x, shape.value); },
       arg("x"), arg("shape"));
   cls.def("expand",
           [](const Tensor& x, nb::args shape) { return ops::expand(x, shape_args(shape)); });
@@ -227,9 +223,9 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("stack", &ops::stack, arg("tensors"), arg("dim") = 0);
   both(
       "split",
-      [](const Tensor& x, nb::handle sizes, int64_t dim) {
-        if (PyLong_Check(sizes.ptr())) return ops::split(x, nb::cast<int64_t>(sizes), dim);
-        return ops::split(x, shape_arg(sizes), dim);
+      [](const Tensor& x, const std::variant<int64_t, std::vector<int64_t>>& sizes, int64_t dim) {
+        if (const int64_t* size = std::get_if<int64_t>(&sizes)) return ops::split(x, *size, dim);
+        return ops::split(x, std::get<std::vector<int64_t>>(sizes), dim);
       },
       "Views of x along dim: pieces of the given sizes, or of one size (an int).",
       arg("split_size_or_sizes"), arg("dim") = 0);
@@ -255,8 +251,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   auto random = [&](const char* name, auto op, const char* doc) {
     m.def(
         name,
-        [op](nb::handle shape, rng::Generator* gen, std::string_view stream, DTypeLike dtype) {
-          return op(shape_arg(shape), generator_arg(gen), stream, dtype.get());
+        [op](ShapeLike shape, rng::Generator* gen, std::string_view stream, DTypeLike dtype) {
+          return op(shape.value, generator_arg(gen), stream, dtype.get());
         },
         arg("shape"), nb::kw_only(), arg("generator") = nb::none(), arg("stream") = "default",
         arg("dtype") = DType::f32, doc);
@@ -275,9 +271,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       "Standard normal (Box-Muller in cuRAND's pairing).");
   m.def(
       "bernoulli",
-      [](nb::handle shape, double p, rng::Generator* gen, std::string_view stream,
-         DTypeLike dtype) {
-        return ops::bernoulli(shape_arg(shape), p, generator_arg(gen), stream, dtype.get());
+      [](ShapeLike shape, double p, rng::Generator* gen, std::string_view stream, DTypeLike dtype) {
+        return ops::bernoulli(shape.value, p, generator_arg(gen), stream, dtype.get());
       },
       arg("shape"), arg("p"), nb::kw_only(), arg("generator") = nb::none(),
       arg("stream") = "default", arg("dtype") = DType::f32);

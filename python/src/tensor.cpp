@@ -529,8 +529,8 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
   auto creation = [&](const char* name, auto make, const char* doc) {
     m.def(
         name,
-        [make](nb::handle shape, DTypeLike dtype, DeviceLike device, bool requires_grad) {
-          Tensor t = make(shape_arg(shape), dtype.get(), device.get());
+        [make](ShapeLike shape, DTypeLike dtype, DeviceLike device, bool requires_grad) {
+          Tensor t = make(shape.value, dtype.get(), device.get());
           if (requires_grad) t.requires_grad(true);
           return t;
         },
@@ -546,8 +546,8 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
       "ones", [](const Shape& s, DType d, Device v) { return Tensor::ones(s, d, v); }, "");
   m.def(
       "full",
-      [](nb::handle shape, double value, DTypeLike dtype, DeviceLike device, bool requires_grad) {
-        Tensor t = Tensor::full(shape_arg(shape), value, dtype.get(), device.get());
+      [](ShapeLike shape, double value, DTypeLike dtype, DeviceLike device, bool requires_grad) {
+        Tensor t = Tensor::full(shape.value, value, dtype.get(), device.get());
         if (requires_grad) t.requires_grad(true);
         return t;
       },

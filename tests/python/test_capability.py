@@ -5,6 +5,8 @@ set_cpu_capability), and every capability gives the same bits."""
 from __future__ import annotations
 
 import os
+import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -56,3 +58,21 @@ def test_set_cpu_capability_switches_kernels_in_process():
         assert "scalar" in reprise.backend_name()
     finally:
         reprise.set_cpu_capability(before)
+
+
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None, reason="qemu-x86_64 is not installed")
+def test_runs_on_cpus_without_avx512_or_avx():
+    """The same build on emulated CPUs: a Haswell (AVX2, no AVX-512) and
+    QEMU's baseline x86-64 (no AVX). It picks the best capability each has
+    and computes the same bits."""
+    package_dir = str(pathlib.Path(reprise.__file__).resolve().parents[1])
+    python = os.path.realpath(sys.executable)  # qemu runs the interpreter itself, not a venv link
+    env = dict(os.environ, PYTHONPATH=package_dir)
+    env.pop("REPRISE_CPU_CAPABILITY", None)
+    native = subprocess.run([python, "-c", SCRIPT], env=env, capture_output=True, text=True,
+                            timeout=300, check=True).stdout.splitlines()
+    for cpu, capability in (("Haswell", "avx2"), ("qemu64", "scalar")):
+        out = subprocess.run(["qemu-x86_64", "-cpu", cpu, python, "-c", SCRIPT], env=env,
+                             capture_output=True, text=True, timeout=600, check=True)
+        lines = out.stdout.splitlines()
+        assert lines == [capability, native[1]], (cpu, out.stderr[-2000:])
