@@ -4,8 +4,10 @@
 # to be present; MPI comes from apt). Idempotent.
 set -euo pipefail
 
+# python3-venv and python3-dev: the Python package's test stage builds it
+# (pip install .) in a fresh virtual environment.
 packages=(libopenmpi-dev openmpi-bin libgtest-dev libbenchmark-dev
-          cmake g++ clang-format)
+          cmake g++ clang-format python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -326,13 +326,8 @@ void bind_autograd(nb::module_& m) {
                                                   .recompute_noise_ulps = recompute_noise_ulps,
                                                   .noise_seed = noise_seed,
                                                   .noise_scopes = std::move(noise_scopes)};
-        try {
-          result.tensors = autograd::checkpoint(scope, policy.get(), run, options);
-        } catch (...) {
-          clear_pending_policy_error();
-          throw;
-        }
-        raise_pending_policy_error();
+        result.tensors =
+            recording([&] { return autograd::checkpoint(scope, policy.get(), run, options); });
         return to_python(result);
       },
       arg("scope"), arg("policy"), arg("fn"), nb::kw_only(),
@@ -362,15 +357,8 @@ void bind_autograd(nb::module_& m) {
         for (const nb::callable& stage : stages) {
           fns.emplace_back([stage](const Tensor& in) { return nb::cast<Tensor>(stage(in)); });
         }
-        Tensor out;
-        try {
-          out = autograd::checkpoint_sequential(scope, fns, segments, x, policy.get());
-        } catch (...) {
-          clear_pending_policy_error();
-          throw;
-        }
-        raise_pending_policy_error();
-        return out;
+        return recording(
+            [&] { return autograd::checkpoint_sequential(scope, fns, segments, x, policy.get()); });
       },
       arg("scope"), arg("stages"), arg("segments"), arg("x"), arg("policy"),
       "Chains x through the stages, checkpointing `segments` consecutive groups of them as "

@@ -60,12 +60,25 @@ std::string device_string(Device d);  // "cpu", "cuda:0"
 // this thread, and raise_pending_policy_error() raises the error once the
 // C++ call that recorded the region has returned.
 autograd::Policy python_policy(std::string name, nb::callable fn);
-// Raises the error a Python policy deferred on this thread, if any. Every
-// binding that may run checkpoint regions calls it on return.
+// Raises the error a Python policy deferred on this thread, if any.
 void raise_pending_policy_error();
-// Forgets a deferred error: the C++ call that recorded it raised an error
-// of its own, which takes precedence.
+// Forgets a deferred error.
 void clear_pending_policy_error();
+
+// Runs `call`, C++ code that may record checkpoint regions, and returns its
+// result; then raises the error a Python policy deferred meanwhile. An
+// error of the call's own takes precedence (the deferred one is dropped).
+template <class Call>
+auto recording(Call&& call) {
+  try {
+    auto result = call();
+    raise_pending_policy_error();
+    return result;
+  } catch (...) {
+    clear_pending_policy_error();
+    throw;
+  }
+}
 
 // Undefined tensors are None in Python.
 inline nb::object tensor_or_none(const Tensor& t) { return t.defined() ? nb::cast(t) : nb::none(); }

@@ -129,16 +129,10 @@ LlamaForCausalLM::LayerRunner layer_runner(nb::handle layers) {
 nn::CausalLMOutput forward(const LlamaForCausalLM& model, const Tensor& input_ids,
                            nb::handle layers) {
   const LlamaForCausalLM::LayerRunner runner = layer_runner(layers);
-  nn::CausalLMOutput out;
-  try {
+  return recording([&] {
     nb::gil_scoped_release released;
-    out = model.forward(input_ids, runner);
-  } catch (...) {
-    clear_pending_policy_error();
-    throw;
-  }
-  raise_pending_policy_error();
-  return out;
+    return model.forward(input_ids, runner);
+  });
 }
 
 }  // namespace
@@ -354,15 +348,7 @@ void bind_nn(nb::module_& m) {
           "run",
           [](nn::LayerCheckpointing& c, size_t i, const std::string& scope,
              const std::function<Tensor()>& layer) {
-            Tensor out;
-            try {
-              out = c.run(i, scope, layer);
-            } catch (...) {
-              clear_pending_policy_error();
-              throw;
-            }
-            raise_pending_policy_error();
-            return out;
+            return recording([&] { return c.run(i, scope, layer); });
           },
           arg("i"), arg("scope"), arg("layer"))
       .def_prop_ro("config", &nn::LayerCheckpointing::config)

@@ -449,8 +449,9 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
           [](const Tensor& t, nb::kwargs kwargs) {
             return export_ndarray<nb::array_api>(t).cast().attr("__dlpack__")(**kwargs);
           },
-          "DLPack capsule sharing this tensor's memory (stream, max_version, dl_device and "
-          "copy=False are accepted; work on the device is complete when it returns).")
+          "DLPack capsule sharing this tensor's memory. stream, max_version, dl_device and "
+          "copy=False are accepted; stream is not used (reprise does not order its CUDA work "
+          "after a consumer's stream)")
       .def("__dlpack_device__",
            [](const Tensor& t) {
              return nb::make_tuple(t.device().is_cpu() ? kDLCPU : kDLCUDA, t.device().index());

@@ -218,16 +218,10 @@ void bind_training(nb::module_& m) {
       .def(
           "step",
           [](nn::Trainer& t, std::optional<nn::Trainer::AfterBackward> after_backward) {
-            StepStats s;
-            try {
+            return recording([&] {
               nb::gil_scoped_release released;
-              s = t.step(after_backward.value_or(nn::Trainer::AfterBackward{}));
-            } catch (...) {
-              clear_pending_policy_error();
-              throw;
-            }
-            raise_pending_policy_error();
-            return s;
+              return t.step(after_backward.value_or(nn::Trainer::AfterBackward{}));
+            });
           },
           arg("after_backward") = nb::none(),
           "One optimizer step on the next batch; after_backward(batch, out, loss) runs after "
