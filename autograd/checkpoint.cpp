@@ -221,7 +221,9 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   }
 
   // Region exit: plan the replay of what was dropped; keep only what it reads.
-  void finish() {
+  // A region that fn left by throwing is finished too, but not shown to the
+  // policy's region hook (a planner would record a partial region).
+  void finish(bool completed = true) {
     // Nodes to replay: producers of dropped values that a live node reads
     // (a dead node's slots can never be read) and, transitively, of the
     // recomputed values they read. Producers precede consumers, so one
@@ -235,7 +237,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
     }
     dropped_.clear();
 
-    if (policy_->region_hook()) policy_->region_hook()(graph());
+    if (completed && policy_->region_hook()) policy_->region_hook()(graph());
     policy_ = nullptr;
     tensors_.clear();
 
@@ -518,7 +520,7 @@ Tensors checkpoint(const std::string& scope, const Policy& policy,
                    const std::function<Tensors()>& fn, const CheckpointOptions& options) {
   auto region = std::make_shared<Region>(scope, policy, options);
   Tensors outputs;
-  {
+  try {
     Scope named(scope);
     ActiveRegion active(*region);
     region->enter();
@@ -527,6 +529,12 @@ Tensors checkpoint(const std::string& scope, const Policy& policy,
     } catch (const Error& e) {
       REPRISE_FAIL("checkpoint region '", *current_scope(), "': ", e.what());
     }
+  } catch (...) {
+    // What fn recorded before it threw may outlive the throw (a caller, or
+    // a Python traceback, can hold its tensors): finish the region so that
+    // their dropped values replay instead of dangling.
+    region->finish(/*completed=*/false);
+    throw;
   }
   region->finish();
   return outputs;

@@ -10,6 +10,13 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, MemoryK
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, kind));
 }
 
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
+                                       std::function<void()> release) {
+  auto storage = std::shared_ptr<Storage>(new Storage(data, nbytes, device, MemoryKind::temporary));
+  storage->external_release_ = std::move(release);
+  return storage;
+}
+
 Storage::Storage(void* data, size_t nbytes, Device device, MemoryKind kind)
     : data_(data), nbytes_(nbytes), device_(device), base_kind_(kind) {
   memory_stats::add(device_, base_kind_, int64_t(nbytes_));
@@ -17,7 +24,11 @@ Storage::Storage(void* data, size_t nbytes, Device device, MemoryKind kind)
 
 Storage::~Storage() {
   memory_stats::add(device_, kind(), -int64_t(nbytes_));
-  backend(device_).release(data_, nbytes_);
+  if (external_release_) {
+    external_release_();
+  } else {
+    backend(device_).release(data_, nbytes_);
+  }
 }
 
 MemoryKind Storage::kind() const {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "engine/device.h"
@@ -19,6 +20,12 @@ class Storage {
 
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device,
                                            MemoryKind kind = MemoryKind::temporary);
+  // Memory that another library owns (a buffer imported through DLPack),
+  // shared without a copy: `release` runs instead of the backend's release
+  // when the storage dies, and must not throw. It counts as live memory
+  // like any other.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device,
+                                       std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -47,6 +54,7 @@ class Storage {
   MemoryKind base_kind_;
   int saved_refs_ = 0;
   uint64_t version_ = 0;
+  std::function<void()> external_release_;  // wrap() only
 };
 
 }  // namespace reprise

@@ -2,25 +2,30 @@
 # Sets up, builds and runs every test: the Release build (warnings are
 # errors) at every CPU capability this machine has, training on 2 processes
 # under MPI, the ASan+UBSan build, a find_package(reprise) consumer built
-# against an installed prefix, the clang-format check, and a short run of
-# each fuzz target.
+# against an installed prefix, the Python package (pytest), the clang-format
+# check, and a short run of each fuzz target.
 # GPU tests (CTest label gpu) skip themselves when no device is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${REPRISE_JOBS:-$(nproc)}
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Each stage's start is printed with the seconds since this script began.
+stage() { echo "== [$SECONDS s] $*"; }
 
 scripts/setup.sh
 
-echo "== format check"
+stage "format check"
 scripts/check_format.sh
 
-echo "== release build and tests"
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DREPRISE_WERROR=ON -DREPRISE_BUILD_BENCH=ON
+stage "release build and tests"
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DREPRISE_WERROR=ON -DREPRISE_BUILD_BENCH=ON \
+  "${launcher[@]}"
 cmake --build build/release -j"$jobs"
 ctest --test-dir build/release --output-on-failure -j"$jobs" --timeout 900 -LE mpi
 
 # Each of these starts 2 processes (mpiexec), so they run one at a time.
-echo "== release tests on 2 processes (MPI)"
+stage "release tests on 2 processes (MPI)"
 ctest --test-dir build/release --output-on-failure -L mpi --timeout 300
 
 # The same suite at each lower CPU capability this machine supports (the
@@ -33,32 +38,47 @@ if has avx2 fma f16c bmi2; then
   has avx512f avx512bw avx512dq avx512vl && lower+=(avx2)
 fi
 for capability in "${lower[@]}"; do
-  echo "== release tests at CPU capability $capability"
+  stage "release tests at CPU capability $capability"
   REPRISE_CPU_CAPABILITY=$capability \
     ctest --test-dir build/release --output-on-failure -j"$jobs" --timeout 900 -LE mpi
 done
 
-echo "== installed package consumed by an outside project"
+stage "installed package consumed by an outside project"
 rm -rf build/prefix build/embed
 cmake --install build/release --prefix build/prefix >/dev/null
 cmake -S examples/embed -B build/embed -DCMAKE_PREFIX_PATH="$PWD/build/prefix" -DCMAKE_BUILD_TYPE=Release
 cmake --build build/embed -j"$jobs"
 build/embed/embed_example
 
-echo "== ASan+UBSan build and tests"
+stage "Python package: the extension in the release build, pytest"
+# The release build compiles the extension too (the wheel's CMake project,
+# REPRISE_PYTHON=ON), against a fresh venv with NumPy, pytest and nanobind;
+# `pip install .` builds the same module without the tests and examples.
+# The C++ llama_train is the reference the Python example must print the
+# same losses as.
+rm -rf build/python-venv
+python3 -m venv build/python-venv
+build/python-venv/bin/pip install -q numpy pytest nanobind
+cmake -S . -B build/release -DREPRISE_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/python-venv/bin/python"
+cmake --build build/release -j"$jobs"
+PYTHONPATH="$PWD/build/release/python" \
+  REPRISE_LLAMA_TRAIN="$PWD/build/release/examples/llama_train/llama_train" \
+  build/python-venv/bin/python -m pytest -q tests/python
+
+stage "ASan+UBSan build and tests"
 # Warnings are errors in the release build above; GCC's sanitizer
 # instrumentation adds known false-positive warnings, so not here. The
 # 2-process tests stay out: LeakSanitizer reports Open MPI's own
 # allocations kept until exit (the parallel suite still runs on one rank).
 cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_SANITIZE=ON -DREPRISE_WERROR=OFF \
-  -DREPRISE_CUDA=OFF
+  -DREPRISE_CUDA=OFF "${launcher[@]}"
 cmake --build build/sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j"$jobs" --timeout 1800 -LE "slow|mpi"
 
-echo "== fuzz targets, 30 s each (scripts/fuzz.sh; README: Reliability)"
+stage "fuzz targets, 30 s each (scripts/fuzz.sh; README: Reliability)"
 for target in json safetensors hf train_state; do
   REPRISE_JOBS=$jobs scripts/fuzz.sh "$target" 30
 done
 
-echo "== all tests passed"
+stage "all tests passed"

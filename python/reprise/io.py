@@ -1,0 +1,1 @@
+from ._core.io import *  # noqa: F401,F403

@@ -1,0 +1,1 @@
+from ._core.nn import *  # noqa: F401,F403

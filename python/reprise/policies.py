@@ -1,0 +1,1 @@
+from ._core.policies import *  # noqa: F401,F403

@@ -1,0 +1,450 @@
+// reprise.nn: the Module tree with Hugging Face names (model.model.layers[3]
+// .self_attn.q_proj.weight), Llama and MoE, checkpointing of decoder layers,
+// optimizers, the example's data and training state, and HF folders.
+//
+// Modules are owned by their parents; a submodule or parameter handed to
+// Python keeps its root alive. Long calls (forward, backward, an optimizer
+// step, file I/O) release the GIL; Python code they call back into
+// (policies, layer runners, hooks) takes it again.
+
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "autograd/backward.h"
+#include "engine/grad_mode.h"
+#include "io/json.h"
+#include "nn/checkpointing.h"
+#include "nn/data.h"
+#include "nn/hf.h"
+#include "nn/layers.h"
+#include "nn/llama.h"
+#include "nn/moe.h"
+#include "nn/optim.h"
+#include "nn/train_state.h"
+#include "python/src/bind.h"
+
+namespace reprise::python {
+
+namespace {
+
+using nb::arg;
+using nn::LlamaForCausalLM;
+
+// A member module, handed out as a reference that keeps its owner alive.
+template <class Owner, class Member>
+auto member(Member Owner::*field) {
+  return [field](Owner& o) -> Member& { return o.*field; };
+}
+template <class Owner, class Member>
+auto owned(std::unique_ptr<Member> Owner::*field) {
+  return [field](Owner& o) -> Member* { return (o.*field).get(); };
+}
+constexpr auto kInternal = nb::rv_policy::reference_internal;
+
+template <class M>
+void bind_module_list(nb::module_& m, const char* name) {
+  nb::class_<nn::ModuleList<M>, nn::Module>(m, name)
+      .def("__len__", &nn::ModuleList<M>::size)
+      .def(
+          "__getitem__",
+          [](nn::ModuleList<M>& list, int64_t i) -> M& {
+            const int64_t n = int64_t(list.size());
+            if (i < -n || i >= n) throw nb::index_error("module index out of range");
+            return list[size_t(i < 0 ? i + n : i)];
+          },
+          kInternal);
+}
+
+nb::dict state_dict(const nn::Module& module) {
+  nb::dict out;
+  for (const nn::NamedParameter& p : module.parameters()) out[p.name.c_str()] = p.value.detach();
+  return out;
+}
+
+// Copies `state` into the module's parameters after checking every name,
+// shape and dtype, so that nothing changes unless everything fits.
+void load_state_dict(nn::Module& module, const std::map<std::string, Tensor>& state, bool strict) {
+  const std::vector<nn::NamedParameter> params = module.parameters();
+  std::vector<std::pair<Tensor, Tensor>> copies;
+  size_t used = 0;
+  for (const nn::NamedParameter& p : params) {
+    auto it = state.find(p.name);
+    if (it == state.end()) {
+      REPRISE_CHECK(!strict, "load_state_dict: no tensor for parameter '", p.name, "'");
+      continue;
+    }
+    ++used;
+    REPRISE_CHECK(it->second.shape() == p.value.shape(), "load_state_dict: '", p.name, "' is ",
+                  it->second.describe(), ", the parameter ", p.value.describe());
+    copies.emplace_back(p.value, it->second);
+  }
+  if (strict && used != state.size()) {
+    for (const auto& [name, t] : state) {
+      bool known = false;
+      for (const nn::NamedParameter& p : params) known = known || p.name == name;
+      REPRISE_CHECK(known, "load_state_dict: unexpected tensor '", name, "' (", t.describe(), ")");
+    }
+  }
+  NoGradGuard no_grad;
+  for (auto& [param, value] : copies) param.copy_(value);
+}
+
+// What LlamaForCausalLM.forward's `layers` argument becomes: nothing (each
+// layer runs plainly), a LayerCheckpointing, or a Python callable
+// run(i, scope, layer) -> Tensor.
+LlamaForCausalLM::LayerRunner layer_runner(nb::handle layers) {
+  if (layers.is_none()) return {};
+  if (nb::isinstance<nn::LayerCheckpointing>(layers)) {
+    return nb::cast<nn::LayerCheckpointing&>(layers).runner();
+  }
+  REPRISE_CHECK(PyCallable_Check(layers.ptr()),
+                "LlamaForCausalLM.forward: layers must be None, an nn.LayerCheckpointing or a "
+                "callable run(i, scope, layer), got ",
+                nb::cast<std::string>(nb::type_name(layers.type())));
+  nb::callable run = nb::borrow<nb::callable>(layers);
+  return [run](size_t i, const std::string& scope, const std::function<Tensor()>& layer) {
+    nb::gil_scoped_acquire gil;
+    // `layer` lives for this call only: the Python callable handed to `run`
+    // refuses to run once it returns.
+    auto alive = std::make_shared<bool>(true);
+    nb::object call_layer = nb::cpp_function([&layer, alive]() -> Tensor {
+      REPRISE_CHECK(*alive, "a decoder layer's function was called after its runner returned");
+      return layer();
+    });
+    struct Expire {
+      std::shared_ptr<bool> alive;
+      ~Expire() { *alive = false; }
+    } expire{alive};
+    return nb::cast<Tensor>(run(i, scope, call_layer));
+  };
+}
+
+nn::CausalLMOutput forward(const LlamaForCausalLM& model, const Tensor& input_ids,
+                           nb::handle layers) {
+  const LlamaForCausalLM::LayerRunner runner = layer_runner(layers);
+  return recording([&] {
+    nb::gil_scoped_release released;
+    return model.forward(input_ids, runner);
+  });
+}
+
+}  // namespace
+
+void bind_nn(nb::module_& m) {
+  // ---- configs -----------------------------------------------------------------
+  nb::enum_<nn::RouterScoring>(m, "RouterScoring")
+      .value("softmax", nn::RouterScoring::softmax)
+      .value("sigmoid", nn::RouterScoring::sigmoid);
+  nb::enum_<nn::RouterDType>(m, "RouterDType")
+      .value("f32", nn::RouterDType::f32)
+      .value("bf16", nn::RouterDType::bf16);
+
+  nb::class_<nn::MoeConfig>(m, "MoeConfig",
+                            "The MoE fields of a model config (transformers' MixtralConfig "
+                            "names); MoeConfig(num_local_experts=4, ...).")
+      .def("__init__", &init_from_kwargs<nn::MoeConfig>)
+      .def_rw("num_local_experts", &nn::MoeConfig::num_local_experts)
+      .def_rw("num_experts_per_tok", &nn::MoeConfig::num_experts_per_tok)
+      .def_rw("router_aux_loss_coef", &nn::MoeConfig::router_aux_loss_coef)
+      .def_rw("router_z_loss_coef", &nn::MoeConfig::router_z_loss_coef)
+      .def_rw("router_jitter_noise", &nn::MoeConfig::router_jitter_noise)
+      .def_rw("scoring_func", &nn::MoeConfig::scoring_func)
+      .def_rw("norm_topk_prob", &nn::MoeConfig::norm_topk_prob)
+      .def_rw("capacity_factor", &nn::MoeConfig::capacity_factor)
+      .def_rw("n_shared_experts", &nn::MoeConfig::n_shared_experts)
+      .def_rw("router_dtype", &nn::MoeConfig::router_dtype)
+      .def("validate", &nn::MoeConfig::validate)
+      .def("capacity", &nn::MoeConfig::capacity, arg("tokens"))
+      .def("describe", &nn::MoeConfig::describe)
+      .def("__eq__", [](const nn::MoeConfig& a, const nn::MoeConfig& b) { return a == b; })
+      .def("__repr__", [](const nn::MoeConfig& c) { return "MoeConfig(" + c.describe() + ")"; });
+
+  nb::class_<nn::LlamaConfig>(m, "LlamaConfig",
+                              "Hugging Face LlamaConfig's fields, same names and defaults, plus "
+                              "reprise's residual dropout and an optional MoeConfig; "
+                              "LlamaConfig(hidden_size=64, ...).")
+      .def("__init__", &init_from_kwargs<nn::LlamaConfig>)
+      .def_rw("vocab_size", &nn::LlamaConfig::vocab_size)
+      .def_rw("hidden_size", &nn::LlamaConfig::hidden_size)
+      .def_rw("intermediate_size", &nn::LlamaConfig::intermediate_size)
+      .def_rw("num_hidden_layers", &nn::LlamaConfig::num_hidden_layers)
+      .def_rw("num_attention_heads", &nn::LlamaConfig::num_attention_heads)
+      .def_rw("num_key_value_heads", &nn::LlamaConfig::num_key_value_heads)
+      .def_rw("head_dim", &nn::LlamaConfig::head_dim)
+      .def_rw("max_position_embeddings", &nn::LlamaConfig::max_position_embeddings)
+      .def_rw("rms_norm_eps", &nn::LlamaConfig::rms_norm_eps)
+      .def_rw("rope_theta", &nn::LlamaConfig::rope_theta)
+      .def_rw("initializer_range", &nn::LlamaConfig::initializer_range)
+      .def_rw("tie_word_embeddings", &nn::LlamaConfig::tie_word_embeddings)
+      .def_rw("attention_dropout", &nn::LlamaConfig::attention_dropout)
+      .def_rw("dropout", &nn::LlamaConfig::dropout)
+      .def_rw("moe", &nn::LlamaConfig::moe, arg("moe").none(),
+              "A MoeConfig (a copy: assign a changed one back), or None for a dense model.")
+      .def("resolved_head_dim", &nn::LlamaConfig::resolved_head_dim)
+      .def("validate", &nn::LlamaConfig::validate)
+      .def("describe", &nn::LlamaConfig::describe)
+      .def("__eq__", [](const nn::LlamaConfig& a, const nn::LlamaConfig& b) { return a == b; })
+      .def("__repr__",
+           [](const nn::LlamaConfig& c) { return "LlamaConfig(" + c.describe() + ")"; });
+
+  // ---- modules -----------------------------------------------------------------
+  nb::class_<nn::NamedParameter>(m, "NamedParameter", "A parameter under its full dotted name.")
+      .def(nb::init<std::string, Tensor, bool>(), arg("name"), arg("value"), arg("decay") = true)
+      .def_rw("name", &nn::NamedParameter::name)
+      .def_rw("value", &nn::NamedParameter::value, "The leaf itself (not a copy).")
+      .def_rw("decay", &nn::NamedParameter::decay, "Whether AdamW decays it by default.")
+      .def("__repr__", [](const nn::NamedParameter& p) {
+        return "NamedParameter('" + p.name + "', " + p.value.describe() + ")";
+      });
+
+  nb::class_<nn::Module>(m, "Module",
+                         "A node of the module tree; its dotted path is both the parameters' "
+                         "names and the scope of the nodes its forward records.")
+      .def_prop_ro("name", &nn::Module::name)
+      .def("parameters", &nn::Module::parameters,
+           "Every parameter, depth-first, under its name relative to this module.")
+      .def("named_parameters", &nn::Module::named_parameters)
+      .def("parameter", &nn::Module::parameter, arg("full_name"))
+      .def("num_parameters", &nn::Module::num_parameters)
+      .def("zero_grad", &nn::Module::zero_grad)
+      .def("train", &nn::Module::train, arg("mode") = true)
+      .def("eval", &nn::Module::eval)
+      .def_prop_ro("training", &nn::Module::training)
+      .def("children", &nn::Module::children, kInternal)
+      .def("state_dict", &state_dict,
+           "{name: tensor} sharing the parameters' memory, without their autograd history.")
+      .def("load_state_dict", &load_state_dict, arg("state"), arg("strict") = true,
+           "Copies the tensors into the parameters (same shapes; converted to f32); checks "
+           "everything first. strict: every parameter present and no other name.");
+
+  nb::class_<nn::Linear, nn::Module>(m, "Linear", "y = x @ weight^T, torch.nn.Linear(bias=False).")
+      .def(nb::init<std::string, int64_t, int64_t>(), arg("name"), arg("in_features"),
+           arg("out_features"))
+      .def("forward", &nn::Linear::forward, arg("x"))
+      .def("__call__", &nn::Linear::forward, arg("x"))
+      .def_prop_ro("weight", &nn::Linear::weight)
+      .def_prop_ro("in_features", &nn::Linear::in_features)
+      .def_prop_ro("out_features", &nn::Linear::out_features);
+  nb::class_<nn::Embedding, nn::Module>(m, "Embedding")
+      .def(nb::init<std::string, int64_t, int64_t>(), arg("name"), arg("num_embeddings"),
+           arg("embedding_dim"))
+      .def("forward", &nn::Embedding::forward, arg("ids"))
+      .def("__call__", &nn::Embedding::forward, arg("ids"))
+      .def_prop_ro("weight", &nn::Embedding::weight);
+  nb::class_<nn::RMSNorm, nn::Module>(m, "RMSNorm")
+      .def(nb::init<std::string, int64_t, double>(), arg("name"), arg("dim"), arg("eps") = 1e-6)
+      .def("forward", &nn::RMSNorm::forward, arg("x"))
+      .def("__call__", &nn::RMSNorm::forward, arg("x"))
+      .def_prop_ro("weight", &nn::RMSNorm::weight)
+      .def_prop_ro("eps", &nn::RMSNorm::eps);
+  nb::class_<nn::SwiGluMLP, nn::Module>(m, "SwiGluMLP",
+                                        "down_proj(silu(gate_proj(x)) * up_proj(x))")
+      .def(nb::init<std::string, int64_t, int64_t>(), arg("name"), arg("hidden_size"),
+           arg("intermediate_size"))
+      .def("forward", &nn::SwiGluMLP::forward, arg("x"))
+      .def("__call__", &nn::SwiGluMLP::forward, arg("x"))
+      .def_prop_ro("gate_proj", member(&nn::SwiGluMLP::gate_proj), kInternal)
+      .def_prop_ro("up_proj", member(&nn::SwiGluMLP::up_proj), kInternal)
+      .def_prop_ro("down_proj", member(&nn::SwiGluMLP::down_proj), kInternal);
+
+  // MoE.
+  nb::class_<nn::MoeLayerStats>(m, "MoeLayerStats", "Routing statistics of one MoE layer.")
+      .def_ro("layer", &nn::MoeLayerStats::layer)
+      .def_ro("tokens", &nn::MoeLayerStats::tokens)
+      .def_ro("tokens_per_expert", &nn::MoeLayerStats::tokens_per_expert)
+      .def_ro("dropped_per_expert", &nn::MoeLayerStats::dropped_per_expert)
+      .def_ro("tokens_dropped", &nn::MoeLayerStats::tokens_dropped)
+      .def_ro("aux_loss", &nn::MoeLayerStats::aux_loss)
+      .def_ro("z_loss", &nn::MoeLayerStats::z_loss);
+  nb::class_<nn::MoeRouterTerms>(m, "MoeRouterTerms",
+                                 "A layer's router loss terms, on its device (nn/moe.h).")
+      .def_ro("layer", &nn::MoeRouterTerms::layer)
+      .def_ro("prob_sum", &nn::MoeRouterTerms::prob_sum)
+      .def_ro("z_sum", &nn::MoeRouterTerms::z_sum)
+      .def_ro("routed", &nn::MoeRouterTerms::routed)
+      .def_ro("kept", &nn::MoeRouterTerms::kept)
+      .def_ro("rows", &nn::MoeRouterTerms::rows)
+      .def("stats", &nn::MoeRouterTerms::stats);
+  nb::class_<nn::MoeResult>(m, "MoeResult")
+      .def_ro("out", &nn::MoeResult::out)
+      .def_ro("terms", &nn::MoeResult::terms)
+      .def("stats", &nn::MoeResult::stats);
+  nb::class_<nn::MoeExpert, nn::Module>(m, "MoeExpert", "w2(silu(w1(x)) * w3(x)), Mixtral's names.")
+      .def_prop_ro("w1", member(&nn::MoeExpert::w1), kInternal)
+      .def_prop_ro("w2", member(&nn::MoeExpert::w2), kInternal)
+      .def_prop_ro("w3", member(&nn::MoeExpert::w3), kInternal);
+  bind_module_list<nn::MoeExpert>(m, "MoeExpertList");
+  nb::class_<nn::SparseMoeBlock, nn::Module>(m, "SparseMoeBlock",
+                                             "Mixtral's (and DeepSeek's) MoE feed-forward layer.")
+      .def(nb::init<std::string, int64_t, int64_t, const nn::MoeConfig&>(), arg("name"),
+           arg("hidden_size"), arg("intermediate_size"), arg("config"))
+      .def("forward", &nn::SparseMoeBlock::forward, arg("x"), arg("limit_capacity") = true)
+      .def("__call__", &nn::SparseMoeBlock::forward, arg("x"), arg("limit_capacity") = true)
+      .def_prop_ro("config", &nn::SparseMoeBlock::config)
+      .def_prop_ro("gate", member(&nn::SparseMoeBlock::gate), kInternal)
+      .def_prop_ro("experts", member(&nn::SparseMoeBlock::experts), kInternal)
+      .def_prop_ro("shared_experts", owned(&nn::SparseMoeBlock::shared_experts), kInternal);
+
+  // ---- checkpointing -------------------------------------------------------------
+  using Kind = nn::CheckpointConfig::Kind;
+  nb::enum_<Kind>(m, "CheckpointKind")
+      .value("none", Kind::none)
+      .value("full", Kind::full)
+      .value("every_n_layers", Kind::every_n_layers)
+      .value("op_sac", Kind::op_sac)
+      .value("budget", Kind::budget)
+      .value("policy", Kind::policy);
+  nb::class_<nn::CheckpointConfig>(
+      m, "CheckpointConfig",
+      "How decoder layers are checkpointed: the policy, RNG replay, verifier, noise and the MoE "
+      "router (nn/checkpointing.h). CheckpointConfig.parse('full') or "
+      "CheckpointConfig(kind=CheckpointKind.policy, policy=fn, ...).")
+      .def("__init__", &init_from_kwargs<nn::CheckpointConfig>)
+      .def_static("parse", &nn::CheckpointConfig::parse, arg("spec"),
+                  "'none', 'full', 'every-n-layers:N', 'op-sac' or 'budget:BYTES' (K, M, G).")
+      .def_rw("kind", &nn::CheckpointConfig::kind)
+      .def_rw("every_n", &nn::CheckpointConfig::every_n)
+      .def_rw("budget_bytes", &nn::CheckpointConfig::budget_bytes)
+      .def_prop_rw(
+          "policy", [](const nn::CheckpointConfig& c) { return c.policy; },
+          [](nn::CheckpointConfig& c, std::optional<PolicyLike> p) {
+            c.policy = p ? p->value : std::nullopt;
+          },
+          arg("policy").none(), "The policy of CheckpointKind.policy.")
+      .def_rw("rng_replay", &nn::CheckpointConfig::rng_replay)
+      .def_rw("verify", &nn::CheckpointConfig::verify)
+      .def_rw("on_mismatch", &nn::CheckpointConfig::on_mismatch)
+      .def_rw("recompute_noise_ulps", &nn::CheckpointConfig::recompute_noise_ulps)
+      .def_rw("noise_seed", &nn::CheckpointConfig::noise_seed)
+      .def_rw("noise_scopes", &nn::CheckpointConfig::noise_scopes)
+      .def_rw("save_router", &nn::CheckpointConfig::save_router)
+      .def("set_policy", &nn::CheckpointConfig::set_policy, arg("spec"))
+      .def("policy_string", &nn::CheckpointConfig::policy_string)
+      .def("validate", &nn::CheckpointConfig::validate)
+      .def("__repr__", [](const nn::CheckpointConfig& c) {
+        return "CheckpointConfig(" + c.policy_string() + ")";
+      });
+  m.def("parse_rng_replay", &nn::parse_rng_replay, arg("name"));
+  m.def("parse_verify", &nn::parse_verify, arg("name"));
+  m.def("op_sac_ops", &nn::op_sac_ops);
+
+  nb::class_<nn::LayerCheckpointing>(
+      m, "LayerCheckpointing",
+      "Runs decoder layers under a CheckpointConfig: pass it as LlamaForCausalLM.forward's "
+      "`layers`. With a budget policy it records on its first forward with grad, plans on the "
+      "next, and applies the plan after.")
+      .def(nb::init<nn::CheckpointConfig, rng::Generator&, bool>(), arg("config"), arg("generator"),
+           arg("moe") = false, nb::keep_alive<1, 3>(),
+           "generator: what the stash and fresh replay modes draw from (the model's dropout "
+           "generator).")
+      .def(
+          "run",
+          [](nn::LayerCheckpointing& c, size_t i, const std::string& scope,
+             const std::function<Tensor()>& layer) {
+            return recording([&] { return c.run(i, scope, layer); });
+          },
+          arg("i"), arg("scope"), arg("layer"))
+      .def_prop_ro("config", &nn::LayerCheckpointing::config)
+      .def_prop_ro(
+          "planner_summary",
+          [](const nn::LayerCheckpointing& c) -> std::optional<autograd::BudgetPlanner::Summary> {
+            if (!c.planner()) return std::nullopt;
+            return c.planner()->summary();
+          },
+          "The budget planner's summary (budget policies only; None otherwise).");
+
+  // Llama.
+  auto generator_or_default = [](rng::Generator* g) -> rng::Generator& {
+    return g ? *g : rng::default_generator();
+  };
+  nb::class_<nn::LlamaAttention, nn::Module>(m, "LlamaAttention")
+      .def(
+          "forward",
+          [generator_or_default](const nn::LlamaAttention& a, const Tensor& x, rng::Generator* g) {
+            return a.forward(x, generator_or_default(g));
+          },
+          arg("x"), arg("generator") = nb::none())
+      .def_prop_ro("q_proj", member(&nn::LlamaAttention::q_proj), kInternal)
+      .def_prop_ro("k_proj", member(&nn::LlamaAttention::k_proj), kInternal)
+      .def_prop_ro("v_proj", member(&nn::LlamaAttention::v_proj), kInternal)
+      .def_prop_ro("o_proj", member(&nn::LlamaAttention::o_proj), kInternal);
+  nb::class_<nn::LlamaDecoderLayer, nn::Module>(m, "LlamaDecoderLayer")
+      .def(
+          "forward",
+          [generator_or_default](const nn::LlamaDecoderLayer& l, const Tensor& x,
+                                 rng::Generator* g) {
+            nn::MoeRouterTerms terms;
+            return l.forward(x, generator_or_default(g), &terms);
+          },
+          arg("x"), arg("generator") = nb::none(),
+          "x (B, T, C) -> (B, T, C). Opens no scope of its own: run it under "
+          "reprise.scope('model.layers.<i>') or a checkpoint region of that name.")
+      .def_prop_ro("input_layernorm", member(&nn::LlamaDecoderLayer::input_layernorm), kInternal)
+      .def_prop_ro("self_attn", member(&nn::LlamaDecoderLayer::self_attn), kInternal)
+      .def_prop_ro("post_attention_layernorm",
+                   member(&nn::LlamaDecoderLayer::post_attention_layernorm), kInternal)
+      .def_prop_ro("mlp", owned(&nn::LlamaDecoderLayer::mlp), kInternal, "None in an MoE model.")
+      .def_prop_ro("block_sparse_moe", owned(&nn::LlamaDecoderLayer::block_sparse_moe), kInternal,
+                   "None in a dense model.");
+  bind_module_list<nn::LlamaDecoderLayer>(m, "DecoderLayerList");
+  nb::class_<nn::LlamaModel, nn::Module>(m, "LlamaModel")
+      .def_prop_ro("embed_tokens", member(&nn::LlamaModel::embed_tokens), kInternal)
+      .def_prop_ro("layers", member(&nn::LlamaModel::layers), kInternal)
+      .def_prop_ro("norm", member(&nn::LlamaModel::norm), kInternal);
+
+  nb::class_<nn::RouterLosses>(m, "RouterLosses")
+      .def_prop_ro("aux", [](const nn::RouterLosses& r) { return tensor_or_none(r.aux); })
+      .def_prop_ro("z", [](const nn::RouterLosses& r) { return tensor_or_none(r.z); });
+  nb::class_<nn::CausalLMOutput>(m, "CausalLMOutput")
+      .def_ro("logits", &nn::CausalLMOutput::logits, "(B, T, V)")
+      .def_ro("moe", &nn::CausalLMOutput::moe, "Per MoE layer, its router terms.")
+      .def("router_losses", &nn::CausalLMOutput::router_losses)
+      .def("moe_stats", &nn::CausalLMOutput::moe_stats);
+
+  nb::class_<LlamaForCausalLM, nn::Module>(
+      m, "LlamaForCausalLM",
+      "transformers' LlamaForCausalLM (MixtralForCausalLM with config.moe): same module tree "
+      "and parameter names.")
+      .def(
+          "__init__",
+          [generator_or_default](LlamaForCausalLM* self, const nn::LlamaConfig& config,
+                                 rng::Generator* generator) {
+            new (self) LlamaForCausalLM(config, generator_or_default(generator));
+          },
+          arg("config"), arg("generator") = nb::none(),
+          "Builds the model and initialises it as HF does, from the stream 'init' of generator "
+          "(default: the default generator).")
+      .def("forward", &forward, arg("input_ids"), arg("layers") = nb::none(),
+           "input_ids (B, T) i64 -> CausalLMOutput. layers: None, an nn.LayerCheckpointing, or "
+           "a callable run(i, scope, layer) -> Tensor that runs decoder layer i by calling "
+           "layer() (plainly under reprise.scope(scope), or inside reprise.checkpoint(scope, "
+           "...)).")
+      .def("__call__", &forward, arg("input_ids"), arg("layers") = nb::none())
+      .def_static("loss", &LlamaForCausalLM::loss, arg("logits"), arg("labels"),
+                  "HF's causal-LM loss: logits[:, t] against labels[:, t + 1], -100 ignored.")
+      .def("causal_lm_loss", &LlamaForCausalLM::causal_lm_loss, arg("out"), arg("labels"),
+           "loss(out.logits, labels), plus an MoE model's weighted router losses in training.")
+      .def("reset_parameters", &LlamaForCausalLM::reset_parameters, arg("generator"),
+           arg("stream") = "init")
+      .def("set_dropout_generator", &LlamaForCausalLM::set_dropout_generator, arg("generator"),
+           nb::keep_alive<1, 2>())
+      .def_prop_ro("dropout_generator", &LlamaForCausalLM::dropout_generator,
+                   nb::rv_policy::reference)
+      .def("training_flops_per_token", &LlamaForCausalLM::training_flops_per_token, arg("seq"))
+      .def_prop_ro("config", &LlamaForCausalLM::config)
+      .def_prop_ro("model", member(&LlamaForCausalLM::model), kInternal)
+      .def_prop_ro(
+          "lm_head", [](LlamaForCausalLM& m) { return m.lm_head(); }, kInternal,
+          "The untied output head; None when tied.");
+
+  bind_training(m);
+}
+
+}  // namespace reprise::python

@@ -1,0 +1,320 @@
+// The ops (ops/*.h) as module functions, most of them also Tensor methods,
+// and Python's operators. Every op records on the tape as it does in C++,
+// and its errors (dtypes, shapes, devices) are reprise.Error.
+
+#include <nanobind/stl/variant.h>
+
+#include <variant>
+
+#include "ops/attention.h"
+#include "ops/binary.h"
+#include "ops/cast.h"
+#include "ops/embedding.h"
+#include "ops/grouped_linear.h"
+#include "ops/indexing.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/moe_route.h"
+#include "ops/norm.h"
+#include "ops/random.h"
+#include "ops/reduce.h"
+#include "ops/rotary.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+#include "ops/swiglu.h"
+#include "ops/unary.h"
+#include "ops/views.h"
+#include "python/src/bind.h"
+
+namespace reprise::python {
+
+namespace {
+
+using nb::arg;
+
+// A 0-d tensor of x's dtype and device holding s: Python scalars meet
+// tensors through it where reprise has no scalar form of the op.
+Tensor scalar_like(const Tensor& x, double s) { return Tensor::full({}, s, x.dtype(), x.device()); }
+
+rng::Generator& generator_arg(rng::Generator* g) { return g ? *g : rng::default_generator(); }
+
+// Shape arguments given as separate ints or one sequence: reshape(2, 3) or
+// reshape((2, 3)).
+Shape shape_args(const nb::args& args) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return shape_arg(args[0]);
+  return shape_arg(args);
+}
+
+ops::Reduction reduction_arg(std::string_view r) {
+  if (r == "mean") return ops::Reduction::mean;
+  if (r == "sum") return ops::Reduction::sum;
+  REPRISE_FAIL("cross_entropy: reduction '", r, "' (expected 'mean' or 'sum')");
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
+  // An op as a module function f(x, ...) and the method x.f(...).
+  auto both = [&](const char* name, auto f, const char* doc, auto... rest) {
+    m.def(name, f, arg("x"), rest..., doc);
+    cls.def(name, f, rest..., doc);
+  };
+
+  // ---- elementwise -------------------------------------------------------------
+  both("neg", &ops::neg, "-x");
+  both("exp", &ops::exp, "");
+  both("log", &ops::log, "");
+  both("sqrt", &ops::sqrt, "");
+  both("rsqrt", &ops::rsqrt, "1 / sqrt(x)");
+  both("relu", &ops::relu, "");
+  both("gelu", &ops::gelu, "tanh approximation");
+  both("silu", &ops::silu, "x * sigmoid(x)");
+  both("sigmoid", &ops::sigmoid, "");
+  both("tanh", &ops::tanh, "");
+  both("pow", &ops::pow, "x ** exponent (a scalar exponent)", arg("exponent"));
+
+  using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);
+  using ScalarFn = Tensor (*)(const Tensor&, double);
+  m.def("add", BinaryFn(&ops::add), arg("a"), arg("b"), "a + b, broadcast; one dtype and device.");
+  m.def("add", ScalarFn(&ops::add), arg("x"), arg("s"));
+  m.def("sub", &ops::sub, arg("a"), arg("b"));
+  m.def("mul", BinaryFn(&ops::mul), arg("a"), arg("b"));
+  m.def("mul", ScalarFn(&ops::mul), arg("x"), arg("s"));
+  m.def("div", &ops::div, arg("a"), arg("b"));
+
+  cls.def("__neg__", &ops::neg)
+      .def("__add__", BinaryFn(&ops::add))
+      .def("__add__", ScalarFn(&ops::add))
+      .def("__radd__", ScalarFn(&ops::add))
+      .def("__sub__", &ops::sub)
+      .def("__sub__", [](const Tensor& x, double s) { return ops::add(x, -s); })
+      .def("__rsub__", [](const Tensor& x, double s) { return ops::add(ops::neg(x), s); })
+      .def("__mul__", BinaryFn(&ops::mul))
+      .def("__mul__", ScalarFn(&ops::mul))
+      .def("__rmul__", ScalarFn(&ops::mul))
+      .def("__truediv__", &ops::div)
+      .def("__truediv__", [](const Tensor& x, double s) { return ops::div(x, scalar_like(x, s)); })
+      .def("__rtruediv__", [](const Tensor& x, double s) { return ops::div(scalar_like(x, s), x); })
+      .def("__pow__", &ops::pow)
+      .def("__matmul__", &ops::matmul);
+
+  both("swiglu", &ops::swiglu, "silu(gate) * up as one op.", arg("up"));
+
+  // ---- reductions --------------------------------------------------------------
+  both(
+      "sum",
+      [](const Tensor& x, std::optional<ShapeLike> dim, bool keepdim) {
+        return ops::sum(x, dim ? dim->value : Shape{}, keepdim);
+      },
+      "Sum over dim (an int or a sequence; None: all).", arg("dim") = nb::none(),
+      arg("keepdim") = false);
+  both(
+      "mean",
+      [](const Tensor& x, std::optional<ShapeLike> dim, bool keepdim) {
+        return ops::mean(x, dim ? dim->value : Shape{}, keepdim);
+      },
+      "Mean over dim (an int or a sequence; None: all).", arg("dim") = nb::none(),
+      arg("keepdim") = false);
+  both(
+      "max",
+      [](const Tensor& x, int64_t dim, bool keepdim) {
+        ops::MaxResult r = ops::max(x, dim, keepdim);
+        return nb::make_tuple(r.values, r.indices);
+      },
+      "(values, indices) of the maximum along dim; NaN is the maximum.", arg("dim"),
+      arg("keepdim") = false);
+
+  // ---- layers ------------------------------------------------------------------
+  both("softmax", &ops::softmax, "", arg("dim") = -1);
+  both("log_softmax", &ops::log_softmax, "", arg("dim") = -1);
+  both("matmul", &ops::matmul, "x: (..., M, K), b: (K, N) or (..., K, N) -> (..., M, N).",
+       arg("b"));
+  m.def("linear", &ops::linear, arg("x"), arg("w"), "x @ w^T; w: (N, K), PyTorch's layout.");
+  m.def(
+      "cross_entropy",
+      [](const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+         std::string_view reduction) {
+        return ops::cross_entropy(logits, targets, ignore_index, reduction_arg(reduction));
+      },
+      arg("logits"), arg("targets"), arg("ignore_index") = -100, arg("reduction") = "mean",
+      "torch's F.cross_entropy: logits (N, C), targets (N) i64.");
+  m.def("rmsnorm", &ops::rmsnorm, arg("x"), arg("weight"), arg("eps") = 1e-6);
+  m.def(
+      "layernorm",
+      [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, double eps) {
+        return ops::layernorm(x, w, tensor_or_undefined(b), eps);
+      },
+      arg("x"), arg("weight"), arg("bias") = nb::none(), arg("eps") = 1e-5);
+  m.def(
+      "rotary",
+      [](const Tensor& x, const std::variant<Tensor, int64_t>& positions, double theta) {
+        if (const int64_t* start = std::get_if<int64_t>(&positions)) {
+          return ops::rotary(x, *start, theta);
+        }
+        return ops::rotary(x, std::get<Tensor>(positions), theta);
+      },
+      arg("x"), arg("positions"), arg("theta") = 10000.0,
+      "RoPE (HF's rotate_half) of x (B, H, T, D) at positions: a (T) or (B, T) tensor, or the "
+      "first position as an int.");
+  m.def("embedding", &ops::embedding, arg("weight"), arg("ids"));
+  m.def(
+      "scaled_dot_product_attention",
+      [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+         std::optional<double> scale, double dropout_p, rng::Generator* generator,
+         std::string dropout_stream) {
+        return ops::scaled_dot_product_attention(q, k, v,
+                                                 {.causal = causal,
+                                                  .scale = scale,
+                                                  .dropout_p = dropout_p,
+                                                  .generator = generator,
+                                                  .dropout_stream = std::move(dropout_stream)});
+      },
+      arg("q"), arg("k"), arg("v"), nb::kw_only(), arg("causal") = false, arg("scale") = nb::none(),
+      arg("dropout_p") = 0.0, arg("generator") = nb::none(), arg("dropout_stream") = "dropout",
+      "softmax(scale q k^T + mask) v per batch and head; q (B, Hq, T, D), k and v (B, Hkv, S, "
+      "D); grouped-query when Hkv < Hq. Dropout on the weights draws from the generator's "
+      "stream and replays exactly.");
+
+  // ---- indexing ----------------------------------------------------------------
+  m.def("index_select", &ops::index_select, arg("x"), arg("dim"), arg("index"));
+  m.def("gather", &ops::gather, arg("x"), arg("dim"), arg("index"));
+  m.def("scatter_add", &ops::scatter_add, arg("x"), arg("dim"), arg("index"), arg("src"));
+  m.def("index_add", &ops::index_add, arg("x"), arg("dim"), arg("index"), arg("src"));
+  m.def("where", &ops::where, arg("cond"), arg("a"), arg("b"));
+  both(
+      "topk",
+      [](const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+        ops::TopKResult r = ops::topk(x, k, dim, largest, sorted);
+        return nb::make_tuple(r.values, r.indices);
+      },
+      "(values, indices) of the k largest (or smallest) along dim.", arg("k"), arg("dim") = -1,
+      arg("largest") = true, arg("sorted") = true);
+
+  // ---- layout ------------------------------------------------------------------
+  m.def(
+      "reshape", [](const Tensor& x, ShapeLike shape) { return ops::reshape(x, shape.value); },
+      arg("x"), arg("shape"));
+  cls.def(
+      "reshape", [](const Tensor& x, nb::args shape) { return ops::reshape(x, shape_args(shape)); },
+      "reshape(2, 3) or reshape((2, 3)); one dim may be -1 (a view when the layout allows).");
+  both("transpose", &ops::transpose, "", arg("dim0"), arg("dim1"));
+  m.def(
+      "permute", [](const Tensor& x, ShapeLike dims) { return ops::permute(x, dims.value); },
+      arg("x"), arg("dims"));
+  cls.def("permute",
+          [](const Tensor& x, nb::args dims) { return ops::permute(x, shape_args(dims)); });
+  both("slice", &ops::slice, "", arg("dim"), arg("start"), arg("end"), arg("step") = 1);
+  m.def(
+      "expand", [](const Tensor& x, ShapeLike shape) { return ops::expand(x, shape.value); },
+      arg("x"), arg("shape"));
+  cls.def("expand",
+          [](const Tensor& x, nb::args shape) { return ops::expand(x, shape_args(shape)); });
+  both("squeeze", &ops::squeeze, "", arg("dim"));
+  both("unsqueeze", &ops::unsqueeze, "", arg("dim"));
+  both("contiguous", &ops::contiguous, "x itself when contiguous, else a recorded copy.");
+  cls.def_prop_ro(
+      "T",
+      [](const Tensor& x) {
+        REPRISE_CHECK(x.dim() == 2, "Tensor.T: expected a 2-D tensor, got ", x.describe());
+        return ops::transpose(x, 0, 1);
+      },
+      "The transpose of a 2-D tensor.");
+  m.def("cat", &ops::cat, arg("tensors"), arg("dim") = 0);
+  m.def("stack", &ops::stack, arg("tensors"), arg("dim") = 0);
+  both(
+      "split",
+      [](const Tensor& x, const std::variant<int64_t, std::vector<int64_t>>& sizes, int64_t dim) {
+        if (const int64_t* size = std::get_if<int64_t>(&sizes)) return ops::split(x, *size, dim);
+        return ops::split(x, std::get<std::vector<int64_t>>(sizes), dim);
+      },
+      "Views of x along dim: pieces of the given sizes, or of one size (an int).",
+      arg("split_size_or_sizes"), arg("dim") = 0);
+  both(
+      "cast", [](const Tensor& x, DTypeLike dtype) { return ops::cast(x, dtype.get()); },
+      "x converted to dtype (differentiable between floating dtypes).", arg("dtype"));
+
+  // ---- mixture of experts ------------------------------------------------------
+  nb::class_<ops::MoeRoute>(m, "MoeRoute", "What moe_route returns (ops/moe_route.h).")
+      .def_ro("weights", &ops::MoeRoute::weights)
+      .def_ro("indices", &ops::MoeRoute::indices)
+      .def_ro("token", &ops::MoeRoute::token)
+      .def_ro("counts", &ops::MoeRoute::counts)
+      .def_ro("routed", &ops::MoeRoute::routed);
+  m.def("moe_route", &ops::moe_route, arg("scores"), arg("k"), arg("renormalize"),
+        arg("capacity") = -1,
+        "Top-k routing of scores (N, E), as one recorded op: gates in dispatch order, the "
+        "chosen experts, and the dispatch blocks.");
+  m.def("grouped_linear", &ops::grouped_linear, arg("x"), arg("counts"), arg("weights"),
+        "Consecutive row blocks of x (counts[e] rows each) times their own weight (N, K).");
+
+  // ---- random ------------------------------------------------------------------
+  auto random = [&](const char* name, auto op, const char* doc) {
+    m.def(
+        name,
+        [op](ShapeLike shape, rng::Generator* gen, std::string_view stream, DTypeLike dtype) {
+          return op(shape.value, generator_arg(gen), stream, dtype.get());
+        },
+        arg("shape"), nb::kw_only(), arg("generator") = nb::none(), arg("stream") = "default",
+        arg("dtype") = DType::f32, doc);
+  };
+  random(
+      "rand",
+      [](const Shape& s, rng::Generator& g, std::string_view st, DType d) {
+        return ops::rand(s, g, st, d);
+      },
+      "Uniform on (0, 1], cuRAND's words.");
+  random(
+      "randn",
+      [](const Shape& s, rng::Generator& g, std::string_view st, DType d) {
+        return ops::randn(s, g, st, d);
+      },
+      "Standard normal (Box-Muller in cuRAND's pairing).");
+  m.def(
+      "bernoulli",
+      [](ShapeLike shape, double p, rng::Generator* gen, std::string_view stream, DTypeLike dtype) {
+        return ops::bernoulli(shape.value, p, generator_arg(gen), stream, dtype.get());
+      },
+      arg("shape"), arg("p"), nb::kw_only(), arg("generator") = nb::none(),
+      arg("stream") = "default", arg("dtype") = DType::f32);
+  m.def(
+      "dropout",
+      [](const Tensor& x, double p, rng::Generator* gen, bool training, std::string_view stream) {
+        return ops::dropout(x, p, generator_arg(gen), training, stream);
+      },
+      arg("x"), arg("p"), nb::kw_only(), arg("generator") = nb::none(), arg("training") = true,
+      arg("stream") = "dropout",
+      "Inverted dropout; the mask comes from a recorded reservation, so recompute replays it.");
+
+  // In-place initialisers return the tensor they filled.
+  m.def(
+      "normal_",
+      [](Tensor& t, double mean, double std, rng::Generator* gen, std::string_view stream) {
+        return ops::normal_(t, mean, std, generator_arg(gen), stream);
+      },
+      arg("t"), arg("mean") = 0.0, arg("std") = 1.0, nb::kw_only(), arg("generator") = nb::none(),
+      arg("stream") = "init");
+  m.def(
+      "uniform_",
+      [](Tensor& t, double low, double high, rng::Generator* gen, std::string_view stream) {
+        return ops::uniform_(t, low, high, generator_arg(gen), stream);
+      },
+      arg("t"), arg("low") = 0.0, arg("high") = 1.0, nb::kw_only(), arg("generator") = nb::none(),
+      arg("stream") = "init");
+  m.def(
+      "trunc_normal_",
+      [](Tensor& t, double mean, double std, double a, double b, rng::Generator* gen,
+         std::string_view stream) {
+        return ops::trunc_normal_(t, mean, std, a, b, generator_arg(gen), stream);
+      },
+      arg("t"), arg("mean") = 0.0, arg("std") = 1.0, arg("a") = -2.0, arg("b") = 2.0, nb::kw_only(),
+      arg("generator") = nb::none(), arg("stream") = "init");
+  m.def(
+      "kaiming_uniform_",
+      [](Tensor& t, double a, rng::Generator* gen, std::string_view stream) {
+        return ops::kaiming_uniform_(t, a, generator_arg(gen), stream);
+      },
+      arg("t"), arg("a") = 0.0, nb::kw_only(), arg("generator") = nb::none(),
+      arg("stream") = "init");
+}
+
+}  // namespace reprise::python
