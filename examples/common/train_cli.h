@@ -45,6 +45,7 @@ struct Options {
   std::string data, tokenizer, metrics, save, resume, init_from, export_dir, dump_grads;
   int64_t save_every = 0, log_every = 10, eval_every = 100, eval_batches = 4, stop_after = 0;
   int threads = 0;
+  Device device = Device::cpu();  // where the model trains (--device)
   bool help = false;
   // Several processes.
   bool expert_parallel = false;      // moe_train's --expert-parallel
