@@ -135,7 +135,8 @@ class TrainGroup {
 // `stop` raises an Error naming the step, before any update; `skip` drops
 // the step's update (no optimizer step, gradients zeroed) and the run goes
 // on with the next batch (the step still counts: the schedule and the data
-// move on). Either way the parameters and the optimizer state stay finite.
+// move on). Either way such a step changes neither the parameters nor the
+// optimizer state.
 enum class OnNonFinite { stop, skip };
 // "stop" | "skip"; raises an Error for anything else.
 OnNonFinite parse_on_nonfinite(const std::string& name);
