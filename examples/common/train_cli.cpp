@@ -15,6 +15,7 @@
 #include "autograd/checkpoint.h"
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
+#include "engine/memory_limit.h"
 #include "engine/threads.h"
 #include "io/tokenizer.h"
 #include "nn/data.h"
@@ -281,6 +282,31 @@ std::string mib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
   return buf;
+}
+
+// What to try after running out of memory: a smaller batch, or checkpointed
+// activations. Under REPRISE_MAX_MEMORY, the budget planner's policy
+// (budget:BYTES) gets what the cap leaves once the step's measured peaks of
+// everything but saved activations are counted: the parameters, a gradient
+// the size of each (a first step fails before backward makes them), the
+// optimizer state and the temporaries.
+std::string out_of_memory_hint(const OutOfMemoryError& e, const nn::TrainConfig& config) {
+  const MemorySnapshot& m = e.memory;
+  const int64_t parameters = m[MemoryKind::parameter].peak;
+  const int64_t held = parameters + std::max(m[MemoryKind::gradient].peak, parameters) +
+                       m[MemoryKind::optimizer_state].peak + m[MemoryKind::temporary].peak;
+  const std::string hint = "hint: lower --batch (" + std::to_string(config.batch) + " now)";
+  if (e.limit == 0) return hint + ", or checkpoint activations (--checkpoint-policy full)";
+  const int64_t budget = e.limit - held;
+  if (budget <= 0) {
+    return hint + "; the parameters, their gradients, the optimizer state and the temporaries " +
+           "alone need " + mib(held) + " of REPRISE_MAX_MEMORY's " + mib(e.limit);
+  }
+  const std::string bytes = budget >= (int64_t(16) << 20) ? std::to_string(budget >> 20) + "M"
+                                                          : std::to_string(budget >> 10) + "K";
+  return hint + ", or --checkpoint-policy budget:" + bytes +
+         " would fit under the cap (REPRISE_MAX_MEMORY " + mib(e.limit) + " less " + mib(held) +
+         " of parameters, gradients, optimizer state and temporaries)";
 }
 
 // ---- the run -----------------------------------------------------------------
@@ -759,6 +785,8 @@ int run_program(const Program& program, int argc, char** argv) {
       world->abort(1);
     }
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    if (const auto* oom = dynamic_cast<const OutOfMemoryError*>(&e))
+      std::fprintf(stderr, "%s\n", out_of_memory_hint(*oom, o.config).c_str());
     return 1;
   }
 }
