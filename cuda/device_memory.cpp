@@ -8,10 +8,7 @@
 
 #include "cuda/runtime.h"
 #include "cuda/stream.h"
-#include "engine/current_op.h"
-#include "engine/error.h"
 #include "engine/memory_limit.h"
-#include "engine/memory_stats.h"
 
 namespace reprise::cuda {
 
@@ -84,20 +81,7 @@ void* DeviceMemory::try_allocate(size_t nbytes) {
 
 void* DeviceMemory::allocate(size_t nbytes) {
   if (void* p = try_allocate(nbytes)) return p;
-  const DeviceGuard guard(device_);
-  const AllocatorStats s = allocator_.stats();
-  size_t free_bytes = 0, total_bytes = 0;
-  cudaMemGetInfo(&free_bytes, &total_bytes);
-  cudaGetLastError();
-  const MemorySnapshot memory = memory_stats::snapshot(device_);
-  throw OutOfMemoryError(
-      detail::concat("out of memory on ", to_string(device_), ": ", describe_current_op(),
-                     " asked for ", nbytes, " bytes of workspace"),
-      detail::concat(" (a block of ", CachingAllocator::size_class(nbytes),
-                     "); live tensors: ", memory.to_string(), "; the allocator holds ", s.reserved,
-                     " bytes (", s.in_use, " in use, ", s.cached, " cached); the device has ",
-                     free_bytes, " of ", total_bytes, " bytes free"),
-      device_, int64_t(nbytes), 0, memory);
+  memory_limit::raise_out_of_memory(nbytes, device_, 0);
 }
 
 void DeviceMemory::release(void* ptr) {

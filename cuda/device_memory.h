@@ -5,7 +5,7 @@
 // OutOfMemoryError (engine/memory_limit.h) naming the op, the bytes asked
 // for, what the live tensors hold by kind, what the cache holds and what the
 // device reports free; tensors' storage uses try_allocate(), and Storage
-// raises the same Error with the tensor's shape.
+// raises the same Error, with the tensor's shape.
 
 #include <cstddef>
 

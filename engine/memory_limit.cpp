@@ -1,18 +1,15 @@
 #include "engine/memory_limit.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <limits>
+
+#include "engine/backend.h"
+#include "engine/current_op.h"
 
 namespace reprise::memory_limit {
 namespace {
 
 constexpr const char* kVariable = "REPRISE_MAX_MEMORY";
-constexpr int64_t kUnread = -1;
-
-// The cap in bytes (0: none), kUnread until REPRISE_MAX_MEMORY is read. A
-// malformed value leaves it unread, so that every allocation raises.
-std::atomic<int64_t> g_max_memory{kUnread};
 
 int64_t from_environment() {
   const char* env = std::getenv(kVariable);
@@ -62,18 +59,45 @@ int64_t parse_bytes(std::string_view text, std::string_view variable) {
 }
 
 int64_t max_memory() {
-  int64_t cap = g_max_memory.load(std::memory_order_relaxed);
-  if (cap == kUnread) [[unlikely]] {
+  int64_t cap = detail::cap.load(std::memory_order_relaxed);
+  if (cap == detail::kUnread) {
     cap = from_environment();
-    int64_t unread = kUnread;  // set_max_memory, if it ran meanwhile, wins
-    if (!g_max_memory.compare_exchange_strong(unread, cap)) cap = unread;
+    int64_t unread = detail::kUnread;  // set_max_memory, if it ran meanwhile, wins
+    if (!detail::cap.compare_exchange_strong(unread, cap)) cap = unread;
   }
   return cap;
 }
 
 void set_max_memory(int64_t bytes) {
   REPRISE_CHECK(bytes >= 0, "set_max_memory: expected bytes >= 0 (0: no cap), got ", bytes);
-  g_max_memory.store(bytes, std::memory_order_relaxed);
+  detail::cap.store(bytes, std::memory_order_relaxed);
+}
+
+void detail::check_slow(size_t nbytes, Device device) {
+  const int64_t limit = max_memory();
+  if (limit != 0 && memory_stats::snapshot(device).total.live + int64_t(nbytes) > limit)
+    raise_out_of_memory(nbytes, device, limit);
+}
+
+void raise_out_of_memory(size_t nbytes, Device device, int64_t limit) {
+  const MemorySnapshot memory = memory_stats::snapshot(device);
+  std::string request =
+      reprise::detail::concat("out of memory on ", to_string(device), ": ", describe_current_op(),
+                              " asked for ", nbytes, " bytes");
+  std::string context = limit > 0 ? reprise::detail::concat(
+                                        ", which would pass REPRISE_MAX_MEMORY (", limit, " bytes)")
+                                  : std::string(", and the device has no room");
+  context += "; live tensors: " + memory.to_string();
+  if (limit == 0) {
+    const DeviceMemoryInfo info = backend(device).memory_info();
+    if (info.capacity > 0) {
+      context += reprise::detail::concat("; the allocator holds ", info.reserved, " bytes (",
+                                         info.cached, " cached); the device has ", info.device_free,
+                                         " of ", info.capacity, " bytes free");
+    }
+  }
+  throw OutOfMemoryError(std::move(request), std::move(context), device, int64_t(nbytes), limit,
+                         memory);
 }
 
 }  // namespace reprise::memory_limit

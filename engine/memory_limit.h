@@ -13,6 +13,8 @@
 // running and its scope (engine/current_op.h), the shape and bytes asked,
 // and the live and peak bytes by kind.
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -66,6 +68,27 @@ int64_t parse_bytes(std::string_view text, std::string_view variable);
 int64_t max_memory();
 // Sets the cap (0: none) in place of REPRISE_MAX_MEMORY.
 void set_max_memory(int64_t bytes);
+
+namespace detail {
+// The cap in bytes; 0: none; kUnread until REPRISE_MAX_MEMORY is read (a
+// malformed value leaves it unread, so that every allocation raises).
+inline constexpr int64_t kUnread = -1;
+inline std::atomic<int64_t> cap{kUnread};
+void check_slow(size_t nbytes, Device device);
+}  // namespace detail
+
+// Raises OutOfMemoryError when nbytes more on `device` would pass the cap
+// (the first call reads REPRISE_MAX_MEMORY). With no cap: one load and one
+// branch.
+inline void check(size_t nbytes, Device device) {
+  if (detail::cap.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    detail::check_slow(nbytes, device);
+}
+
+// Raises OutOfMemoryError for nbytes on `device`: past the cap `limit`, or
+// with limit 0 because the device has no room (its allocator's figures
+// added when it has them).
+[[noreturn]] void raise_out_of_memory(size_t nbytes, Device device, int64_t limit);
 
 }  // namespace memory_limit
 }  // namespace reprise

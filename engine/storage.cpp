@@ -3,48 +3,20 @@
 #include <new>
 
 #include "engine/backend.h"
-#include "engine/current_op.h"
 #include "engine/error.h"
 #include "engine/memory_limit.h"
 
 namespace reprise {
-namespace {
-
-// limit: the cap the allocation would pass, or 0 when the device had no room.
-[[noreturn]] void raise_out_of_memory(size_t nbytes, Device device, int64_t limit) {
-  const MemorySnapshot memory = memory_stats::snapshot(device);
-  std::string request = detail::concat("out of memory on ", to_string(device), ": ",
-                                       describe_current_op(), " asked for ", nbytes, " bytes");
-  std::string context =
-      limit > 0 ? detail::concat(", which would pass REPRISE_MAX_MEMORY (", limit, " bytes)")
-                : std::string(", and the device has no room");
-  context += "; live tensors: " + memory.to_string();
-  if (limit == 0) {
-    const DeviceMemoryInfo info = backend(device).memory_info();
-    if (info.capacity > 0) {
-      context += detail::concat("; the allocator holds ", info.reserved, " bytes (", info.cached,
-                                " cached); the device has ", info.device_free, " of ",
-                                info.capacity, " bytes free");
-    }
-  }
-  throw OutOfMemoryError(std::move(request), std::move(context), device, int64_t(nbytes), limit,
-                         memory);
-}
-
-}  // namespace
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, MemoryKind kind) {
-  if (const int64_t cap = memory_limit::max_memory(); cap != 0) [[unlikely]] {
-    if (memory_stats::snapshot(device).total.live + int64_t(nbytes) > cap)
-      raise_out_of_memory(nbytes, device, cap);
-  }
+  memory_limit::check(nbytes, device);
   void* data = nullptr;
   try {
     data = backend(device).allocate(nbytes);
   } catch (const std::bad_alloc&) {
-    data = nullptr;  // raised below, with what the Error names
+    // data stays nullptr: the Error below names what asked for it
   }
-  if (data == nullptr) raise_out_of_memory(nbytes, device, 0);
+  if (data == nullptr) memory_limit::raise_out_of_memory(nbytes, device, 0);
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, kind));
 }
 
