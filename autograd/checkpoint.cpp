@@ -9,6 +9,8 @@
 #include "autograd/recompute_noise.h"
 #include "autograd/scope.h"
 #include "autograd/tape.h"
+#include "engine/current_op.h"
+#include "engine/memory_limit.h"
 #include "rng/generator.h"
 
 namespace reprise::autograd {
@@ -415,8 +417,11 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
       }
       Tensors outputs;
       try {
+        const CurrentOpGuard running(r.op->name, "replay", *r.scope);
         const auto& reservation = reservations[size_t(index)];
         outputs = r.forward(inputs, reservation ? &*reservation : nullptr);
+      } catch (const OutOfMemoryError&) {
+        throw;  // names the op and scope already, and callers catch it by type
       } catch (const Error& e) {
         REPRISE_FAIL("checkpoint region '", scope_, "': replaying ", where, ": ", e.what());
       }
@@ -526,6 +531,8 @@ Tensors checkpoint(const std::string& scope, const Policy& policy,
     region->enter();
     try {
       outputs = fn();
+    } catch (const OutOfMemoryError&) {
+      throw;  // names the op and scope already, and callers catch it by type
     } catch (const Error& e) {
       REPRISE_FAIL("checkpoint region '", *current_scope(), "': ", e.what());
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "autograd/anomaly.h"
+#include "autograd/scope.h"
+#include "engine/current_op.h"
 
 namespace reprise::autograd {
 namespace {
@@ -46,6 +48,7 @@ Tensors record(OpCall call) {
   Tensors outputs;
   {
     NoGradGuard no_grad;
+    const CurrentOpGuard running(call.op.name, "forward", *current_scope());
     outputs = call.forward(call.inputs, call.rng ? &*call.rng : nullptr);
   }
   // A forward may hand back an input unchanged (a no-op view): give the
