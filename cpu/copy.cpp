@@ -1,5 +1,6 @@
 // Data movement on the CPU: fill, copy with dtype conversion, and the
 // representability check of integer casts.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <limits>
@@ -29,6 +30,49 @@ bool fits(From v) {
   }
 }
 
+// A copy whose innermost run reads across rows, as the contiguous copy of a
+// transpose does: the coalesced layout's last two dims are (rows, cols)
+// with dst contiguous along cols and src contiguous along rows. Copied in
+// kTile x kTile tiles, so that each tile's reads and writes stay within
+// kTile cache lines each instead of one line per element read.
+constexpr int64_t kTile = 16;
+
+bool is_transposed_copy(const StridedLayout<2>& l) {
+  const size_t nd = l.shape.size();
+  if (nd < 2) return false;
+  const Shape &dst = l.strides[0], &src = l.strides[1];
+  return dst[nd - 1] == 1 && src[nd - 2] == 1 && src[nd - 1] != 1 && l.shape[nd - 2] >= kTile &&
+         l.shape[nd - 1] >= kTile;
+}
+
+template <class To, class From>
+void copy_transposed(To* out, const From* in, const StridedLayout<2>& l) {
+  const int64_t nd = int64_t(l.shape.size());
+  const int64_t rows = l.shape[nd - 2], cols = l.shape[nd - 1];
+  const int64_t dst_row = l.strides[0][nd - 2], src_col = l.strides[1][nd - 1];
+  const int64_t row_tiles = (rows + kTile - 1) / kTile;
+  const int64_t outer = numel(l.shape) / (rows * cols);
+  threads::parallel_for(outer * row_tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      // Offsets of matrix t / row_tiles over the outer dims.
+      int64_t dst_at = 0, src_at = 0;
+      for (int64_t d = nd - 3, rest = t / row_tiles; d >= 0; --d) {
+        dst_at += rest % l.shape[d] * l.strides[0][d];
+        src_at += rest % l.shape[d] * l.strides[1][d];
+        rest /= l.shape[d];
+      }
+      const int64_t r0 = t % row_tiles * kTile, r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t c = c0; c < c1; ++c) {
+          const From* column = in + src_at + c * src_col;
+          for (int64_t r = r0; r < r1; ++r) out[dst_at + r * dst_row + c] = convert<To>(column[r]);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void CpuBackend::fill(const Tensor& dst, double value) {
@@ -47,6 +91,11 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
     dispatch_all(src.dtype(), "copy_", [&]<class From>() {
       To* out = static_cast<To*>(dst.raw_data());
       const From* in = static_cast<const From*>(src.raw_data());
+      if (const StridedLayout<2> l = coalesce<2>(dst.shape(), {dst.strides(), src.strides()});
+          is_transposed_copy(l)) {
+        copy_transposed(out, in, l);
+        return;
+      }
       for_each_run<2>(dst.shape(), {dst.strides(), src.strides()},
                       [&](auto off, int64_t n, auto st) {
                         To* o = out + off[0];

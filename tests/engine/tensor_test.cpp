@@ -37,6 +37,35 @@ TEST(DType, Float16RoundsToNearestEvenIncludingSubnormals) {
   EXPECT_TRUE(std::isnan(float(float16(std::nanf("")))));
 }
 
+// Copies of transposes (the CPU copies them in 16 x 16 tiles): sizes that
+// are not multiples of the tile, outer dims, a dtype conversion, and a
+// slice, each against the element-by-element definition.
+TEST(Tensor, ContiguousCopiesOfTransposesAreElementwise) {
+  const Tensor x = Tensor::arange(3 * 37 * 50, DType::f32).view({3, 37, 50});
+  const std::vector<float> v = x.to_vector<float>();
+  const Tensor t = x.transpose(1, 2).contiguous();  // (3, 50, 37)
+  const std::vector<float> got = t.to_vector<float>();
+  for (int64_t a = 0; a < 3; ++a) {
+    for (int64_t i = 0; i < 50; ++i) {
+      for (int64_t j = 0; j < 37; ++j) {
+        ASSERT_EQ(got[size_t((a * 50 + i) * 37 + j)], v[size_t((a * 37 + j) * 50 + i)]);
+      }
+    }
+  }
+  const std::vector<double> as_f64 = x.transpose(1, 2).to(DType::f64).to_vector<double>();
+  for (size_t k = 0; k < got.size(); ++k) ASSERT_EQ(as_f64[k], double(got[k]));
+  // Columns 3..42 of each matrix, transposed: a source with an offset.
+  const Tensor s = x.slice(2, 3, 43).transpose(1, 2).contiguous();  // (3, 40, 37)
+  const std::vector<float> sliced = s.to_vector<float>();
+  for (int64_t a = 0; a < 3; ++a) {
+    for (int64_t i = 0; i < 40; ++i) {
+      for (int64_t j = 0; j < 37; ++j) {
+        ASSERT_EQ(sliced[size_t((a * 40 + i) * 37 + j)], v[size_t((a * 37 + j) * 50 + i + 3)]);
+      }
+    }
+  }
+}
+
 TEST(Tensor, LayoutViewsShareStorageWithoutCopies) {
   Tensor t = Tensor::arange(24, DType::f32).view({2, 3, 4});
   Tensor tr = t.transpose(0, 2);  // (4, 3, 2)
