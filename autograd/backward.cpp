@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/tracer.h"
 #include "engine/accumulate.h"
 
 namespace reprise::autograd {
@@ -149,6 +150,7 @@ class Engine {
     }
     Tensors input_grads;
     {
+      TraceSpan span(node.name(), node.scope(), "backward");
       NoGradGuard no_grad;
       input_grads = node.apply(grads);
     }

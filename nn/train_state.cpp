@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <type_traits>
 
 #include "autograd/backward.h"
+#include "autograd/tracer.h"
 #include "autograd/verifier.h"
 #include "engine/grad_mode.h"
 #include "engine/memory_stats.h"
@@ -278,12 +280,17 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
                                                    .count = uint64_t(B),
                                                    .total = uint64_t(global_batch())});
     const Batch batch = data_->sample(B, config_.seq, generator_);
+    std::optional<autograd::TraceSpan> forward_span(std::in_place, "forward", "", "forward");
     const CausalLMOutput out = model_->forward(batch.input_ids, checkpointing_->runner());
     // Cross-entropy, plus the router losses of an MoE model.
     const Tensor loss = model_->causal_lm_loss(out, batch.labels);
+    forward_span.reset();
     const bool last = m + 1 == A;
     if (last && group_) group_->begin_backward();
-    autograd::backward(loss, seed);
+    {
+      autograd::TraceSpan backward_span("backward", "", "backward");
+      autograd::backward(loss, seed);
+    }
     if (last && group_) group_->end_backward();
     if (last && after_backward) after_backward(batch, out, loss);
     losses.push_back(double(loss.item<float>()));
@@ -295,9 +302,12 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   for (const double l : all) total += l;
   s.loss = float(total / double(all.size()));
   s.moe = combine_router_terms(terms);
-  s.grad_norm = clip_gradients();
-  optimizer_->step();
-  optimizer_->zero_grad();
+  {
+    autograd::TraceSpan optimizer_span("optimizer", "", "optimizer");
+    s.grad_norm = clip_gradients();
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
   ++step_;
   const MemorySnapshot m = memory_stats::snapshot();
   s.step = step_;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "autograd/checkpoint.h"
+#include "autograd/tracer.h"
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
 #include "engine/threads.h"
@@ -140,6 +141,10 @@ FlagTable common_flags() {
        {true, [](Options& o,
                  const std::string& v) { o.eval_batches = parse_positive("--eval-batches", v); }}},
       {"--metrics", {true, [](Options& o, const std::string& v) { o.metrics = v; }}},
+      {"--trace", {true, [](Options& o, const std::string& v) { o.trace = v; }}},
+      {"--trace-step",
+       {true, [](Options& o,
+                 const std::string& v) { o.trace_step = parse_positive("--trace-step", v); }}},
       {"--save", {true, [](Options& o, const std::string& v) { o.save = v; }}},
       {"--save-every",
        {true, [](Options& o,
@@ -294,6 +299,7 @@ Options session_options(const Program& program, const FlagTable& table, const Op
   if (!o.resume.empty() && !o.init_from.empty())
     throw UsageError("--resume and --init-from exclude each other");
   if (o.save_every > 0 && o.save.empty()) throw UsageError("--save-every needs --save DIR");
+  if (o.trace_step > 0 && o.trace.empty()) throw UsageError("--trace-step needs --trace FILE");
 
   if (!o.resume.empty()) {
     // The saved run's config, with this command line's flags on top: run
@@ -424,6 +430,25 @@ void export_tokenizer(const nn::DataTokenizer& tok, const std::string& dir) {
   }
 }
 
+// --trace: the session's step to trace, counted from 1.
+int64_t trace_step(const Options& o) { return o.trace_step > 0 ? o.trace_step : 2; }
+
+// Runs one step under a Tracer (autograd/tracer.h) and writes its trace to
+// --trace's file.
+nn::Trainer::StepStats traced_step(nn::Trainer& trainer, const nn::Trainer::AfterBackward& dump,
+                                   const Program& program, const Options& o) {
+  autograd::Tracer tracer;
+  nn::Trainer::StepStats s;
+  {
+    autograd::TraceGuard on(tracer);
+    s = trainer.step(dump);
+  }
+  tracer.write(o.trace, program.name + " step " + std::to_string(s.step));
+  std::printf("trace    step %lld: %zu spans and %zu memory samples to %s\n", (long long)s.step,
+              tracer.spans().size(), tracer.memory().size(), o.trace.c_str());
+  return s;
+}
+
 int train(const Program& program, const FlagTable& table, const Options& flags_only,
           const Args& args, parallel::World& world) {
   std::optional<nn::TrainStateInfo> resumed;
@@ -536,7 +561,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
 
   std::ofstream metrics;
   if (lead) {
-    for (const std::string& file : {o.metrics, o.dump_grads}) {
+    for (const std::string& file : {o.metrics, o.dump_grads, o.trace}) {
       const std::filesystem::path parent = std::filesystem::path(file).parent_path();
       if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
     }
@@ -559,7 +584,9 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
         nn::write_gradient_dump(o.dump_grads, trainer.model(), b, out.logits, loss);
       };
     }
-    const nn::Trainer::StepStats s = trainer.step(dump);
+    const bool trace = lead && !o.trace.empty() && session_steps + 1 == trace_step(o);
+    const nn::Trainer::StepStats s =
+        trace ? traced_step(trainer, dump, program, o) : trainer.step(dump);
     ++session_steps;
     last_loss = s.loss;
     window_tokens += s.tokens;
@@ -640,6 +667,10 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
                 tok.is_bytes() ? "" : " with its tokenizer");
   }
   if (!lead) return 0;
+  if (!o.trace.empty() && session_steps < trace_step(o)) {
+    std::printf("trace    none written: the session ran %lld steps, --trace-step is %lld\n",
+                (long long)session_steps, (long long)trace_step(o));
+  }
   const nn::CheckpointConfig& ck = c.checkpointing;
   const autograd::RecomputeStats& r = autograd::recompute_stats();
   std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
@@ -703,6 +734,9 @@ run (a resumed run must keep these)
   --eval-every N            held-out loss every N steps; 0: only at the end (100)
   --eval-batches N          held-out batches per evaluation (4)
   --metrics FILE.jsonl      append one JSON object per logged step
+  --trace FILE.json         write a Chrome/Perfetto trace of one step: forward, backward
+                            and replay spans per op with scopes, memory by kind after each
+  --trace-step N            the session's step to trace (2: the first warms up)
   --save DIR                write a training checkpoint to DIR at the end
   --save-every N            ... and every N steps
   --resume DIR              continue the run saved in DIR, bit for bit
