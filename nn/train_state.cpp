@@ -514,7 +514,7 @@ std::string train_state_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "train_state.safetensors").string();
 }
 
-void save_train_state(const Trainer& t, const std::string& dir) {
+void save_train_state(const Trainer& t, const std::string& dir, const json::Value& session) {
   std::vector<std::pair<std::string, Tensor>> tensors = state_tensors(t);
   if (t.group()) {
     tensors = t.group()->gather_named(tensors, false);
@@ -547,6 +547,7 @@ void save_train_state(const Trainer& t, const std::string& dir) {
   state.set("generator", hex_bytes(t.generator().state().to_bytes()));
   state.set("data", data);
   state.set("checksums", checksums);
+  if (!session.is_null()) state.set("session", session);
   const std::string text = json::dump(state, 1);
   io::write_safetensors(train_state_path(dir), tensors,
                         {{kMetadataKey, text}, {kHashKey, hex64(fnv1a64(text))}});

@@ -221,8 +221,12 @@ class Trainer {
 std::string train_state_path(const std::string& dir);
 
 // Writes the trainer's state to <dir> (created when absent), atomically.
-// Collective with several processes (rank 0 writes).
-void save_train_state(const Trainer& trainer, const std::string& dir);
+// Collective with several processes (rank 0 writes). `session`, when not
+// null, is kept in the metadata JSON as "session" for people and tools to
+// read (the trainers store their resolved settings there); loading ignores
+// it.
+void save_train_state(const Trainer& trainer, const std::string& dir,
+                      const json::Value& session = {});
 
 // What <dir> holds, to build the Trainer that loads it.
 struct TrainStateInfo {

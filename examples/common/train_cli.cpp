@@ -17,6 +17,7 @@
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
 #include "engine/threads.h"
+#include "examples/common/config_file.h"
 #include "io/tokenizer.h"
 #include "nn/data.h"
 #include "nn/hf.h"
@@ -70,6 +71,7 @@ FlagTable common_flags() {
   };
   return {
       {"--help", {false, [](Options& o, const std::string&) { o.help = true; }}},
+      {"--config", {true, [](Options& o, const std::string& v) { o.config_file = v; }}},
       {"--data", {true, [](Options& o, const std::string& v) { o.data = v; }}},
       {"--tokenizer", {true, [](Options& o, const std::string& v) { o.tokenizer = v; }}},
       {"--steps", {true, int_into("--steps", &nn::TrainConfig::steps)}},
@@ -224,6 +226,91 @@ void apply_flags(const FlagTable& table, const Args& args, Options& o) {
       throw UsageError(flag + ": " + e.what());
     }
   }
+}
+
+// --trace: the session's step to trace, counted from 1.
+int64_t trace_step(const Options& o) { return o.trace_step > 0 ? o.trace_step : 2; }
+
+// --config FILE: the file's settings, each checked by its flag's parser
+// (an error names the file, line and key), then the command line's flags,
+// which therefore override them.
+Args with_config_file(const Program& program, const FlagTable& table, const Args& args) {
+  std::string path;
+  for (const auto& [flag, value] : args) {
+    if (flag != "--config") continue;
+    if (!path.empty()) throw UsageError("--config: given twice");
+    path = value;
+  }
+  if (path.empty()) return args;
+  Args out;
+  for (const ConfigEntry& e : read_config_file(path, table)) {
+    Options check;
+    check.config = program.defaults;
+    try {
+      apply_flags(table, {{e.flag, e.value}}, check);
+    } catch (const UsageError& error) {
+      throw UsageError("--config " + e.where + ": " + error.what());
+    }
+    out.emplace_back(e.flag, e.value);
+  }
+  out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
+// The session's resolved settings, for the metrics file's first line and
+// the training checkpoint: the flags the config file and the command line
+// gave (the last value of each; true for a flag without a value), the
+// run's TrainConfig with every run, model and compute setting, defaults
+// included, and the session's options.
+json::Value resolved_config(const Options& o, const Args& args) {
+  json::Value flags = json::Object{};
+  for (const auto& [flag, value] : args) {
+    if (value.empty()) {
+      flags.set(flag.substr(2), true);
+    } else {
+      flags.set(flag.substr(2), value);
+    }
+  }
+  const json::Object session{{"config", o.config_file},
+                             {"data", o.data},
+                             {"tokenizer", o.tokenizer},
+                             {"metrics", o.metrics},
+                             {"trace", o.trace},
+                             {"trace_step", trace_step(o)},
+                             {"save", o.save},
+                             {"save_every", o.save_every},
+                             {"resume", o.resume},
+                             {"stop_after", o.stop_after},
+                             {"init_from", o.init_from},
+                             {"export", o.export_dir},
+                             {"dump_grads", o.dump_grads},
+                             {"log_every", o.log_every},
+                             {"eval_every", o.eval_every},
+                             {"eval_batches", o.eval_batches},
+                             {"threads", threads::num_threads()},
+                             {"expert_parallel", o.expert_parallel},
+                             {"bucket_kib", o.bucket_kib},
+                             {"comm_timeout", o.comm_timeout},
+                             {"check_replicas", o.check_replicas_every},
+                             {"rank_stats", o.rank_stats}};
+  return json::Object{
+      {"flags", std::move(flags)}, {"train", o.config.to_json()}, {"session", session}};
+}
+
+// "ETA 1h02m", "ETA 3m05s", "ETA 12s": the time `steps` more steps take at
+// `seconds_per_step`.
+std::string eta(int64_t steps, double seconds_per_step) {
+  const int64_t s = int64_t(std::llround(double(steps) * seconds_per_step));
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "ETA %lldh%02lldm", (long long)(s / 3600),
+                  (long long)(s % 3600 / 60));
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "ETA %lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "ETA %llds", (long long)s);
+  }
+  return buf;
 }
 
 // "a", "a and b", "a, b and c"
@@ -430,9 +517,6 @@ void export_tokenizer(const nn::DataTokenizer& tok, const std::string& dir) {
   }
 }
 
-// --trace: the session's step to trace, counted from 1.
-int64_t trace_step(const Options& o) { return o.trace_step > 0 ? o.trace_step : 2; }
-
 // Runs one step under a Tracer (autograd/tracer.h) and writes its trace to
 // --trace's file.
 nn::Trainer::StepStats traced_step(nn::Trainer& trainer, const nn::Trainer::AfterBackward& dump,
@@ -568,6 +652,9 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     if (!o.metrics.empty()) {
       metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
       REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
+      // The session's settings head its lines (a resumed session's follow
+      // the saved run's steps); readers of steps skip lines without "step".
+      metrics << json::dump(json::Object{{"config", resolved_config(o, args)}}) << "\n";
     }
   }
 
@@ -632,6 +719,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
                   (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);
       if (peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * mfu);
+      const int64_t session_end =
+          o.stop_after > 0 ? std::min(c.steps, first_step - 1 + o.stop_after) : c.steps;
+      if (session_end > s.step) {
+        std::printf(" | %s",
+                    eta(session_end - s.step, session_seconds / double(session_steps)).c_str());
+      }
       std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
                   mib(window_peak_total).c_str());
       if (val) std::printf(" | val loss %.4f", *val);
@@ -649,12 +742,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     window_peak_total = 0;
     rank_window = RankWindow{};
     if (!o.save.empty() && o.save_every > 0 && s.step % o.save_every == 0 && !last) {
-      nn::save_train_state(trainer, o.save);
+      nn::save_train_state(trainer, o.save, resolved_config(o, args));
     }
   }
 
   if (!o.save.empty()) {
-    nn::save_train_state(trainer, o.save);
+    nn::save_train_state(trainer, o.save, resolved_config(o, args));
     if (lead) {
       std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
                   nn::train_state_path(o.save).c_str());
@@ -700,6 +793,10 @@ std::string usage(const Program& p) {
                 (long long)m.intermediate_size);
   return "usage: " + p.name + " [flags]\n\n" + p.summary +
          R"(
+config
+  --config FILE.toml        settings from a TOML file: keys are the long flags without their
+                            dashes (steps = 250, checkpoint-policy = "full", rank-stats =
+                            true); the command line's flags override it
 data
   --data FILE               train on FILE (default: the built-in corpus)
   --tokenizer PATH          a tokenizer.json, tokenizer.model or a folder with one: train on
@@ -765,7 +862,7 @@ int run_program(const Program& program, int argc, char** argv) {
   FlagTable table;
   try {
     table = all_flags(program);
-    args = split_args(table, argc, argv);
+    args = with_config_file(program, table, split_args(table, argc, argv));
     o.config = program.defaults;
     apply_flags(table, args, o);
   } catch (const UsageError& e) {
