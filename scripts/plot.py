@@ -8,10 +8,17 @@
       saved-activation memory over one step, from --trace files; one line per
       file, labelled by --label or else by the file's name.
 
+  plot.py study docs/study -o study.png
+      from checkpoint_study's loss_curves.csv and table.csv: how far the
+      losses of checkpointed training drift from training without it
+      (recorded against fresh randomness), and the MoE routing flips per step
+      against the noise on recomputed values.
+
 Needs matplotlib.
 """
 
 import argparse
+import csv
 import json
 import pathlib
 
@@ -89,6 +96,61 @@ def plot_memory(args):
     fig.savefig(args.output, dpi=args.dpi)
 
 
+def noise_ulps(cell):
+    """The ulps of a table.csv noise cell ("0", "16 (router)") and where the
+    noise went ("router", "all"; "" for none)."""
+    ulps, _, where = cell.partition(" ")
+    return int(ulps), where.strip("()")
+
+
+def plot_study(args):
+    folder = pathlib.Path(args.folder)
+    with open(folder / "loss_curves.csv") as f:
+        curves = list(csv.DictReader(f))
+    with open(folder / "table.csv") as f:
+        rows = list(csv.DictReader(f))
+    fig, (loss_ax, flips_ax) = plt.subplots(1, 2, figsize=(10, 3.8))
+
+    # The loss difference to the run without checkpointing, step by step.
+    steps = [int(c["step"]) for c in curves]
+    for column, label in (("full_recorded", "full, recorded replay"),
+                          ("full_fresh", "full, fresh randomness")):
+        diff = [float(c[column]) - float(c["none"]) for c in curves]
+        loss_ax.plot(steps, diff, label=label, linewidth=1.0)
+    loss_ax.set(xlabel="step", ylabel="loss - loss without checkpointing",
+                title="dropout 0.1: recorded replay vs fresh randomness")
+    loss_ax.grid(alpha=0.3)
+    loss_ax.legend(fontsize=8)
+
+    # Routing flips per step against noise on the recomputed router, by
+    # gate precision and by whether the router is saved or recomputed.
+    series = {}
+    for r in rows:
+        if not r["model"].startswith("moe") or r["rng"] != "recorded":
+            continue
+        if not r["policy"].startswith("full"):
+            continue
+        ulps, where = noise_ulps(r["noise_ulps"])
+        if where not in ("", "router"):
+            continue
+        gate = "bf16 gate" if "bf16" in r["model"] else "fp32 gate"
+        router = "saved" if "router saved" in r["policy"] else "recomputed"
+        series.setdefault(f"{gate}, router {router}", []).append(
+            (ulps, float(r["routing_flips"])))
+    for label, points in sorted(series.items()):
+        points.sort()
+        saved = label.endswith("saved")  # 0 flips: dashed, so both saved lines show
+        flips_ax.plot(*zip(*points), "s--" if saved else "o-", label=label,
+                      markersize=7 if saved and "bf16" in label else 4)
+    flips_ax.set_xscale("symlog", linthresh=1)
+    flips_ax.set(xlabel="noise on recomputed values (ulps)", ylabel="routing flips per step",
+                 title="MoE routing under inexact recompute")
+    flips_ax.grid(alpha=0.3)
+    flips_ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=args.dpi)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -102,7 +164,10 @@ def main():
                         help="a line's label, once per file in order (default: file names)")
     memory.add_argument("--title", default="saved activations over one training step")
     memory.set_defaults(run=plot_memory)
-    for p in (metrics, memory):
+    study = sub.add_parser("study", help="checkpoint_study's loss curves and routing flips")
+    study.add_argument("folder", help="checkpoint_study's --out folder (docs/study)")
+    study.set_defaults(run=plot_study)
+    for p in (metrics, memory, study):
         p.add_argument("-o", "--output", required=True, help="the picture (.png, .svg, ...)")
         p.add_argument("--dpi", type=int, default=100)
     args = parser.parse_args()
