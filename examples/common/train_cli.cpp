@@ -831,8 +831,8 @@ run (a resumed run must keep these)
   --eval-every N            held-out loss every N steps; 0: only at the end (100)
   --eval-batches N          held-out batches per evaluation (4)
   --metrics FILE.jsonl      append one JSON object per logged step
-  --trace FILE.json         write a Chrome/Perfetto trace of one step: forward, backward
-                            and replay spans per op with scopes, memory by kind after each
+  --trace FILE.json         write a Chrome/Perfetto trace of one step (rank 0's): forward,
+                            backward and replay spans per op with scopes, memory by kind
   --trace-step N            the session's step to trace (2: the first warms up)
   --save DIR                write a training checkpoint to DIR at the end
   --save-every N            ... and every N steps
