@@ -30,6 +30,11 @@ class Device {
 
 std::string to_string(Device d);  // "cpu", "cuda:0"
 
+// "cpu", "cuda" (cuda:0) or "cuda:N"; anything else raises an Error naming
+// `what` (a flag or a variable) and the accepted forms. Whether the device
+// exists is checked when memory is first asked of it.
+Device parse_device(const std::string& text, const std::string& what);
+
 // True when this build carries the CUDA backend.
 bool built_with_cuda();
 

@@ -14,9 +14,11 @@
 #include "autograd/backward.h"
 #include "autograd/tracer.h"
 #include "autograd/verifier.h"
+#include "engine/backend.h"
 #include "engine/grad_mode.h"
 #include "engine/memory_stats.h"
 #include "io/safetensors.h"
+#include "nn/device.h"
 #include "nn/hf.h"
 
 namespace reprise::nn {
@@ -210,10 +212,11 @@ std::vector<std::string> TrainConfig::run_differences(const TrainConfig& o) cons
 // ---- Trainer ----------------------------------------------------------------
 
 Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
-                 std::shared_ptr<TrainGroup> group)
+                 std::shared_ptr<TrainGroup> group, Device device)
     : config_(std::move(config)),
       data_(std::move(data)),
       group_(std::move(group)),
+      device_(device),
       generator_(config_.seed) {
   config_.validate();
   REPRISE_CHECK(data_ != nullptr, "Trainer: no dataset");
@@ -229,6 +232,9 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
       group_ ? group_->expert_dispatch() : nullptr;
   model_ = std::make_unique<LlamaForCausalLM>(config_.model, generator_, experts);
   model_->set_dropout_generator(generator_);
+  // Initialised on the CPU from the same streams, so a model starts from the
+  // same values on every device.
+  to_device(*model_, device_);
   AdamWOptions adam;
   adam.lr = config_.lr;
   adam.beta1 = config_.beta1;
@@ -279,7 +285,7 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
     const rng::SampleSliceGuard slice(generator_, {.first = uint64_t((rank() * A + m) * B),
                                                    .count = uint64_t(B),
                                                    .total = uint64_t(global_batch())});
-    const Batch batch = data_->sample(B, config_.seq, generator_);
+    const Batch batch = on_device(data_->sample(B, config_.seq, generator_));
     std::optional<autograd::TraceSpan> forward_span(std::in_place, "forward", "", "forward");
     const CausalLMOutput out = model_->forward(batch.input_ids, checkpointing_->runner());
     // Cross-entropy, plus the router losses of an MoE model.
@@ -309,6 +315,7 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
     optimizer_->zero_grad();
   }
   ++step_;
+  if (!device_.is_cpu()) backend(device_).synchronize();  // the step's time includes its kernels
   const MemorySnapshot m = memory_stats::snapshot();
   s.step = step_;
   s.tokens = global_batch() * config_.seq;
@@ -390,6 +397,11 @@ double Trainer::clip_gradients() {
   return norm;
 }
 
+Batch Trainer::on_device(Batch b) const {
+  if (device_.is_cpu()) return b;
+  return Batch{b.input_ids.to(device_), b.labels.to(device_)};
+}
+
 double Trainer::evaluate(int64_t batches) {
   const int64_t T = config_.seq, B = config_.batch;
   const int64_t windows = std::min(data_->num_val_windows(T), batches * B);
@@ -413,7 +425,7 @@ double Trainer::evaluate(int64_t batches) {
     if (j >= n_batches && !lockstep) continue;
     const int64_t first = j < n_batches ? j * B : 0;
     const int64_t n = std::min(B, windows - first);
-    const Batch b = data_->val_batch(first, n, T);
+    const Batch b = on_device(data_->val_batch(first, n, T));
     const Tensor loss = LlamaForCausalLM::loss(model_->forward(b.input_ids).logits, b.labels);
     if (j < n_batches) weighted[size_t(round)] = double(loss.item<float>()) * double(n);
   }

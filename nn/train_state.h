@@ -138,8 +138,11 @@ class Trainer {
   // only) and the cosine schedule, and sets the checkpoint policy. With a
   // `group` this process is one of several (its rank's share of every
   // global batch, and of the experts when the group splits them).
+  // On another `device` than the CPU the model, its gradients and the
+  // optimizer state live there and each batch is copied there; checkpoints
+  // are the same files (written from and read into the device).
   Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
-          std::shared_ptr<TrainGroup> group = nullptr);
+          std::shared_ptr<TrainGroup> group = nullptr, Device device = Device::cpu());
 
   struct StepStats {
     int64_t step = 0;  // the step just taken, from 1
@@ -192,6 +195,7 @@ class Trainer {
   int ranks() const { return group_ ? group_->size() : 1; }
   int rank() const { return group_ ? group_->rank() : 0; }
   TrainGroup* group() const { return group_.get(); }
+  Device device() const { return device_; }
   // Sequences per step: R A B.
   int64_t global_batch() const { return int64_t(ranks()) * config_.grad_accum * config_.batch; }
   int64_t tokens_seen() const { return step_ * global_batch() * config_.seq; }
@@ -205,10 +209,13 @@ class Trainer {
       const std::vector<std::vector<MoeRouterTerms>>& micro_batches);
   // The global gradient norm before clipping, then clips.
   double clip_gradients();
+  // `b` on the trainer's device.
+  Batch on_device(Batch b) const;
 
   TrainConfig config_;
   std::shared_ptr<const TextDataset> data_;
   std::shared_ptr<TrainGroup> group_;
+  Device device_;
   rng::Generator generator_;
   std::unique_ptr<LlamaForCausalLM> model_;
   std::unique_ptr<AdamW> optimizer_;

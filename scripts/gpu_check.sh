@@ -33,13 +33,18 @@ say "build (CUDA, sm_90, $jobs jobs)"
 start=$(date +%s)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DREPRISE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DREPRISE_BUILD_BENCH=ON -DREPRISE_WERROR=ON >/dev/null
-cmake --build "$build" -j"$jobs" --target test_gpu test_cuda test_ops bench_gpu_train
+cmake --build "$build" -j"$jobs" --target test_gpu test_cuda test_ops bench_gpu_train llama_train \
+  moe_train
 echo "build: $(($(date +%s) - start)) s"
 
 say "GPU tests (CTest label gpu), the simulated kernels, every op on CUDA against the CPU"
 ctest --test-dir "$build" --output-on-failure -L gpu --timeout 600
 "$build/tests/test_cuda" --gtest_brief=1
 "$build/tests/test_ops" --gtest_filter='*EveryCaseOnCudaMatchesTheCpu*' --gtest_brief=1
+
+say "the example trainers on the GPU (40 steps each, f32)"
+"$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10 | tee -a "$summary"
+"$build/examples/moe_train/moe_train" --device cuda --steps 40 --log-every 10 | tee -a "$summary"
 
 say "training throughput (f32, batch 8 x 512, hidden 1024, 8 layers, 20 timed steps)"
 run() { "$build/bench/bench_gpu_train" "$@" | tee -a "$summary"; }

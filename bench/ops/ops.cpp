@@ -354,7 +354,9 @@ void forward_backward(benchmark::State& state, const BenchCase& c) {
   for (const Tensor& t : in) {
     if (t.requires_grad()) wrt.push_back(t);
   }
-  for (const Tensor& y : differentiable(c.run(in))) grads.push_back(x_(y.shape(), 58, -1, 1));
+  // Each upstream gradient in its output's dtype (a cast's output is f64).
+  for (const Tensor& y : differentiable(c.run(in)))
+    grads.push_back(x_(y.shape(), 58, -1, 1).to(y.dtype()));
   for (auto _ : state) {
     Tensors dx = autograd::grad(differentiable(c.run(in)), wrt, grads);
     benchmark::DoNotOptimize(dx[0].raw_data());

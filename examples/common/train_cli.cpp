@@ -14,6 +14,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/tracer.h"
+#include "engine/backend.h"
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
 #include "engine/threads.h"
@@ -125,6 +126,15 @@ FlagTable common_flags() {
           if (k > std::numeric_limits<int>::max())
             throw UsageError("--recompute-noise-ulps: too large: " + v);
           o.config.checkpointing.recompute_noise_ulps = int(k);
+        }}},
+      {"--device",
+       {true,
+        [](Options& o, const std::string& v) {
+          try {
+            o.device = parse_device(v, "--device");
+          } catch (const Error& e) {
+            throw UsageError(e.what());
+          }
         }}},
       {"--threads",
        {true,
@@ -287,6 +297,7 @@ json::Value resolved_config(const Options& o, const Args& args) {
                              {"log_every", o.log_every},
                              {"eval_every", o.eval_every},
                              {"eval_batches", o.eval_batches},
+                             {"device", to_string(o.device)},
                              {"threads", threads::num_threads()},
                              {"expert_parallel", o.expert_parallel},
                              {"bucket_kib", o.bucket_kib},
@@ -365,6 +376,21 @@ Peak machine_peak(int cores) {
                 : capability == CpuCapability::avx2 ? "AVX2"
                                                     : "SSE",
                 mhz / 1e3);
+  p.how = buf;
+  return p;
+}
+
+// A GPU's f32 peak as its backend knows it (Backend::peak_flops).
+Peak device_peak(Device device) {
+  Peak p;
+  p.flops = backend(device).peak_flops(DType::f32);
+  char buf[120];
+  if (p.flops > 0) {
+    std::snprintf(buf, sizeof buf, "%.1f TFLOP/s f32 (%s)", p.flops / 1e12,
+                  to_string(device).c_str());
+  } else {
+    std::snprintf(buf, sizeof buf, "unknown for %s: MFU not shown", to_string(device).c_str());
+  }
   p.how = buf;
   return p;
 }
@@ -521,7 +547,7 @@ void export_tokenizer(const nn::DataTokenizer& tok, const std::string& dir) {
 // --trace's file.
 nn::Trainer::StepStats traced_step(nn::Trainer& trainer, const nn::Trainer::AfterBackward& dump,
                                    const Program& program, const Options& o) {
-  autograd::Tracer tracer;
+  autograd::Tracer tracer(o.device);
   nn::Trainer::StepStats s;
   {
     autograd::TraceGuard on(tracer);
@@ -544,6 +570,10 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     throw UsageError(
         "--dump-grads writes one micro-batch's gradients: it needs one process and "
         "--grad-accum 1");
+  if (!o.device.is_cpu() && ranks > 1)
+    throw UsageError("--device " + to_string(o.device) +
+                     ": training on several processes runs on the CPU (MPI); one process "
+                     "trains on a GPU");
   if (o.expert_parallel && !o.config.model.moe)
     throw UsageError("--expert-parallel: the model has no MoE layers");
   if (o.expert_parallel && (!o.init_from.empty() || !o.export_dir.empty()))
@@ -568,14 +598,15 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   auto group = std::make_shared<parallel::ProcessGroup>(
       world.communicator(), parallel::ProcessGroupOptions{.expert_parallel = o.expert_parallel,
                                                           .bucket_bytes = o.bucket_kib * 1024});
-  nn::Trainer trainer(o.config, data, group);
+  nn::Trainer trainer(o.config, data, group, o.device);
   if (resumed) nn::load_train_state(trainer, o.resume);
   if (!o.init_from.empty())
     nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
 
   const nn::TrainConfig& c = trainer.config();
   const nn::CorpusEntropy entropy = nn::corpus_entropy();
-  const Peak peak = machine_peak(threads::num_threads() * ranks);
+  const Peak peak =
+      o.device.is_cpu() ? machine_peak(threads::num_threads() * ranks) : device_peak(o.device);
   const double flops_per_token = trainer.model().training_flops_per_token(c.seq);
   // With a tokenizer, the built-in corpus's entropy rate per token: its
   // lines' entropy over the tokens they became (EOS and BOS add none).
@@ -632,9 +663,10 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     const nn::CheckpointConfig& ck = c.checkpointing;
     std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());
     if (c.model.moe) std::printf("router %s, ", ck.save_router ? "saved" : "recomputed");
-    std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s\n",
+    std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s, device %s\n",
                 autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
-                ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()));
+                ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()),
+                to_string(o.device).c_str());
     std::printf("peak     %s\n", peak.how.c_str());
     if (resumed) {
       std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
@@ -727,6 +759,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       }
       std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
                   mib(window_peak_total).c_str());
+      if (!o.device.is_cpu()) {
+        const DeviceMemoryInfo gpu = backend(o.device).memory_info();
+        std::printf(" | %s reserved %s", to_string(o.device).c_str(),
+                    mib(gpu.peak_reserved).c_str());
+        m.set("device_peak_reserved_bytes", gpu.peak_reserved);
+      }
       if (val) std::printf(" | val loss %.4f", *val);
       std::printf("%s\n", extra.columns.c_str());
       for (const std::string& line : extra.lines) std::printf("%s\n", line.c_str());
@@ -826,6 +864,8 @@ run (a resumed run must keep these)
   --recompute-noise-ulps K  perturb recomputed values by up to K ulps (0)
 )" + p.compute_usage +
          R"(session
+  --device D                cpu, cuda or cuda:N: where the model, its gradients and the
+                            optimizer state live (cpu); checkpoints are the same files
   --threads N               CPU threads (REPRISE_NUM_THREADS or all cores)
   --log-every N             progress line every N steps (10)
   --eval-every N            held-out loss every N steps; 0: only at the end (100)

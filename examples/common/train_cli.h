@@ -48,6 +48,7 @@ struct Options {
   std::string trace;       // --trace: a Chrome/Perfetto trace of one step
   int64_t trace_step = 0;  // of the session, from 1; 0: the second (the first warms up)
   int threads = 0;
+  Device device = Device::cpu();  // where the model trains (--device)
   bool help = false;
   // Several processes.
   bool expert_parallel = false;      // moe_train's --expert-parallel
