@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/anomaly.h"
 #include "autograd/tracer.h"
 #include "engine/accumulate.h"
 
@@ -154,6 +155,7 @@ class Engine {
       NoGradGuard no_grad;
       input_grads = node.apply(grads);
     }
+    if (detect_anomaly_enabled()) check_backward_grads(node, input_grads);
     if (!options_.retain_graph) node.release();
     for (size_t i = 0; i < input_grads.size(); ++i) {
       if (node.needs_input_grad(i) && input_grads[i].defined())

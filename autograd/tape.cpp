@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "autograd/anomaly.h"
 #include "autograd/scope.h"
 #include "autograd/tracer.h"
 
@@ -88,6 +89,7 @@ Tensors record(OpCall call) {
     node->bytes = op_bytes(call.op, call.inputs, outputs);
     node->forward = std::move(call.forward);
     node->backward = std::move(call.backward);
+    if (detect_anomaly_enabled()) check_forward_outputs(*node, outputs);
     for (size_t i = 0; i < num_public; ++i) {
       if (!is_floating(outputs[i].dtype())) continue;  // indices, masks: no gradient
       TensorImpl* impl = outputs[i].impl();

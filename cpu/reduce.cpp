@@ -58,9 +58,17 @@ Tensors CpuBackend::max_rows(const Tensor& x_in) {
     threads::parallel_for(M, 64, [&](int64_t m0, int64_t m1) {
       for (int64_t m = m0; m < m1; ++m) {
         const T* row = p + m * R;
+        // The first NaN when there is one (NaN wins, as in torch.max), else
+        // the first position of the maximum: found by a vector maximum and
+        // a scan, with no branch on the data until the scan's exit.
+        bool has_nan = false;
+        for (int64_t r = 0; r < R; ++r) has_nan |= row[r] != row[r];
         int64_t best = 0;
-        for (int64_t r = 1; r < R && !std::isnan(row[best]); ++r) {
-          if (row[r] > row[best] || std::isnan(row[r])) best = r;
+        if (has_nan) {
+          while (row[best] == row[best]) ++best;
+        } else {
+          const T top = row_max(row, R);
+          while (row[best] != top) ++best;
         }
         v[m] = row[best];
         idx[m] = best;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "autograd/anomaly.h"
 #include "autograd/backward.h"
 #include "autograd/tracer.h"
 #include "autograd/verifier.h"
@@ -266,6 +267,12 @@ void Trainer::set_compute_options(const TrainConfig& c) {
   config_.checkpointing = c.checkpointing;
 }
 
+OnNonFinite parse_on_nonfinite(const std::string& name) {
+  if (name == "stop") return OnNonFinite::stop;
+  if (name == "skip") return OnNonFinite::skip;
+  REPRISE_FAIL("on non-finite: expected stop or skip, got '", name, "'");
+}
+
 Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   const auto start = std::chrono::steady_clock::now();
   memory_stats::reset_peaks();
@@ -311,7 +318,15 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   {
     autograd::TraceSpan optimizer_span("optimizer", "", "optimizer");
     s.grad_norm = clip_gradients();
-    optimizer_->step();
+    // The loss and the norm are every process's (gathered, reduced), so all
+    // processes decide alike.
+    s.skipped = !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
+    REPRISE_CHECK(!s.skipped || on_nonfinite_ == OnNonFinite::skip, "step ", step_ + 1, ": the ",
+                  std::isfinite(s.loss) ? "gradient norm" : "loss", " is not finite (loss ", s.loss,
+                  ", gradient norm ", s.grad_norm,
+                  "); the update was not applied. A learning rate too high? Anomaly detection "
+                  "names the first op that made a NaN or an infinity");
+    if (!s.skipped) optimizer_->step();
     optimizer_->zero_grad();
   }
   ++step_;
@@ -465,6 +480,18 @@ std::vector<std::pair<std::string, Tensor>> state_tensors(const Trainer& t) {
   return out;
 }
 
+// Removes what io::write_safetensors leaves of train_state.safetensors when
+// its writer dies between creating its temporary file and the rename
+// ("train_state.safetensors.tmp.<pid>.<n>"). A checkpoint folder has one
+// writer, so any such file is stale.
+void remove_stale_temporaries(const std::string& dir) {
+  const std::string prefix =
+      std::filesystem::path(train_state_path(dir)).filename().string() + ".tmp.";
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path());
+  }
+}
+
 struct OpenedState {
   io::SafetensorsFile file;
   json::Value state;
@@ -532,9 +559,16 @@ void save_train_state(const Trainer& t, const std::string& dir, const json::Valu
     tensors = t.group()->gather_named(tensors, false);
     if (t.rank() != 0) return;
   }
+  for (const auto& [name, value] : tensors) {
+    const char* bad = autograd::first_non_finite(value);
+    REPRISE_CHECK(bad == nullptr, "save_train_state: ", name, " holds ", bad, " after step ",
+                  t.steps_done(), "; a non-finite state is not saved (the last checkpoint in '",
+                  dir, "' stays)");
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   REPRISE_CHECK(!ec, "save_train_state: cannot create directory '", dir, "': ", ec.message());
+  remove_stale_temporaries(dir);
   json::Value checksums = json::Object{};
   for (const auto& [name, value] : tensors)
     checksums.set(name, hex64(autograd::hash_values(value)));

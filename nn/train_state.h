@@ -131,6 +131,16 @@ class TrainGroup {
       const std::vector<std::pair<std::string, Tensor>>& local, bool everyone) = 0;
 };
 
+// What a step does when its loss or its gradient norm is NaN or infinite:
+// `stop` raises an Error naming the step, before any update; `skip` drops
+// the step's update (no optimizer step, gradients zeroed) and the run goes
+// on with the next batch (the step still counts: the schedule and the data
+// move on). Either way such a step changes neither the parameters nor the
+// optimizer state.
+enum class OnNonFinite { stop, skip };
+// "stop" | "skip"; raises an Error for anything else.
+OnNonFinite parse_on_nonfinite(const std::string& name);
+
 class Trainer {
  public:
   // Builds the model (initialised from stream "init" of the run's
@@ -157,6 +167,9 @@ class Trainer {
     // The step's router terms per MoE layer, summed over micro-batches and
     // processes (for the log).
     std::vector<MoeRouterTerms> moe;
+    // The loss or the gradient norm was not finite and the update was
+    // dropped (OnNonFinite::skip).
+    bool skipped = false;
   };
   // Called after backward (of the last micro-batch, and the gradient
   // reduction), before clipping and the optimizer update, with that
@@ -165,8 +178,11 @@ class Trainer {
   using AfterBackward =
       std::function<void(const Batch& batch, const CausalLMOutput& out, const Tensor& loss)>;
 
-  // One optimizer step on the next training batch.
+  // One optimizer step on the next training batch; with a non-finite loss or
+  // gradient norm, what on_nonfinite() says.
   StepStats step(const AfterBackward& after_backward = {});
+  void set_on_nonfinite(OnNonFinite on) { on_nonfinite_ = on; }
+  OnNonFinite on_nonfinite() const { return on_nonfinite_; }
 
   // Mean loss over held-out batches 0 .. batches - 1 of B windows (clamped
   // to what the held-out part holds), in eval mode without grad: no
@@ -221,17 +237,21 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LayerCheckpointing> checkpointing_;
   CosineSchedule schedule_;
+  OnNonFinite on_nonfinite_ = OnNonFinite::stop;
   int64_t step_ = 0;
 };
 
 // <dir>/train_state.safetensors
 std::string train_state_path(const std::string& dir);
 
-// Writes the trainer's state to <dir> (created when absent), atomically.
-// Collective with several processes (rank 0 writes). `session`, when not
-// null, is kept in the metadata JSON as "session" for people and tools to
-// read (the trainers store their resolved settings there); loading ignores
-// it.
+// Writes the trainer's state to <dir> (created when absent), atomically:
+// the previous checkpoint stays whole until the new one has replaced it.
+// Raises an Error, writing nothing, when a tensor holds a NaN or an
+// infinity. Removes temporary files that an earlier writer killed while
+// saving left in <dir>. Collective with several processes (rank 0 writes).
+// `session`, when not null, is kept in the metadata JSON as "session" for
+// people and tools to read (the trainers store their resolved settings
+// there); loading ignores it.
 void save_train_state(const Trainer& trainer, const std::string& dir,
                       const json::Value& session = {});
 

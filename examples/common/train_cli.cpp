@@ -1,17 +1,24 @@
 #include "examples/common/train_cli.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <utility>
 
+#include "autograd/anomaly.h"
 #include "autograd/checkpoint.h"
 #include "autograd/tracer.h"
 #include "engine/backend.h"
@@ -184,6 +191,11 @@ FlagTable common_flags() {
           o.check_replicas_every = parse_positive("--check-replicas", v);
         }}},
       {"--rank-stats", {false, [](Options& o, const std::string&) { o.rank_stats = true; }}},
+      {"--on-nonfinite",
+       {true,
+        [](Options& o, const std::string& v) { o.on_nonfinite = nn::parse_on_nonfinite(v); }}},
+      {"--detect-anomaly",
+       {false, [](Options& o, const std::string&) { o.detect_anomaly = true; }}},
   };
 }
 
@@ -399,6 +411,91 @@ std::string mib(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
   return buf;
+}
+
+// ---- interruption ------------------------------------------------------------
+
+// The signal (SIGINT or SIGTERM) that asked the run to stop; 0: none. The
+// handler only stores it; the training loop reads it between steps.
+volatile std::sig_atomic_t stop_signal = 0;
+
+// The first signal asks the loop to stop after the current step; a second
+// ends the process at once, with the status a shell gives a process that
+// the signal killed (128 + its number). Only async-signal-safe calls here.
+void on_stop_signal(int signal) {
+  if (stop_signal != 0) {
+    static const char message[] = "second signal: exiting at once, without saving\n";
+    [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, message, sizeof message - 1);
+    ::_exit(128 + signal);
+  }
+  stop_signal = signal;
+}
+
+// Routes SIGINT and SIGTERM to on_stop_signal while alive, then restores
+// the previous handlers.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    stop_signal = 0;
+    struct sigaction action = {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;  // reads, writes and waits go on; the loop looks between steps
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
+  }
+  ~StopOnSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 2> kSignals = {SIGINT, SIGTERM};
+  std::array<struct sigaction, 2> previous_ = {};
+};
+
+// The stop signal of any process (the largest number; 0: none), so that
+// every process stops after the same step. Collective.
+int stop_signal_of_any_rank(parallel::ProcessGroup& group) {
+  const std::vector<double> all = group.all_gather({double(stop_signal)});
+  return int(*std::max_element(all.begin(), all.end()));
+}
+
+const char* signal_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// ---- the metrics file --------------------------------------------------------
+
+// Cuts a resumed run's --metrics file after the last line of a step <=
+// `step`, the checkpoint's: a session killed after logging a step and
+// before saving it left lines (the last maybe cut short) of steps that the
+// resumed run takes again. Returns the number of lines dropped.
+int64_t truncate_metrics_after(const std::string& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;  // no file yet
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // Bytes to keep: whole lines up to the last step <= `step`. A session's
+  // {"config": ...} line stays when a step it logged stays.
+  size_t keep = 0;
+  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    int64_t line_step = 0;
+    try {
+      const json::Value line = json::parse(text.substr(start, end - start));
+      const json::Value* v = line.is_object() ? line.find("step") : nullptr;
+      if (v == nullptr && line.is_object() && line.find("config")) continue;
+      if (v == nullptr || !v->is_int()) break;
+      line_step = v->as_int();
+    } catch (const Error&) {
+      break;
+    }
+    if (line_step > step) break;
+    keep = end + 1;
+  }
+  if (keep == text.size()) return 0;
+  const int64_t dropped = std::count(text.begin() + std::ptrdiff_t(keep), text.end(), '\n') +
+                          (text.back() == '\n' ? 0 : 1);
+  std::filesystem::resize_file(path, keep);
+  return dropped;
 }
 
 // ---- the run -----------------------------------------------------------------
@@ -682,6 +779,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
     }
     if (!o.metrics.empty()) {
+      if (resumed) {
+        if (const int64_t dropped = truncate_metrics_after(o.metrics, trainer.steps_done())) {
+          std::printf("metrics  dropped %lld line(s) of %s past the checkpoint's step %lld\n",
+                      (long long)dropped, o.metrics.c_str(), (long long)trainer.steps_done());
+        }
+      }
       metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
       REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
       // The session's settings head its lines (a resumed session's follow
@@ -690,13 +793,19 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     }
   }
 
+  trainer.set_on_nonfinite(o.on_nonfinite);
+  autograd::set_detect_anomaly(o.detect_anomaly);
+  const StopOnSignals stop_on_signals;
+  int stopped_by = 0;  // the stop signal of any process, after the last step
+  int64_t skipped_steps = 0;
   const int64_t first_step = trainer.steps_done() + 1;
   int64_t session_steps = 0, window_tokens = 0, window_peak_saved = 0, window_peak_total = 0;
   double window_seconds = 0, session_seconds = 0;
   RankWindow rank_window;
   float last_loss = 0;
   std::optional<double> last_val;
-  while (!trainer.finished() && (o.stop_after == 0 || session_steps < o.stop_after)) {
+  while (!trainer.finished() && (o.stop_after == 0 || session_steps < o.stop_after) &&
+         stopped_by == 0) {
     nn::Trainer::AfterBackward dump;
     if (session_steps == 0 && !o.dump_grads.empty()) {
       dump = [&](const nn::Batch& b, const nn::CausalLMOutput& out, const Tensor& loss) {
@@ -714,13 +823,15 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     window_peak_saved = std::max(window_peak_saved, s.peak_saved_activation);
     window_peak_total = std::max(window_peak_total, s.peak_total);
     rank_window.add(s.seconds, group->buckets().last_timing());
-    REPRISE_CHECK(std::isfinite(s.loss), "the loss is not finite at step ", s.step, " (", s.loss,
-                  "); lower --lr or raise --warmup");
+    skipped_steps += s.skipped ? 1 : 0;
     if (o.check_replicas_every > 0 && s.step % o.check_replicas_every == 0) group->check_replicas();
 
-    const bool last = trainer.finished() || (o.stop_after > 0 && session_steps == o.stop_after);
-    const bool eval = (o.eval_every > 0 && s.step % o.eval_every == 0) || last;
-    if (!(eval || last || s.step == first_step || s.step % o.log_every == 0)) continue;
+    stopped_by = stop_signal_of_any_rank(*group);
+    const bool last = trainer.finished() || (o.stop_after > 0 && session_steps == o.stop_after) ||
+                      stopped_by != 0;
+    // An interrupted run leaves without evaluating.
+    const bool eval = (o.eval_every > 0 && s.step % o.eval_every == 0) || (last && stopped_by == 0);
+    if (!(eval || last || s.skipped || s.step == first_step || s.step % o.log_every == 0)) continue;
 
     StepLog extra;
     if (program.on_log) program.on_log(s, extra);
@@ -734,18 +845,21 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     if (lead) {
       json::Value m = json::Object{};
       m.set("step", s.step);
-      m.set("loss", double(s.loss));
+      // JSON has no NaN nor infinity: a skipped step's are null.
+      auto number = [](double x) { return std::isfinite(x) ? json::Value(x) : json::Value(); };
+      m.set("loss", number(s.loss));
       m.set("lr", s.lr);
-      m.set("grad_norm", s.grad_norm);
+      m.set("grad_norm", number(s.grad_norm));
       m.set("tokens_per_s", tokens_per_s);
       if (peak.flops > 0) m.set("mfu", mfu);
       m.set("peak_saved_activation_bytes", window_peak_saved);
       m.set("peak_total_bytes", window_peak_total);
-      if (val) m.set("val_loss", *val);
+      if (val) m.set("val_loss", number(*val));
       const autograd::RecomputeStats& r = autograd::recompute_stats();
       m.set("recompute_replays", r.replays);
       m.set("recompute_seconds", r.replay_seconds);
       m.set("recompute_mismatches", r.mismatches);
+      if (s.skipped) m.set("skipped", true);
       for (auto& [key, value] : extra.metrics) m.set(std::move(key), std::move(value));
 
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
@@ -766,6 +880,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
         m.set("device_peak_reserved_bytes", gpu.peak_reserved);
       }
       if (val) std::printf(" | val loss %.4f", *val);
+      if (s.skipped) std::printf(" | skipped: not finite, no update");
       std::printf("%s\n", extra.columns.c_str());
       for (const std::string& line : extra.lines) std::printf("%s\n", line.c_str());
       std::fflush(stdout);
@@ -791,13 +906,23 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
                   nn::train_state_path(o.save).c_str());
     }
   }
+  if (stopped_by != 0 && lead) {
+    std::printf("stopped  by %s after step %lld of %lld; %s\n", signal_name(stopped_by),
+                (long long)trainer.steps_done(), (long long)c.steps,
+                o.save.empty() ? "not saved (no --save)"
+                               : ("--resume " + o.save + " continues it").c_str());
+  }
   if (!o.export_dir.empty() && lead) {
     nn::save_llama(trainer.model(), o.export_dir);
     if (!tok.is_bytes()) export_tokenizer(tok, o.export_dir);
     std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
                 tok.is_bytes() ? "" : " with its tokenizer");
   }
-  if (!lead) return 0;
+  // mpiexec ends every process once one exits with a non-zero status: none
+  // leaves before rank 0 has written its files.
+  if (stopped_by != 0 && ranks > 1) world.communicator()->barrier();
+  const int status = stopped_by != 0 ? 128 + stopped_by : 0;
+  if (!lead) return status;
   if (!o.trace.empty() && session_steps < trace_step(o)) {
     std::printf("trace    none written: the session ran %lld steps, --trace-step is %lld\n",
                 (long long)session_steps, (long long)trace_step(o));
@@ -816,8 +941,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     std::printf("; %lld region replays (%.1f s), %lld verifier mismatches", (long long)r.replays,
                 r.replay_seconds, (long long)r.mismatches);
   }
+  if (skipped_steps > 0) {
+    std::printf("; %lld step(s) skipped for a non-finite loss or gradient norm",
+                (long long)skipped_steps);
+  }
   std::printf("\n");
-  return 0;
+  return status;
 }
 
 }  // namespace
@@ -883,7 +1012,14 @@ run (a resumed run must keep these)
   --export HF_DIR           write the trained model as a Hugging Face folder
   --dump-grads FILE         write the first batch's input_ids, labels, loss, logits and
                             every parameter gradient (HF names), before the update
+  --on-nonfinite M          a step whose loss or gradient norm is NaN or infinite: stop
+                            (an error naming the step, exit 1) | skip (no update; the run
+                            goes on, and logs and counts it) (stop)
+  --detect-anomaly          check every op's outputs and gradients: the first NaN or
+                            infinity is an error naming the op, its scope and shapes (slow)
   --help                    this text
+SIGINT or SIGTERM finishes the current step, saves it (with --save), and exits with
+status 130 (SIGINT) or 143 (SIGTERM); a second signal exits at once, without saving.
 several processes (mpirun -np N; see the README)
   --bucket-kib N            gradient all-reduce bucket size (1024)
   --comm-timeout S          a rank waiting longer than S seconds for another fails (300)

@@ -50,6 +50,9 @@ struct Options {
   int threads = 0;
   Device device = Device::cpu();  // where the model trains (--device)
   bool help = false;
+  // A step with a non-finite loss or gradient norm, and anomaly detection.
+  nn::OnNonFinite on_nonfinite = nn::OnNonFinite::stop;
+  bool detect_anomaly = false;
   // Several processes.
   bool expert_parallel = false;      // moe_train's --expert-parallel
   int64_t bucket_kib = 1024;         // gradient bucket size
@@ -100,7 +103,9 @@ struct Program {
 std::string usage(const Program& program);
 
 // Parses argv, runs the training session and prints its progress; returns
-// the exit status: 0, 2 for a bad command line, 1 for any other error.
+// the exit status: 0, 2 for a bad command line, 1 for any other error, and
+// 128 + the signal (130, 143) when SIGINT or SIGTERM stopped the run after
+// a step (saved when --save is set).
 int run_program(const Program& program, int argc, char** argv);
 
 }  // namespace reprise::train_cli

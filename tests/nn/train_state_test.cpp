@@ -1,6 +1,7 @@
-// Training checkpoints: the config's JSON form, a save/load round trip, and
+// Training checkpoints: the config's JSON form, a save/load round trip,
 // rejection of truncated, corrupted, mismatched or malformed checkpoints
-// with errors that say what is wrong, leaving the trainer untouched.
+// with errors that say what is wrong, leaving the trainer untouched, and
+// no checkpoint of a non-finite state (nor an update from a non-finite step).
 
 #include "nn/train_state.h"
 
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 
 #include "autograd/verifier.h"
 #include "engine/error.h"
@@ -149,6 +151,65 @@ TEST(TrainState, RoundTripRestoresEverythingBitwise) {
   EXPECT_TRUE(state_bytes(b) == state_bytes(*a));
   EXPECT_EQ(b.steps_done(), 2);
   EXPECT_EQ(b.generator().offset("data"), a->generator().offset("data"));
+}
+
+// The parameters and the optimizer state, as bytes.
+std::vector<std::string> weights_and_moments(const Trainer& t) {
+  std::vector<std::string> out = state_bytes(t);
+  out.resize(out.size() - 2);  // without the generator and the step
+  return out;
+}
+
+TEST(TrainState, ANonFiniteStateIsNeverSavedAndTheLastCheckpointStays) {
+  const std::string dir = fresh_dir("non_finite");
+  const auto t = saved_trainer(dir);
+  const std::string saved = read_bytes(train_state_path(dir));
+  // What a writer killed between creating its temporary file and the rename leaves.
+  const std::string stale = train_state_path(dir) + ".tmp.99999.0";
+  std::ofstream(stale) << "half a checkpoint";
+
+  float* weight = t->model().parameters().back().value.data<float>();
+  const float kept = weight[0];
+  weight[0] = std::numeric_limits<float>::infinity();
+  const std::string m = error_of([&] { save_train_state(*t, dir); });
+  EXPECT_NE(m.find("save_train_state: " + t->model().parameters().back().name +
+                   " holds inf after step 2; a non-finite state is not saved"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(read_bytes(train_state_path(dir)), saved);
+
+  weight[0] = kept;
+  save_train_state(*t, dir);
+  EXPECT_FALSE(fs::exists(stale)) << "the next save removes a stale temporary file";
+  EXPECT_EQ(read_bytes(train_state_path(dir)), saved);
+}
+
+TEST(Trainer, ANonFiniteStepStopsOrIsSkippedWithoutAnUpdate) {
+  // lr 1e30: step 1 sends the weights to ~1e28, and step 2's forward overflows.
+  TrainConfig c = tiny_config();
+  c.lr = 1e30;
+  Trainer stops(c, tiny_data());
+  EXPECT_FALSE(stops.step().skipped);
+  std::vector<std::string> before = weights_and_moments(stops);
+  const std::string m = error_of([&] { stops.step(); });
+  EXPECT_NE(m.find("step 2: the "), std::string::npos) << m;
+  EXPECT_NE(m.find(" is not finite (loss "), std::string::npos) << m;
+  EXPECT_TRUE(weights_and_moments(stops) == before);
+
+  Trainer skips(c, tiny_data());
+  skips.set_on_nonfinite(OnNonFinite::skip);
+  skips.step();
+  before = weights_and_moments(skips);
+  for (int64_t step = 2; step <= 3; ++step) {
+    const Trainer::StepStats s = skips.step();
+    EXPECT_TRUE(s.skipped);
+    EXPECT_EQ(s.step, step);
+    EXPECT_EQ(skips.steps_done(), step);
+    EXPECT_TRUE(weights_and_moments(skips) == before);
+  }
+  for (const NamedParameter& p : skips.model().parameters())
+    EXPECT_FALSE(p.value.grad().defined()) << p.name << ": the skipped step's gradient is kept";
+  save_train_state(skips, fresh_dir("skipped"));
 }
 
 TEST(TrainState, RejectsMissingAndTruncatedFilesLeavingTheTrainerAlone) {

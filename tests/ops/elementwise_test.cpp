@@ -2,6 +2,7 @@
 // and bad input.
 #include <cfloat>
 #include <cmath>
+#include <limits>
 
 #include "autograd/backward.h"
 #include "engine/threads.h"
@@ -171,6 +172,29 @@ TEST(ElementwiseForward, MatchesHandComputedValues) {
   auto m = ops::max(a, 1);
   EXPECT_EQ(m.values.to_vector<float>(), (std::vector<float>{3, 6}));
   EXPECT_EQ(m.indices.to_vector<int64_t>(), (std::vector<int64_t>{2, 2}));
+}
+
+// The first position of the maximum; a NaN anywhere in the row wins (the
+// first NaN), as in torch.max; -0 and +0 tie, so the first is kept. Rows of
+// 37 cover the vector body and its tail.
+TEST(Reductions, MaxTakesTheFirstMaximumAndNaNWins) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> v(4 * 37);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int(i * 7 % 37)) - 18;
+  v[0 * 37 + 5] = v[0 * 37 + 30] = 100;  // row 0: max at 5 and 30
+  v[1 * 37 + 3] = 100;                   // row 1: a NaN after the max
+  v[1 * 37 + 33] = nan;
+  v[2 * 37 + 0] = nan;  // row 2: NaN first, another later
+  v[2 * 37 + 20] = nan;
+  for (int i = 0; i < 37; ++i) v[3 * 37 + i] = -1;  // row 3: -0 then +0 on top
+  v[3 * 37 + 36] = 0.0f;
+  v[3 * 37 + 10] = -0.0f;
+  const auto m = ops::max(Tensor::from_vector(v, {4, 37}), 1);
+  EXPECT_EQ(m.indices.to_vector<int64_t>(), (std::vector<int64_t>{5, 33, 0, 10}));
+  const std::vector<float> values = m.values.to_vector<float>();
+  EXPECT_EQ(values[0], 100);
+  EXPECT_TRUE(std::isnan(values[1]) && std::isnan(values[2]));
+  EXPECT_TRUE(values[3] == 0 && std::signbit(values[3]));
 }
 
 // f32 silu, sigmoid and gelu (their exp is ops::detail::exp_f32, not libm)
