@@ -10,6 +10,8 @@
 #include "autograd/scope.h"
 #include "autograd/tape.h"
 #include "autograd/tracer.h"
+#include "engine/current_op.h"
+#include "engine/memory_limit.h"
 #include "rng/generator.h"
 
 namespace reprise::autograd {
@@ -418,8 +420,11 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
       TraceSpan node_span(r.op->name, *r.scope);
       Tensors outputs;
       try {
+        const CurrentOpGuard running(r.op->name, "replay", *r.scope);
         const auto& reservation = reservations[size_t(index)];
         outputs = r.forward(inputs, reservation ? &*reservation : nullptr);
+      } catch (const OutOfMemoryError&) {
+        throw;  // names the op and scope already, and callers catch it by type
       } catch (const Error& e) {
         REPRISE_FAIL("checkpoint region '", scope_, "': replaying ", where, ": ", e.what());
       }
@@ -531,6 +536,8 @@ Tensors checkpoint(const std::string& scope, const Policy& policy,
     region->enter();
     try {
       outputs = fn();
+    } catch (const OutOfMemoryError&) {
+      throw;  // names the op and scope already, and callers catch it by type
     } catch (const Error& e) {
       REPRISE_FAIL("checkpoint region '", *current_scope(), "': ", e.what());
     }

@@ -4,6 +4,7 @@
 
 #include "autograd/scope.h"
 #include "engine/accumulate.h"
+#include "engine/current_op.h"
 
 namespace reprise::autograd {
 
@@ -101,6 +102,7 @@ Tensors Node::apply(const Tensors& grad_outputs) {
                 ": backward through this node a second time, but its saved tensors were freed "
                 "by the first backward; pass retain_graph=true to the first one");
   REPRISE_CHECK(backward != nullptr, where(), ": op has no backward rule");
+  const CurrentOpGuard running(name(), "backward", *scope_);
   Tensors grads = backward(*this, grad_outputs);
   for (SavedTensor& s : saved) s.forget_replayed();  // replayed values die with their reader
   REPRISE_CHECK(grads.size() == inputs.size(), where(), ": backward rule returned ", grads.size(),
@@ -140,6 +142,7 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
 Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
   const Tensor& g = grad_outputs.at(0);
   if (!g.defined()) return {};
+  const CurrentOpGuard running(name(), "backward", scope());
   Tensor leaf(leaf_);
   Tensor current = leaf.grad();
   // Gradients are never written in place during backward: the incoming

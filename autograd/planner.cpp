@@ -311,7 +311,9 @@ Policy BudgetPlanner::policy() {
   Policy p("budget(" + std::to_string(s->budget) + ")",
            [s](const ValueInfo& v) -> std::optional<Decision> {
              std::lock_guard lock(s->mutex);
-             if (!s->planned) return Decision::prefer_save;  // the recording step
+             // The recording step holds the least it can, like policies::full(),
+             // so that a run the plan fits in fits from its first step.
+             if (!s->planned) return Decision::prefer_recompute;
              auto it = s->plan.find({v.region, v.node_index, v.output});
              bool keep = it != s->plan.end() && it->second;
              return keep ? Decision::prefer_save : Decision::prefer_recompute;

@@ -2,10 +2,10 @@
 // A budget planner for checkpoint regions: record once, apply many.
 //
 // Step 1 (recording): run one training step with planner.policy() on every
-// region. It saves everything and records each region's graph: the values
-// its nodes produce (bytes), which of them backward reads (saved slots),
-// and which values each node reads, with each node's flops and bytes moved
-// from OpInfo.
+// region. It recomputes everything, as policies::full() does (so a run that
+// fits with the plan fits from its first step), and records each region's
+// graph: the values its nodes produce (bytes), which of them backward reads
+// (saved slots), and which values each node reads, with flops and bytes.
 // Step 2: planner.plan() chooses which values to keep. Later steps run with
 // the same policy, which now applies the plan (as PREFER decisions, so a
 // scope's MUST still wins, e.g. a force-saved router).

@@ -6,6 +6,7 @@
 #include "autograd/anomaly.h"
 #include "autograd/scope.h"
 #include "autograd/tracer.h"
+#include "engine/current_op.h"
 
 namespace reprise::autograd {
 namespace {
@@ -54,6 +55,7 @@ Tensors record(OpCall call) {
   Tensors outputs;
   {
     NoGradGuard no_grad;
+    const CurrentOpGuard running(call.op.name, "forward", *current_scope());
     outputs = call.forward(call.inputs, call.rng ? &*call.rng : nullptr);
   }
   // A forward may hand back an input unchanged (a no-op view): give the

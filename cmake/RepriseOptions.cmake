@@ -12,6 +12,18 @@ if(REPRISE_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# ThreadSanitizer. The CPU thread pool is reprise's own (engine/threads.cpp,
+# std::thread and atomics, which TSan understands); OpenMP only answers
+# omp_get_max_threads and omp_in_parallel and vectorizes loops (omp simd),
+# so libgomp starts no threads and needs no suppressions.
+if(REPRISE_TSAN)
+  if(REPRISE_SANITIZE)
+    message(FATAL_ERROR "REPRISE_TSAN and REPRISE_SANITIZE cannot be combined: build them apart")
+  endif()
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
+
 # A build runs on any CPU of its architecture: the CPU backend carries its
 # kernels once per capability and picks one at run time (cpu/level.h), so
 # the default build needs no -march. REPRISE_NATIVE=ON adds -march=native

@@ -7,7 +7,6 @@
 #endif
 
 #include "cpu/backend_base.h"
-#include "engine/error.h"
 #include "engine/storage.h"
 
 namespace reprise::cpu {
@@ -47,9 +46,7 @@ void* CpuBackendBase::allocate(size_t nbytes) {
   // aligned_alloc needs a size that is a multiple of the alignment.
   constexpr size_t kAlign = Storage::kAlignment;
   const size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
-  void* data = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  REPRISE_CHECK(data != nullptr, "allocate: out of host memory allocating ", nbytes, " bytes");
-  return data;
+  return std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
 }
 
 void CpuBackendBase::release(void* ptr, size_t) { std::free(ptr); }

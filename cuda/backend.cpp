@@ -27,7 +27,9 @@ std::string CudaBackend::name() const {
   return to_string(device()) + " (" + properties(device()).name + ")";
 }
 
-void* CudaBackend::allocate(size_t nbytes) { return DeviceMemory::of(device()).allocate(nbytes); }
+void* CudaBackend::allocate(size_t nbytes) {
+  return DeviceMemory::of(device()).try_allocate(nbytes);
+}
 
 void CudaBackend::release(void* ptr, size_t) { DeviceMemory::of(device()).release(ptr); }
 

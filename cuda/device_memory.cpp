@@ -8,8 +8,7 @@
 
 #include "cuda/runtime.h"
 #include "cuda/stream.h"
-#include "engine/error.h"
-#include "engine/memory_stats.h"
+#include "engine/memory_limit.h"
 
 namespace reprise::cuda {
 
@@ -74,19 +73,15 @@ DeviceMemory& DeviceMemory::of(Device device) {
   return *m;
 }
 
-void* DeviceMemory::allocate(size_t nbytes) {
+void* DeviceMemory::try_allocate(size_t nbytes) {
   const DeviceGuard guard(device_);
   const StreamId stream = reinterpret_cast<StreamId>(current_stream(device_));
-  if (void* p = allocator_.allocate(nbytes, stream)) return p;
-  const AllocatorStats s = allocator_.stats();
-  size_t free_bytes = 0, total_bytes = 0;
-  cudaMemGetInfo(&free_bytes, &total_bytes);
-  cudaGetLastError();
-  REPRISE_FAIL("allocate: out of memory on ", to_string(device_), " allocating ", nbytes,
-               " bytes (a block of ", CachingAllocator::size_class(nbytes),
-               "); live tensors: ", memory_stats::snapshot(device_).to_string(),
-               "; the allocator holds ", s.reserved, " bytes (", s.in_use, " in use, ", s.cached,
-               " cached); the device has ", free_bytes, " of ", total_bytes, " bytes free");
+  return allocator_.allocate(nbytes, stream);
+}
+
+void* DeviceMemory::allocate(size_t nbytes) {
+  if (void* p = try_allocate(nbytes)) return p;
+  memory_limit::raise_out_of_memory(nbytes, device_, 0);
 }
 
 void DeviceMemory::release(void* ptr) {

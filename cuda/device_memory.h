@@ -1,9 +1,11 @@
 #pragma once
 // Device memory of one GPU: the caching allocator (cuda/caching_allocator.h)
 // over cudaMalloc, cudaFree and CUDA events, allocating for the device's
-// current stream. Running out is an Error that names the bytes asked for,
-// what the live tensors hold by kind (engine/memory_stats.h), what the
-// cache holds and what the device reports free.
+// current stream. Running out in allocate() (workspaces) raises
+// OutOfMemoryError (engine/memory_limit.h) naming the op, the bytes asked
+// for, what the live tensors hold by kind, what the cache holds and what the
+// device reports free; tensors' storage uses try_allocate(), and Storage
+// raises the same Error, with the tensor's shape.
 
 #include <cstddef>
 
@@ -17,6 +19,8 @@ class DeviceMemory {
   static DeviceMemory& of(Device device);
 
   void* allocate(size_t nbytes);
+  // allocate(), but nullptr when the device has no room.
+  void* try_allocate(size_t nbytes);
   void release(void* ptr);
   // ptr (from allocate) is also used on `stream` (see CachingAllocator).
   void record_stream(void* ptr, StreamId stream) { allocator_.record_stream(ptr, stream); }

@@ -119,7 +119,7 @@ class Backend {
   virtual std::string name() const;
 
   // ---- memory --------------------------------------------------------------
-  // Raw bytes on this device; the CPU's are Storage::kAlignment aligned.
+  // Raw bytes on this device (CPU: Storage::kAlignment aligned), nullptr when it has no room.
   virtual void* allocate(size_t nbytes);
   virtual void release(void* ptr, size_t nbytes);
   // nbytes between host memory and this device's memory (both contiguous).

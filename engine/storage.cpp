@@ -1,12 +1,22 @@
 #include "engine/storage.h"
 
+#include <new>
+
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/memory_limit.h"
 
 namespace reprise {
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, MemoryKind kind) {
-  void* data = backend(device).allocate(nbytes);
+  memory_limit::check(nbytes, device);
+  void* data = nullptr;
+  try {
+    data = backend(device).allocate(nbytes);
+  } catch (const std::bad_alloc&) {
+    // data stays nullptr: the Error below names what asked for it
+  }
+  if (data == nullptr) memory_limit::raise_out_of_memory(nbytes, device, 0);
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, kind));
 }
 

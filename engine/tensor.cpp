@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/backend.h"
+#include "engine/memory_limit.h"
 
 namespace reprise {
 
@@ -34,7 +35,13 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     REPRISE_CHECK(s >= 0, "Tensor::empty: negative extent in shape ", to_string(shape));
   }
   size_t bytes = size_t(reprise::numel(shape)) * dtype_size(dtype);
-  return from_storage(Storage::allocate(bytes, device), shape, dtype);
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = Storage::allocate(bytes, device);
+  } catch (const OutOfMemoryError& e) {
+    throw e.for_tensor(to_string(shape) + " " + dtype_name(dtype));
+  }
+  return from_storage(std::move(storage), shape, dtype);
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {

@@ -80,8 +80,8 @@ std::vector<std::string> op_sac_ops();
 // Runs decoder layers as a CheckpointConfig says: layer i under
 // autograd::checkpoint("model.layers.<i>", ...) when the config selects it,
 // else plainly under its scope. With Kind::budget, the first forward with
-// grad saves everything and records each layer's graph, the next plans from
-// that recording, and every forward after applies the plan.
+// grad recomputes everything and records each layer's graph, the next plans
+// from that recording, and every forward after applies the plan.
 class LayerCheckpointing {
  public:
   // `generator` is what the stash and fresh replay modes draw from (the

@@ -24,6 +24,7 @@
 #include "engine/backend.h"
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
+#include "engine/memory_limit.h"
 #include "engine/threads.h"
 #include "examples/common/config_file.h"
 #include "io/tokenizer.h"
@@ -498,6 +499,41 @@ int64_t truncate_metrics_after(const std::string& path, int64_t step) {
   return dropped;
 }
 
+// What to try after running out of memory: a smaller batch, or
+// checkpointed activations. Under REPRISE_MAX_MEMORY, the budget for the
+// budget planner's policy (budget:BYTES) is measured, under the same cap:
+// two steps of the session's config over the built-in corpus at budget 0,
+// the planner's recording step (every region recomputes everything) and
+// its plan of the least memory (each region holds its inputs, `least`
+// bytes in all). A plan for budget B holds at most B - least bytes more,
+// so B = cap - peak + least fits.
+std::string out_of_memory_hint(const OutOfMemoryError& e, const nn::TrainConfig& session) {
+  const std::string hint = "hint: lower --batch (" + std::to_string(session.batch) + " now)";
+  const std::string checkpoint = ", or checkpoint activations (--checkpoint-policy full)";
+  if (e.limit == 0) return hint + checkpoint;
+  nn::TrainConfig c = session;
+  c.checkpointing.set_policy("budget:0");
+  c.steps = std::max<int64_t>(c.steps, 2);
+  int64_t peak = 0, least = 0;
+  try {
+    nn::Trainer trainer(c, std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin()),
+                        nullptr, e.device);
+    for (int step = 0; step < 2; ++step) peak = std::max(peak, trainer.step().peak_total);
+    least = trainer.checkpointing().planner()->summary().planned_bytes;
+  } catch (const OutOfMemoryError&) {
+    return hint + "; even with every layer recomputed (--checkpoint-policy full) a step " +
+           "needs more than REPRISE_MAX_MEMORY's " + mib(e.limit);
+  } catch (const Error&) {
+    return hint + checkpoint;  // the measurement did not run (a vocabulary under 256 bytes)
+  }
+  const int64_t budget = e.limit - peak + least;
+  const std::string bytes = budget >= (int64_t(16) << 20) ? std::to_string(budget >> 20) + "M"
+                                                          : std::to_string(budget >> 10) + "K";
+  return hint + ", or --checkpoint-policy budget:" + bytes + " would fit under the cap (" +
+         "measured: a step with every layer recomputed peaks at " + mib(peak) + " of " +
+         mib(e.limit) + ")";
+}
+
 // ---- the run -----------------------------------------------------------------
 
 // The options of a session, checked and completed: a resumed run's config
@@ -656,8 +692,9 @@ nn::Trainer::StepStats traced_step(nn::Trainer& trainer, const nn::Trainer::Afte
   return s;
 }
 
+// `session` gets the run's config once its Trainer is built.
 int train(const Program& program, const FlagTable& table, const Options& flags_only,
-          const Args& args, parallel::World& world) {
+          const Args& args, parallel::World& world, nn::TrainConfig& session) {
   std::optional<nn::TrainStateInfo> resumed;
   Options o = session_options(program, table, flags_only, args, resumed);
   if (o.threads > 0) threads::set_num_threads(o.threads);
@@ -696,6 +733,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       world.communicator(), parallel::ProcessGroupOptions{.expert_parallel = o.expert_parallel,
                                                           .bucket_bytes = o.bucket_kib * 1024});
   nn::Trainer trainer(o.config, data, group, o.device);
+  session = trainer.config();
   if (resumed) nn::load_train_state(trainer, o.resume);
   if (!o.init_from.empty())
     nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
@@ -1045,6 +1083,7 @@ int run_program(const Program& program, int argc, char** argv) {
     bad = e;
   }
   std::unique_ptr<parallel::World> world;
+  nn::TrainConfig session = o.config;
   try {
     world = std::make_unique<parallel::World>(o.comm_timeout);
     if (bad) throw *bad;
@@ -1052,7 +1091,7 @@ int run_program(const Program& program, int argc, char** argv) {
       if (world->rank() == 0) std::fputs(usage(program).c_str(), stdout);
       return 0;
     }
-    return train(program, table, o, args, *world);
+    return train(program, table, o, args, *world, session);
   } catch (const UsageError& e) {
     if (!world || world->rank() == 0)
       std::fprintf(stderr, "%s: %s\n(%s --help lists the flags)\n", name, e.what(), name);
@@ -1066,6 +1105,8 @@ int run_program(const Program& program, int argc, char** argv) {
       world->abort(1);
     }
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    if (const auto* oom = dynamic_cast<const OutOfMemoryError*>(&e))
+      std::fprintf(stderr, "%s\n", out_of_memory_hint(*oom, session).c_str());
     return 1;
   }
 }

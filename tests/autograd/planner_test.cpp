@@ -245,7 +245,7 @@ TEST(Planner, RecordOnceApplyManyStaysWithinBudgetAndIsExact) {
   };
   auto expected = step(nullptr, nullptr);
   Policy policy = planner.policy();
-  EXPECT_EQ(step(&policy, nullptr), expected);  // recording step: saves everything
+  EXPECT_EQ(step(&policy, nullptr), expected);  // recording step: recomputes everything
   planner.plan();
   BudgetPlanner::Summary s = planner.summary();
   EXPECT_LE(s.planned_bytes, s.budget);

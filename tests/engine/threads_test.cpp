@@ -2,7 +2,9 @@
 // follow each other without loss (the workers that sit one out must not run
 // the next), exceptions reach the caller, nested calls run on the caller,
 // workers asleep between jobs wake up, a forked child gets a pool of its
-// own, and parallel_for covers its range.
+// own, parallel_for covers its range, and callers on several threads share
+// the pool (the ThreadSanitizer build, scripts/tsan.sh, checks these for
+// data races).
 #include "engine/threads.h"
 
 #include <gtest/gtest.h>
@@ -136,6 +138,31 @@ TEST(Threads, ClaimTasksRunsEachTaskOnceOnItsThreads) {
       for (int64_t t = 0; t < tasks; ++t) ASSERT_EQ(runs[size_t(t)].load(), 1) << nt << " " << t;
     }
   }
+}
+
+// Callers on several std::threads take turns with the pool: each of their
+// jobs, flat or nested, runs every call once and sees its own results.
+TEST(Threads, CallersOnSeveralThreadsShareThePool) {
+  constexpr int kCallers = 4, kJobs = 200;
+  constexpr int64_t kItems = 1000;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int j = 0; j < kJobs; ++j) {
+        std::vector<int64_t> out(kItems, 0);
+        threads::parallel_for(kItems, 7, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) out[size_t(i)] += i * c;
+        });
+        for (int64_t i = 0; i < kItems; ++i) wrong += out[size_t(i)] != i * c;
+        std::atomic<int> inner{0};
+        threads::run_on_threads(2, [&](int) { threads::run_on_threads(3, [&](int) { ++inner; }); });
+        wrong += inner.load() != 6;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(Threads, BadCountsAreErrors) {

@@ -1,6 +1,7 @@
 // io/safetensors: bitwise round trips, reading a file written by Python's
 // safetensors, one test per malformed-file check, a truncation/corruption
-// sweep (run it under ASan too), and the atomicity of writes.
+// sweep (run it under ASan too), the atomicity of writes, and reads of one
+// file from several threads (run under TSan by scripts/tsan.sh).
 
 #include "io/safetensors.h"
 
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include <numbers>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/error.h"
@@ -138,6 +141,31 @@ TEST_F(SafetensorsTest, RoundTripEveryDTypeBitwise) {
   }
   EXPECT_EQ(file.info("transposed").shape, (Shape{6, 4}));
   EXPECT_EQ(file.info("bf16").dtype_name, "BF16");
+}
+
+// One SafetensorsFile read by several std::threads at once (a data loader's
+// workers, parallel weight loading): every get() returns the written bytes.
+TEST_F(SafetensorsTest, ConcurrentGetsOfOneFile) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (uint32_t i = 0; i < 8; ++i)
+    tensors.emplace_back(std::string(1, char('a' + i)),
+                         pattern(DType::f32, {17, int64_t(i) + 3}, i));
+  write_safetensors(path("shared.safetensors"), tensors);
+  const SafetensorsFile file = read_safetensors(path("shared.safetensors"));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          const auto& [name, written] = tensors[(i + size_t(r)) % tensors.size()];
+          mismatches += !same_bytes(file.get(name), written);
+        }
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST_F(SafetensorsTest, WritesTheReferenceLayout) {
