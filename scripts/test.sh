@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the Release build (warnings are
 # errors) at every CPU capability this machine has, training on 2 processes
-# under MPI, the ASan+UBSan build, a find_package(reprise) consumer built
+# under MPI, the ASan+UBSan build, ThreadSanitizer on the thread pool and
+# concurrent readers, a find_package(reprise) consumer built
 # against an installed prefix, the Python package (pytest), the clang-format
 # check, and a short run of each fuzz target.
 # GPU tests (CTest label gpu) skip themselves when no device is present.
@@ -75,6 +76,12 @@ cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_SANITIZ
 cmake --build build/sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/sanitize --output-on-failure -j"$jobs" --timeout 1800 -LE "slow|mpi"
+
+# The thread pool (test_engine) and concurrent readers of one safetensors
+# file (test_io) under ThreadSanitizer; scripts/tsan.sh with no suites
+# named runs the autograd and ops suites too (13 min cold on 2 cores).
+stage "ThreadSanitizer: the engine and io suites (scripts/tsan.sh)"
+REPRISE_JOBS=$jobs REPRISE_TSAN_SUITES="engine io" scripts/tsan.sh
 
 stage "fuzz targets, 30 s each (scripts/fuzz.sh; README: Reliability)"
 for target in json safetensors hf train_state; do

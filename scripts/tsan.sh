@@ -6,12 +6,13 @@
 #
 #   scripts/tsan.sh [ctest flags...]
 #
-# REPRISE_JOBS sets the parallel build and test jobs (default: all cores).
+# REPRISE_JOBS sets the parallel build and test jobs (default: all cores);
+# REPRISE_TSAN_SUITES the suites (default: "engine autograd ops io").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${REPRISE_JOBS:-$(nproc)}
 build=build/tsan
-suites=(engine autograd ops io)
+read -r -a suites <<<"${REPRISE_TSAN_SUITES:-engine autograd ops io}"
 
 # GCC's sanitizer instrumentation adds known false-positive warnings
 # (-Wmaybe-uninitialized in its AVX-512 headers), so warnings are not errors
