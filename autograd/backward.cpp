@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "autograd/anomaly.h"
+#include "autograd/tracer.h"
 #include "engine/accumulate.h"
 
 namespace reprise::autograd {
@@ -150,6 +151,7 @@ class Engine {
     }
     Tensors input_grads;
     {
+      TraceSpan span(node.name(), node.scope(), "backward");
       NoGradGuard no_grad;
       input_grads = node.apply(grads);
     }

@@ -9,6 +9,7 @@
 #include "autograd/recompute_noise.h"
 #include "autograd/scope.h"
 #include "autograd/tape.h"
+#include "autograd/tracer.h"
 #include "engine/current_op.h"
 #include "engine/memory_limit.h"
 #include "rng/generator.h"
@@ -394,6 +395,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
   }
 
   void replay() {
+    TraceSpan region_span("replay", scope_, "replay");
     ReplayTimer timer;
     RecomputeStats& stats = recompute_stats();
     ++stats.replays;
@@ -415,6 +417,7 @@ class Region final : public TapeObserver, public std::enable_shared_from_this<Re
           inputs.push_back(live.at(key_of(ref.index, ref.output)).first);
         }
       }
+      TraceSpan node_span(r.op->name, *r.scope);
       Tensors outputs;
       try {
         const CurrentOpGuard running(r.op->name, "replay", *r.scope);
@@ -523,6 +526,8 @@ RecomputeStats operator-(const RecomputeStats& after, const RecomputeStats& befo
 
 Tensors checkpoint(const std::string& scope, const Policy& policy,
                    const std::function<Tensors()>& fn, const CheckpointOptions& options) {
+  // Spans the recording and the region's exit, where dropped values are freed.
+  TraceSpan span("checkpoint", scope);
   auto region = std::make_shared<Region>(scope, policy, options);
   Tensors outputs;
   try {

@@ -1,9 +1,11 @@
 #include "autograd/tape.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "autograd/anomaly.h"
 #include "autograd/scope.h"
+#include "autograd/tracer.h"
 #include "engine/current_op.h"
 
 namespace reprise::autograd {
@@ -39,6 +41,11 @@ double op_bytes(const OpInfo& op, const Tensors& inputs, const Tensors& outputs)
 }
 
 Tensors record(OpCall call) {
+  // Spans the forward and the recording, so that the memory sample after it
+  // counts what the node saved (and what a checkpoint region dropped).
+  std::optional<TraceSpan> span;
+  if (active_tracer()) [[unlikely]]
+    span.emplace(call.op.name, *current_scope());
   bool needs_grad = false;
   if (GradMode::enabled()) {
     for (const Tensor& t : call.inputs)

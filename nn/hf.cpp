@@ -1,10 +1,7 @@
 #include "nn/hf.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -14,6 +11,7 @@
 
 #include "engine/grad_mode.h"
 #include "io/safetensors.h"
+#include "io/write_file.h"
 
 namespace reprise::nn {
 namespace {
@@ -118,31 +116,6 @@ std::string read_config_text(const std::string& path) {
   }
   REPRISE_CHECK(!in.bad(), path, ": read failed");
   return text;
-}
-
-// Writes `text` to a temporary file beside `path`, fsyncs it and renames
-// it over `path`, so path is either absent/old or complete.
-void write_text_atomic(const std::string& path, const std::string& text) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  REPRISE_CHECK(fd >= 0, path, ": cannot create ", tmp, " (", std::strerror(errno), ")");
-  size_t done = 0;
-  bool ok = true;
-  while (ok && done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += size_t(n);
-  }
-  ok = ok && ::fsync(fd) == 0;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    REPRISE_FAIL(path, ": write failed (", std::strerror(err), ")");
-  }
 }
 
 void make_dir(const std::string& dir) {
@@ -426,7 +399,7 @@ void save_llama(const LlamaForCausalLM& model, const std::string& dir, DType dty
                          dtype == DType::f32 ? p.value.detach() : p.value.detach().to(dtype));
   }
   io::write_safetensors(join(dir, "model.safetensors"), tensors, {{"format", "pt"}});
-  write_text_atomic(join(dir, "config.json"), json::dump(config, 2) + "\n");
+  io::write_text_atomic(join(dir, "config.json"), json::dump(config, 2) + "\n");
 }
 
 }  // namespace reprise::nn

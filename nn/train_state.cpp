@@ -6,12 +6,14 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <type_traits>
 
 #include "autograd/anomaly.h"
 #include "autograd/backward.h"
+#include "autograd/tracer.h"
 #include "autograd/verifier.h"
 #include "engine/backend.h"
 #include "engine/grad_mode.h"
@@ -291,12 +293,17 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
                                                    .count = uint64_t(B),
                                                    .total = uint64_t(global_batch())});
     const Batch batch = on_device(data_->sample(B, config_.seq, generator_));
+    std::optional<autograd::TraceSpan> forward_span(std::in_place, "forward", "", "forward");
     const CausalLMOutput out = model_->forward(batch.input_ids, checkpointing_->runner());
     // Cross-entropy, plus the router losses of an MoE model.
     const Tensor loss = model_->causal_lm_loss(out, batch.labels);
+    forward_span.reset();
     const bool last = m + 1 == A;
     if (last && group_) group_->begin_backward();
-    autograd::backward(loss, seed);
+    {
+      autograd::TraceSpan backward_span("backward", "", "backward");
+      autograd::backward(loss, seed);
+    }
     if (last && group_) group_->end_backward();
     if (last && after_backward) after_backward(batch, out, loss);
     losses.push_back(double(loss.item<float>()));
@@ -308,17 +315,20 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   for (const double l : all) total += l;
   s.loss = float(total / double(all.size()));
   s.moe = combine_router_terms(terms);
-  s.grad_norm = clip_gradients();
-  // The loss and the norm are every process's (gathered, reduced), so all
-  // processes decide alike.
-  s.skipped = !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
-  REPRISE_CHECK(!s.skipped || on_nonfinite_ == OnNonFinite::skip, "step ", step_ + 1, ": the ",
-                std::isfinite(s.loss) ? "gradient norm" : "loss", " is not finite (loss ", s.loss,
-                ", gradient norm ", s.grad_norm,
-                "); the update was not applied. A learning rate too high? Anomaly detection "
-                "names the first op that made a NaN or an infinity");
-  if (!s.skipped) optimizer_->step();
-  optimizer_->zero_grad();
+  {
+    autograd::TraceSpan optimizer_span("optimizer", "", "optimizer");
+    s.grad_norm = clip_gradients();
+    // The loss and the norm are every process's (gathered, reduced), so all
+    // processes decide alike.
+    s.skipped = !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
+    REPRISE_CHECK(!s.skipped || on_nonfinite_ == OnNonFinite::skip, "step ", step_ + 1, ": the ",
+                  std::isfinite(s.loss) ? "gradient norm" : "loss", " is not finite (loss ", s.loss,
+                  ", gradient norm ", s.grad_norm,
+                  "); the update was not applied. A learning rate too high? Anomaly detection "
+                  "names the first op that made a NaN or an infinity");
+    if (!s.skipped) optimizer_->step();
+    optimizer_->zero_grad();
+  }
   ++step_;
   if (!device_.is_cpu()) backend(device_).synchronize();  // the step's time includes its kernels
   const MemorySnapshot m = memory_stats::snapshot();
@@ -543,7 +553,7 @@ std::string train_state_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "train_state.safetensors").string();
 }
 
-void save_train_state(const Trainer& t, const std::string& dir) {
+void save_train_state(const Trainer& t, const std::string& dir, const json::Value& session) {
   std::vector<std::pair<std::string, Tensor>> tensors = state_tensors(t);
   if (t.group()) {
     tensors = t.group()->gather_named(tensors, false);
@@ -583,6 +593,7 @@ void save_train_state(const Trainer& t, const std::string& dir) {
   state.set("generator", hex_bytes(t.generator().state().to_bytes()));
   state.set("data", data);
   state.set("checksums", checksums);
+  if (!session.is_null()) state.set("session", session);
   const std::string text = json::dump(state, 1);
   io::write_safetensors(train_state_path(dir), tensors,
                         {{kMetadataKey, text}, {kHashKey, hex64(fnv1a64(text))}});

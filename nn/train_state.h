@@ -249,7 +249,11 @@ std::string train_state_path(const std::string& dir);
 // Raises an Error, writing nothing, when a tensor holds a NaN or an
 // infinity. Removes temporary files that an earlier writer killed while
 // saving left in <dir>. Collective with several processes (rank 0 writes).
-void save_train_state(const Trainer& trainer, const std::string& dir);
+// `session`, when not null, is kept in the metadata JSON as "session" for
+// people and tools to read (the trainers store their resolved settings
+// there); loading ignores it.
+void save_train_state(const Trainer& trainer, const std::string& dir,
+                      const json::Value& session = {});
 
 // What <dir> holds, to build the Trainer that loads it.
 struct TrainStateInfo {

@@ -6,10 +6,11 @@
 set -euo pipefail
 
 # python3-venv and python3-dev: the Python package's extension, built
-# against a fresh virtual environment; ccache: the test script's builds.
+# against a fresh virtual environment; ccache: the test script's builds;
+# libtomlplusplus-dev: the trainers' --config files.
 packages=(libopenmpi-dev openmpi-bin libgtest-dev libbenchmark-dev
           cmake g++ clang-format clang libclang-rt-dev
-          python3-venv python3-dev ccache)
+          python3-venv python3-dev ccache libtomlplusplus-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

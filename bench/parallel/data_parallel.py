@@ -43,7 +43,8 @@ def run(cmd, env):
 def windows(metrics_path):
     with open(metrics_path) as f:
         lines = [json.loads(line) for line in f if line.strip()]
-    return lines[1:]  # the first window is the first step alone (warm-up)
+    steps = [m for m in lines if "step" in m]  # not the {"config": ...} line
+    return steps[1:]  # the first window is the first step alone (warm-up)
 
 
 def schedule(buckets, backward_end, took_ms):

@@ -63,9 +63,10 @@ def run(trainer, args, expect_status=0, launcher=()):
 
 
 def losses(metrics_path):
-    """[(step, loss, grad_norm)] of a --metrics file, as the JSON text holds them."""
+    """[(step, loss, grad_norm)] of a --metrics file, as the JSON text holds them
+    (each session's {"config": ...} line skipped)."""
     with open(metrics_path, encoding="utf-8") as f:
-        return [(m["step"], m["loss"], m["grad_norm"]) for m in map(json.loads, f)]
+        return [(m["step"], m["loss"], m["grad_norm"]) for m in map(json.loads, f) if "step" in m]
 
 
 def start(trainer, args, launcher=()):

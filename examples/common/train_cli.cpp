@@ -20,11 +20,13 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/checkpoint.h"
+#include "autograd/tracer.h"
 #include "engine/backend.h"
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
 #include "engine/memory_limit.h"
 #include "engine/threads.h"
+#include "examples/common/config_file.h"
 #include "io/tokenizer.h"
 #include "nn/data.h"
 #include "nn/hf.h"
@@ -78,6 +80,7 @@ FlagTable common_flags() {
   };
   return {
       {"--help", {false, [](Options& o, const std::string&) { o.help = true; }}},
+      {"--config", {true, [](Options& o, const std::string& v) { o.config_file = v; }}},
       {"--data", {true, [](Options& o, const std::string& v) { o.data = v; }}},
       {"--tokenizer", {true, [](Options& o, const std::string& v) { o.tokenizer = v; }}},
       {"--steps", {true, int_into("--steps", &nn::TrainConfig::steps)}},
@@ -158,6 +161,10 @@ FlagTable common_flags() {
        {true, [](Options& o,
                  const std::string& v) { o.eval_batches = parse_positive("--eval-batches", v); }}},
       {"--metrics", {true, [](Options& o, const std::string& v) { o.metrics = v; }}},
+      {"--trace", {true, [](Options& o, const std::string& v) { o.trace = v; }}},
+      {"--trace-step",
+       {true, [](Options& o,
+                 const std::string& v) { o.trace_step = parse_positive("--trace-step", v); }}},
       {"--save", {true, [](Options& o, const std::string& v) { o.save = v; }}},
       {"--save-every",
        {true, [](Options& o,
@@ -242,6 +249,92 @@ void apply_flags(const FlagTable& table, const Args& args, Options& o) {
       throw UsageError(flag + ": " + e.what());
     }
   }
+}
+
+// --trace: the session's step to trace, counted from 1.
+int64_t trace_step(const Options& o) { return o.trace_step > 0 ? o.trace_step : 2; }
+
+// --config FILE: the file's settings, each checked by its flag's parser
+// (an error names the file, line and key), then the command line's flags,
+// which therefore override them.
+Args with_config_file(const Program& program, const FlagTable& table, const Args& args) {
+  std::string path;
+  for (const auto& [flag, value] : args) {
+    if (flag != "--config") continue;
+    if (!path.empty()) throw UsageError("--config: given twice");
+    path = value;
+  }
+  if (path.empty()) return args;
+  Args out;
+  for (const ConfigEntry& e : read_config_file(path, table)) {
+    Options check;
+    check.config = program.defaults;
+    try {
+      apply_flags(table, {{e.flag, e.value}}, check);
+    } catch (const UsageError& error) {
+      throw UsageError("--config " + e.where + ": " + error.what());
+    }
+    out.emplace_back(e.flag, e.value);
+  }
+  out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
+// The session's resolved settings, for the metrics file's first line and
+// the training checkpoint: the flags the config file and the command line
+// gave (the last value of each; true for a flag without a value), the
+// run's TrainConfig with every run, model and compute setting, defaults
+// included, and the session's options.
+json::Value resolved_config(const Options& o, const Args& args) {
+  json::Value flags = json::Object{};
+  for (const auto& [flag, value] : args) {
+    if (value.empty()) {
+      flags.set(flag.substr(2), true);
+    } else {
+      flags.set(flag.substr(2), value);
+    }
+  }
+  const json::Object session{{"config", o.config_file},
+                             {"data", o.data},
+                             {"tokenizer", o.tokenizer},
+                             {"metrics", o.metrics},
+                             {"trace", o.trace},
+                             {"trace_step", trace_step(o)},
+                             {"save", o.save},
+                             {"save_every", o.save_every},
+                             {"resume", o.resume},
+                             {"stop_after", o.stop_after},
+                             {"init_from", o.init_from},
+                             {"export", o.export_dir},
+                             {"dump_grads", o.dump_grads},
+                             {"log_every", o.log_every},
+                             {"eval_every", o.eval_every},
+                             {"eval_batches", o.eval_batches},
+                             {"device", to_string(o.device)},
+                             {"threads", threads::num_threads()},
+                             {"expert_parallel", o.expert_parallel},
+                             {"bucket_kib", o.bucket_kib},
+                             {"comm_timeout", o.comm_timeout},
+                             {"check_replicas", o.check_replicas_every},
+                             {"rank_stats", o.rank_stats}};
+  return json::Object{
+      {"flags", std::move(flags)}, {"train", o.config.to_json()}, {"session", session}};
+}
+
+// "ETA 1h02m", "ETA 3m05s", "ETA 12s": the time `steps` more steps take at
+// `seconds_per_step`.
+std::string eta(int64_t steps, double seconds_per_step) {
+  const int64_t s = int64_t(std::llround(double(steps) * seconds_per_step));
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "ETA %lldh%02lldm", (long long)(s / 3600),
+                  (long long)(s % 3600 / 60));
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "ETA %lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "ETA %llds", (long long)s);
+  }
+  return buf;
 }
 
 // "a", "a and b", "a, b and c"
@@ -381,18 +474,23 @@ int64_t truncate_metrics_after(const std::string& path, int64_t step) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return 0;  // no file yet
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  size_t keep = 0;  // bytes: whole lines of steps <= `step`
-  for (size_t end; (end = text.find('\n', keep)) != std::string::npos; keep = end + 1) {
+  // Bytes to keep: whole lines up to the last step <= `step`. A session's
+  // {"config": ...} line stays when a step it logged stays.
+  size_t keep = 0;
+  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1) {
     int64_t line_step = 0;
     try {
-      const json::Value line = json::parse(text.substr(keep, end - keep));
+      const json::Value line = json::parse(text.substr(start, end - start));
       const json::Value* v = line.is_object() ? line.find("step") : nullptr;
+      if (v == nullptr && line.is_object() && line.find("config")) continue;
       if (v == nullptr || !v->is_int()) break;
       line_step = v->as_int();
     } catch (const Error&) {
       break;
     }
     if (line_step > step) break;
+    keep = end + 1;
   }
   if (keep == text.size()) return 0;
   const int64_t dropped = std::count(text.begin() + std::ptrdiff_t(keep), text.end(), '\n') +
@@ -447,6 +545,7 @@ Options session_options(const Program& program, const FlagTable& table, const Op
   if (!o.resume.empty() && !o.init_from.empty())
     throw UsageError("--resume and --init-from exclude each other");
   if (o.save_every > 0 && o.save.empty()) throw UsageError("--save-every needs --save DIR");
+  if (o.trace_step > 0 && o.trace.empty()) throw UsageError("--trace-step needs --trace FILE");
 
   if (!o.resume.empty()) {
     // The saved run's config, with this command line's flags on top: run
@@ -577,6 +676,22 @@ void export_tokenizer(const nn::DataTokenizer& tok, const std::string& dir) {
   }
 }
 
+// Runs one step under a Tracer (autograd/tracer.h) and writes its trace to
+// --trace's file.
+nn::Trainer::StepStats traced_step(nn::Trainer& trainer, const nn::Trainer::AfterBackward& dump,
+                                   const Program& program, const Options& o) {
+  autograd::Tracer tracer(o.device);
+  nn::Trainer::StepStats s;
+  {
+    autograd::TraceGuard on(tracer);
+    s = trainer.step(dump);
+  }
+  tracer.write(o.trace, program.name + " step " + std::to_string(s.step));
+  std::printf("trace    step %lld: %zu spans and %zu memory samples to %s\n", (long long)s.step,
+              tracer.spans().size(), tracer.memory().size(), o.trace.c_str());
+  return s;
+}
+
 // `session` gets the run's config once its Trainer is built.
 int train(const Program& program, const FlagTable& table, const Options& flags_only,
           const Args& args, parallel::World& world, nn::TrainConfig& session) {
@@ -697,7 +812,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
 
   std::ofstream metrics;
   if (lead) {
-    for (const std::string& file : {o.metrics, o.dump_grads}) {
+    for (const std::string& file : {o.metrics, o.dump_grads, o.trace}) {
       const std::filesystem::path parent = std::filesystem::path(file).parent_path();
       if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
     }
@@ -710,6 +825,9 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       }
       metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
       REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
+      // The session's settings head its lines (a resumed session's follow
+      // the saved run's steps); readers of steps skip lines without "step".
+      metrics << json::dump(json::Object{{"config", resolved_config(o, args)}}) << "\n";
     }
   }
 
@@ -732,7 +850,9 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
         nn::write_gradient_dump(o.dump_grads, trainer.model(), b, out.logits, loss);
       };
     }
-    const nn::Trainer::StepStats s = trainer.step(dump);
+    const bool trace = lead && !o.trace.empty() && session_steps + 1 == trace_step(o);
+    const nn::Trainer::StepStats s =
+        trace ? traced_step(trainer, dump, program, o) : trainer.step(dump);
     ++session_steps;
     last_loss = s.loss;
     window_tokens += s.tokens;
@@ -783,6 +903,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
                   (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);
       if (peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * mfu);
+      const int64_t session_end =
+          o.stop_after > 0 ? std::min(c.steps, first_step - 1 + o.stop_after) : c.steps;
+      if (session_end > s.step) {
+        std::printf(" | %s",
+                    eta(session_end - s.step, session_seconds / double(session_steps)).c_str());
+      }
       std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
                   mib(window_peak_total).c_str());
       if (!o.device.is_cpu()) {
@@ -807,12 +933,12 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     window_peak_total = 0;
     rank_window = RankWindow{};
     if (!o.save.empty() && o.save_every > 0 && s.step % o.save_every == 0 && !last) {
-      nn::save_train_state(trainer, o.save);
+      nn::save_train_state(trainer, o.save, resolved_config(o, args));
     }
   }
 
   if (!o.save.empty()) {
-    nn::save_train_state(trainer, o.save);
+    nn::save_train_state(trainer, o.save, resolved_config(o, args));
     if (lead) {
       std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
                   nn::train_state_path(o.save).c_str());
@@ -835,6 +961,10 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   if (stopped_by != 0 && ranks > 1) world.communicator()->barrier();
   const int status = stopped_by != 0 ? 128 + stopped_by : 0;
   if (!lead) return status;
+  if (!o.trace.empty() && session_steps < trace_step(o)) {
+    std::printf("trace    none written: the session ran %lld steps, --trace-step is %lld\n",
+                (long long)session_steps, (long long)trace_step(o));
+  }
   const nn::CheckpointConfig& ck = c.checkpointing;
   const autograd::RecomputeStats& r = autograd::recompute_stats();
   std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
@@ -868,6 +998,10 @@ std::string usage(const Program& p) {
                 (long long)m.intermediate_size);
   return "usage: " + p.name + " [flags]\n\n" + p.summary +
          R"(
+config
+  --config FILE.toml        settings from a TOML file: keys are the long flags without their
+                            dashes (steps = 250, checkpoint-policy = "full", rank-stats =
+                            true); the command line's flags override it
 data
   --data FILE               train on FILE (default: the built-in corpus)
   --tokenizer PATH          a tokenizer.json, tokenizer.model or a folder with one: train on
@@ -904,6 +1038,9 @@ run (a resumed run must keep these)
   --eval-every N            held-out loss every N steps; 0: only at the end (100)
   --eval-batches N          held-out batches per evaluation (4)
   --metrics FILE.jsonl      append one JSON object per logged step
+  --trace FILE.json         write a Chrome/Perfetto trace of one step (rank 0's): forward,
+                            backward and replay spans per op with scopes, memory by kind
+  --trace-step N            the session's step to trace (2: the first warms up)
   --save DIR                write a training checkpoint to DIR at the end
   --save-every N            ... and every N steps
   --resume DIR              continue the run saved in DIR, bit for bit
@@ -939,7 +1076,7 @@ int run_program(const Program& program, int argc, char** argv) {
   FlagTable table;
   try {
     table = all_flags(program);
-    args = split_args(table, argc, argv);
+    args = with_config_file(program, table, split_args(table, argc, argv));
     o.config = program.defaults;
     apply_flags(table, args, o);
   } catch (const UsageError& e) {

@@ -42,8 +42,11 @@ double parse_real(const std::string& flag, const std::string& v);       // finit
 // What a command line asks for: the run's config and this session's options.
 struct Options {
   nn::TrainConfig config;
+  std::string config_file;  // --config FILE.toml (examples/common/config_file.h)
   std::string data, tokenizer, metrics, save, resume, init_from, export_dir, dump_grads;
   int64_t save_every = 0, log_every = 10, eval_every = 100, eval_batches = 4, stop_after = 0;
+  std::string trace;       // --trace: a Chrome/Perfetto trace of one step
+  int64_t trace_step = 0;  // of the session, from 1; 0: the second (the first warms up)
   int threads = 0;
   Device device = Device::cpu();  // where the model trains (--device)
   bool help = false;

@@ -14,7 +14,9 @@
 # resume under other compute flags that exports a Hugging Face folder; the
 # same 4 steps without a stop, whose losses the 2 + 2 steps must equal digit
 # for digit; a resume that changes a run flag; a run initialised from the
-# exported folder. Test names are <trainer>.<case>, label "examples".
+# exported folder; a run whose second step's --trace must be Trace Event
+# Format JSON (check_trace.cmake). Test names are <trainer>.<case>, label
+# "examples".
 function(reprise_trainer_tests trainer)
   cmake_parse_arguments(ARG "" "HELP_REGEX;LOG_REGEX"
                         "TINY;RUN;COMPUTE;BAD;OTHER_RUN;ARCHITECTURE" ${ARGN})
@@ -53,6 +55,22 @@ function(reprise_trainer_tests trainer)
             --eval-batches 1 --threads 1)
   add_test(NAME ${trainer}.init_from_with_size
     COMMAND ${fails_with_2} --init-from ${dir}/hf ${ARG_ARCHITECTURE})
+
+  # --trace, checkpointed so that replays show; --trace-step alone is a
+  # usage error.
+  add_test(NAME ${trainer}.trace
+    COMMAND ${trainer} ${ARG_TINY} --steps 3 --checkpoint-policy full --trace ${dir}/step.json)
+  add_test(NAME ${trainer}.trace_is_trace_event_json
+    COMMAND ${CMAKE_COMMAND} -DTRACE=${dir}/step.json
+            -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/check_trace.cmake)
+  add_test(NAME ${trainer}.trace_step_without_trace COMMAND ${fails_with_2} --trace-step 2)
+  set_tests_properties(${trainer}.trace PROPERTIES
+    FIXTURES_REQUIRED ${trainer}_clean FIXTURES_SETUP ${trainer}_trace
+    PASS_REGULAR_EXPRESSION "trace +step 2: [0-9]+ spans and [0-9]+ memory samples to [^\n]*step.json")
+  set_tests_properties(${trainer}.trace_is_trace_event_json PROPERTIES
+    FIXTURES_REQUIRED ${trainer}_trace)
+  set_tests_properties(${trainer}.trace ${trainer}.trace_is_trace_event_json
+    ${trainer}.trace_step_without_trace PROPERTIES LABELS examples)
 
   set_tests_properties(${trainer}.clean PROPERTIES FIXTURES_SETUP ${trainer}_clean)
   set_tests_properties(${trainer}.run PROPERTIES

@@ -97,6 +97,16 @@ def mib(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB"
 
 
+def eta(steps: int, seconds_per_step: float) -> str:
+    """"ETA 1h02m", "ETA 3m05s", "ETA 12s", as llama_train prints it."""
+    s = round(steps * seconds_per_step)
+    if s >= 3600:
+        return f"ETA {s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"ETA {s // 60}m{s % 60:02d}s"
+    return f"ETA {s}s"
+
+
 def evaluate(model: nn.LlamaForCausalLM, data: nn.TextDataset, batch: int, seq: int,
              batches: int) -> float:
     """Mean held-out loss over fixed windows, in eval mode without grad: no
@@ -158,7 +168,7 @@ def main(argv: list[str]) -> int:
              m.dropout, m.attention_dropout, c.seed))
     print(f"compute  checkpoint {ck.policy_string()}, rng replay {ck.rng_replay.name}, "
           f"verify {ck.verify.name}, noise {ck.recompute_noise_ulps} ulps, "
-          f"{reprise.num_threads()} threads, cpu {reprise.cpu_capability().name}")
+          f"{reprise.num_threads()} threads, cpu {reprise.cpu_capability().name}, device cpu")
     print(f"peak     {peak_how}", flush=True)
 
     window_tokens = window_peak_saved = window_peak_total = 0
@@ -204,6 +214,8 @@ def main(argv: list[str]) -> int:
             step, c.steps, last_loss, lr, grad_norm, tokens_per_s)
         if peak_flops > 0:
             line += " | MFU %4.1f%%" % (100 * flops_per_token * tokens_per_s / peak_flops)
+        if step < c.steps:
+            line += " | " + eta(c.steps - step, total_seconds / step)
         line += f" | saved act {mib(window_peak_saved)} | mem {mib(window_peak_total)}"
         if val is not None:
             line += " | val loss %.4f" % val

@@ -274,9 +274,11 @@ void bind_training(nb::module_& m) {
       .def_ro("data_name", &nn::TrainStateInfo::data_name)
       .def_ro("data_path", &nn::TrainStateInfo::data_path);
   m.def("train_state_path", &nn::train_state_path, arg("dir"));
-  m.def("save_train_state", &nn::save_train_state, arg("trainer"), arg("dir"),
-        nb::call_guard<nb::gil_scoped_release>(),
-        "Writes <dir>/train_state.safetensors atomically.");
+  m.def(
+      "save_train_state",
+      [](const nn::Trainer& t, const std::string& dir) { nn::save_train_state(t, dir); },
+      arg("trainer"), arg("dir"), nb::call_guard<nb::gil_scoped_release>(),
+      "Writes <dir>/train_state.safetensors atomically.");
   m.def("read_train_state_info", &nn::read_train_state_info, arg("dir"));
   m.def("load_train_state", &nn::load_train_state, arg("trainer"), arg("dir"),
         nb::call_guard<nb::gil_scoped_release>(),

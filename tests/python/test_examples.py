@@ -36,7 +36,7 @@ def values(output: str) -> list[str]:
         elif line.startswith("step "):
             fields = [f.strip() for f in line.split("|")]
             out.append(" | ".join(f for f in fields if not f.endswith("tok/s")
-                                  and not f.startswith("MFU")))
+                                  and not f.startswith(("MFU", "ETA"))))
     return out
 
 

@@ -65,19 +65,23 @@ int compare_states(const std::string& a_dir, const std::string& b_dir, double ma
   return worst <= max_abs ? 0 : 1;
 }
 
-std::vector<json::Value> read_lines(const std::string& path) {
+// The logged steps of a --metrics file.
+std::vector<json::Value> read_steps(const std::string& path) {
   std::ifstream in(path);
   if (!in.good()) throw Error("cannot read '" + path + "'");
   std::vector<json::Value> out;
   for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) out.push_back(json::parse(line));
+    if (line.empty()) continue;
+    json::Value v = json::parse(line);
+    // A session's first line holds its settings ({"config": ...}), not a step.
+    if (v.find("step")) out.push_back(std::move(v));
   }
   return out;
 }
 
 int compare_metrics(const std::string& a_path, const std::string& b_path, const std::string& fields,
                     double max_rel) {
-  const std::vector<json::Value> a = read_lines(a_path), b = read_lines(b_path);
+  const std::vector<json::Value> a = read_steps(a_path), b = read_steps(b_path);
   std::vector<std::string> names;
   std::stringstream list(fields);
   for (std::string f; std::getline(list, f, ',');) names.push_back(f);
