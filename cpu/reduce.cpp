@@ -1,7 +1,6 @@
 // Reductions on the CPU: sums over the middle of (A, R, B), row maxima with
 // their index, and the f64 sum of squares of a gradient.
 #include <algorithm>
-#include <cmath>
 
 #include "cpu/backend.h"
 #include "cpu/rows.h"
