@@ -14,6 +14,7 @@
 
 #include "engine/error.h"
 #include "io/json.h"
+#include "io/write_file.h"
 
 namespace reprise::io {
 
@@ -423,15 +424,7 @@ void write_safetensors(const std::string& path,
   tmp.renamed = true;
 
   // Make the rename itself durable.
-  int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  REPRISE_CHECK(
-      dir >= 0, where,
-      ": the file is written, but opening its directory to sync it failed: ", errno_text());
-  int rc = ::fsync(dir);
-  int err = errno;
-  ::close(dir);
-  REPRISE_CHECK(rc == 0 || err == EINVAL, where,
-                ": the file is written, but syncing its directory failed: ", std::strerror(err));
+  sync_parent_dir(path, where + ": the file is written, but");
 }
 
 }  // namespace reprise::io

@@ -19,6 +19,7 @@
 #include "engine/grad_mode.h"
 #include "engine/memory_stats.h"
 #include "io/safetensors.h"
+#include "io/write_file.h"
 #include "nn/device.h"
 #include "nn/hf.h"
 
@@ -565,9 +566,7 @@ void save_train_state(const Trainer& t, const std::string& dir, const json::Valu
                   t.steps_done(), "; a non-finite state is not saved (the last checkpoint in '",
                   dir, "' stays)");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  REPRISE_CHECK(!ec, "save_train_state: cannot create directory '", dir, "': ", ec.message());
+  io::create_directories_durable(dir);
   remove_stale_temporaries(dir);
   json::Value checksums = json::Object{};
   for (const auto& [name, value] : tensors)

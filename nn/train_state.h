@@ -40,7 +40,7 @@
 //             JSON text (hex), so every byte of the file is covered by a
 //             check.
 // It is written atomically (temporary file, fsync, rename, fsync of the
-// directory) and loading checks every part before it changes anything.
+// directory; a directory it creates is fsynced in its parent) and loading checks every part before it changes anything.
 // With several processes rank 0 writes it, once, holding the whole model
 // (the experts of an expert-parallel model gathered from their processes,
 // in the order one process lists them); each process of a resumed run
