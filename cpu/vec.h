@@ -356,16 +356,17 @@ REPRISE_CPU_INLINE V16<T> lanewise(V16<T> x, F f) {
   return V16<T>::load(lanes);
 }
 
-// p * 2^n for integral n, rounded once, as fn::scale2 gives it for one
-// float: AVX-512 has the instruction (VSCALEFPS, one rounding of the exact
-// product); the other levels multiply by two powers of two as fn::scale2.
-REPRISE_CPU_INLINE V16<float> scale2(V16<float> p, V16<float> n) {
+// p * 2^n, rounded once, where t = fn::kShifter + n, as fn::scale2 gives
+// it for one float: AVX-512 has the instruction (VSCALEFPS, one rounding of
+// the exact product); the other levels multiply by two powers of two built
+// from t's bits as fn::scale2.
+REPRISE_CPU_INLINE V16<float> scale2(V16<float> p, V16<float> t) {
   for (int i = 0; i < V16<float>::kParts; ++i) {
 #if defined(REPRISE_CPU_LEVEL_AVX512)
-    p.p[i] = _mm512_maskz_scalef_ps(__mmask16(0xffff), p.p[i], n.p[i]);
+    const NativeF32 n = t.p[i] - splat_native(fn::kShifter);
+    p.p[i] = _mm512_maskz_scalef_ps(__mmask16(0xffff), p.p[i], n);
 #else
-    const NativeI32 ni = __builtin_convertvector(n.p[i], NativeI32);
-    const NativeI32 n1 = ni >> 1, n2 = ni - n1;
+    const NativeI32 ti = (NativeI32)t.p[i], n1 = ti >> 1, n2 = ti - n1;
     const NativeI32 s1 = (n1 + 127) << 23, s2 = (n2 + 127) << 23;
     p.p[i] = p.p[i] * (NativeF32)s1 * (NativeF32)s2;
 #endif

@@ -59,11 +59,20 @@ REPRISE_HD T vmax(T a, T b) {
 REPRISE_HD float fma_of(float a, float b, float c) { return std::fma(a, b, c); }
 REPRISE_HD double fma_of(double a, double b, double c) { return std::fma(a, b, c); }
 
-// p * 2^n for an integral n in [-252, 254], rounded once: two factors, each
-// a normal power of two, so that p * 2^(n/2) is exact and results down to
-// 2^-149, the subnormals, come out right.
-REPRISE_HD float scale2(float p, float n) {
-  const int32_t ni = int32_t(n), n1 = ni >> 1, n2 = ni - n1;
+// exp_poly's round-to-integer constant, 1.5 * 2^23: for |v| < 2^22,
+// v + kShifter rounds v to an integer n and holds it in its low mantissa
+// bits, kShifter's bit pattern plus n.
+inline constexpr float kShifter = 12582912.0f;
+
+// p * 2^n, rounded once, where t = kShifter + n for an integral n in
+// [-252, 254]: two factors, each a normal power of two, so that p * 2^(n/2)
+// is exact and results down to 2^-149, the subnormals, come out right. The
+// factors are built from t's bits, not by converting n to an integer, so a
+// NaN t (from a NaN x) is well defined here: p is NaN then, and so is the
+// product. kShifter's bits are 0x4B400000, whose low nine bits are zero, so
+// they vanish from each factor's exponent field after the shift by 23.
+REPRISE_HD float scale2(float p, float t) {
+  const int32_t ti = int32_t(detail::float_bits(t)), n1 = ti >> 1, n2 = ti - n1;
   return p * detail::bits_float(uint32_t(n1 + 127) << 23) *
          detail::bits_float(uint32_t(n2 + 127) << 23);
 }
@@ -75,12 +84,14 @@ REPRISE_HD float scale2(float p, float n) {
 // [-104, 89] first, and the clamped ends compute to what the unclamped
 // values round to: e^-104 is below half the smallest subnormal, so 0, and
 // above ln(FLT_MAX) = 88.7228391 the product p 2^128 overflows to +inf. The
-// clamp maps NaN to 89 (a number), and the final select restores it.
+// clamp takes x as the second operand, which vmin and vmax return when it
+// is NaN, so a NaN passes through every step and comes out NaN.
 template <class T>
 REPRISE_HD T exp_poly(T x) {
-  const T shifter = lit<T>(12582912.0);  // 1.5 * 2^23: adding it rounds to an integer
-  const T xc = vmax(vmin(x, lit<T>(89.0)), lit<T>(-104.0));
-  const T n = fma_of(xc, lit<T>(1.44269504088896341), shifter) - shifter;
+  const T shifter = lit<T>(kShifter);
+  const T xc = vmax(lit<T>(-104.0), vmin(lit<T>(89.0), x));
+  const T t = fma_of(xc, lit<T>(1.44269504088896341), shifter);  // kShifter + n
+  const T n = t - shifter;
   const T r = fma_of(n, lit<T>(2.12194440e-4), fma_of(n, lit<T>(-0.693359375), xc));
   T p = lit<T>(1.9875691500e-4);
   p = fma_of(p, r, lit<T>(1.3981999507e-3));
@@ -89,7 +100,7 @@ REPRISE_HD T exp_poly(T x) {
   p = fma_of(p, r, lit<T>(1.6666665459e-1));
   p = fma_of(p, r, lit<T>(5.0000001201e-1));
   p = fma_of(p, r * r, r) + lit<T>(1.0);
-  return select(x != x, x, scale2(p, n));
+  return scale2(p, t);
 }
 
 // tanh in f32: for |x| < 0.625 Cephes tanhf's odd polynomial
