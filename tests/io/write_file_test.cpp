@@ -48,7 +48,7 @@ TEST(WriteFile, CreatesEveryMissingLevelAndAcceptsOneThatExists) {
   const fs::path deep = dir / "a" / "b" / "c";
   create_directories_durable(deep.string());
   EXPECT_TRUE(fs::is_directory(deep));
-  create_directories_durable(deep.string());  // already there: nothing to do
+  create_directories_durable(deep.string());                // already there: nothing to do
   create_directories_durable((dir / "a" / "d/").string());  // a trailing slash
   EXPECT_TRUE(fs::is_directory(dir / "a" / "d"));
 }
