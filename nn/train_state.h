@@ -40,11 +40,13 @@
 //             JSON text (hex), so every byte of the file is covered by a
 //             check.
 // It is written atomically (temporary file, fsync, rename, fsync of the
-// directory; a directory it creates is fsynced in its parent) and loading checks every part before
-// it changes anything. With several processes rank 0 writes it, once, holding the whole model (the
-// experts of an expert-parallel model gathered from their processes, in the order one process lists
-// them); each process of a resumed run reads the file and takes its part. The generator state is
-// the same on every process (every stream advances by the global batch's words).
+// directory; a directory it creates is fsynced in its parent) and loading
+// checks every part before it changes anything. With several processes
+// rank 0 writes it, once, holding the whole model (the experts of an
+// expert-parallel model gathered from their processes, in the order one
+// process lists them); each process of a resumed run reads the file and
+// takes its part. The generator state is the same on every process (every
+// stream advances by the global batch's words).
 //
 // B = batch, T = sequence length, V = vocabulary (256 bytes, or a
 // tokenizer's ids).
