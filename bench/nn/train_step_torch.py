@@ -34,6 +34,15 @@ live throughout (gradients, activations, temporaries), after a warm-up step:
 Each torch measurement runs in a fresh process. rounds = 0 measures memory
 only.
 
+MFU: the model FLOPs of a step (forward and backward, counted by torch's
+FlopCounterMode on the eager variant without checkpointing: matmuls and
+attention's two products, so a recompute is not counted) over the step's
+CPU seconds times one core's f32 FMA peak (nominal "cpu MHz" of
+/proc/cpuinfo x 2 FMA units x 16 lanes at AVX-512 or 8 at AVX2, whichever
+REPRISE_CPU_CAPABILITY or the CPU flags select, x 2 FLOPs). CPU time counts
+every thread, so this is the fraction of the cores' peak the step used
+while it ran on them.
+
 A variant is a name and the keyword arguments of from_pretrained that
 select it (attn_implementation, experts_implementation).
 """
@@ -118,6 +127,26 @@ def peak_tensor_mib(model_dir, variant, policy, B, T):
     return peak / 2**20
 
 
+def step_flops(model, ids):
+    """Model FLOPs of one step's forward and backward (torch's FLOP counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, labels=ids).loss.backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def core_peak_flops():
+    """(f32 FLOP/s of one core at the nominal frequency, ISA level)."""
+    with open("/proc/cpuinfo") as f:
+        info = f.read()
+    mhz = float(info.split("cpu MHz")[1].split(":")[1].split()[0])
+    level = os.environ.get("REPRISE_CPU_CAPABILITY") or ("avx512" if " avx512f" in info else "avx2")
+    lanes = 16 if level == "avx512" else 8
+    return mhz * 1e6 * 2 * lanes * 2, level
+
+
 def in_fresh_process(fn, *args):
     """fn(*args) of this module in a new interpreter, so earlier runs leave
     nothing behind."""
@@ -166,6 +195,11 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
         model.save_pretrained(model_dir, safe_serialization=True)
         print(f"torch {torch.__version__}, threads 2, B={B} T={T}, {rounds} alternating "
               f"rounds; medians of per-round mean step times (ms); ratio = ours / torch")
+        counted = "eager" if "eager" in variants else next(iter(variants))
+        flops = step_flops(load(model_dir, variants[counted], "none")[0], ids)
+        peak, level = core_peak_flops()
+        print(f"model GFLOP per step {flops / 1e9:.2f}; one core's {level} f32 FMA peak "
+              f"{peak / 1e9:.1f} GFLOP/s")
         for label, case, policy in cases:
             torch_runs = {v: load(model_dir, kw, policy) for v, kw in variants.items()}
             # Same weights, same batch: the first losses must agree (f32
@@ -189,6 +223,10 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
                     theirs = ", ".join(f"torch {v} {m[v]:.0f} (ratio {m['ours'] / m[v]:.2f})"
                                        for v in variants)
                     print(f"  {clock} ms: ours {m['ours']:.0f}, {theirs}")
+                mfu = {k: flops / (statistics.median(t[1] for t in v) * peak) * 100
+                       for k, v in times.items()}
+                print("  MFU (CPU time): " + ", ".join(
+                    f"{'ours' if k == 'ours' else 'torch ' + k} {u:.1f}%" for k, u in mfu.items()))
             tensors = {v: in_fresh_process("peak_tensor_mib", model_dir, kw, policy, B, T)
                        for v, kw in variants.items()}
             rss = {v: in_fresh_process("peak_rss_mib", model_dir, kw, policy, B, T)
