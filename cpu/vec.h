@@ -374,9 +374,44 @@ REPRISE_CPU_INLINE V16<float> scale2(V16<float> p, V16<float> t) {
   return p;
 }
 
-// Forced inline: the polynomial is long enough that the compiler would
-// otherwise call it once per 16 lanes.
-REPRISE_HD V16<float> exp_of(V16<float> x) { return fn::exp_poly(x); }
+#if !defined(REPRISE_CPU_LEVEL_AVX512)
+// Whether |x| <= bound in every lane (false for a NaN lane).
+REPRISE_CPU_INLINE bool all_abs_within(V16<float> x, float bound) {
+  NativeI32 ok = NativeI32{} - 1;
+  for (int i = 0; i < V16<float>::kParts; ++i) {
+    const NativeF32 a = (NativeF32)((NativeI32)x.p[i] & 0x7fffffff);
+    ok &= a <= splat_native(bound);
+  }
+#if defined(REPRISE_CPU_LEVEL_AVX2)
+  return _mm256_movemask_ps((__m256)ok) == 0xff;
+#elif defined(__SSE2__)
+  return _mm_movemask_ps((__m128)ok) == 0xf;
+#else
+  for (int l = 1; l < kLanes<float>; ++l) ok[0] &= ok[l];
+  return ok[0] != 0;
+#endif
+}
+#endif
+
+// fn::exp_poly on 16 lanes. Forced inline: the polynomial is long enough
+// that the compiler would otherwise call it once per 16 lanes. Below
+// AVX-512, where scale2 takes two multiplications and the integer work for
+// their factors, a vector whose lanes all have |x| <= 87 takes a shorter
+// path with the same bits: the clamp changes nothing there, and n = round(x
+// / ln2) lies in [-126, 126], so 2^n is a normal float and p * 2^n rounds
+// the exact product once, as scale2's two factors do. (kShifter's bits
+// vanish from the factor's exponent field after the shift, as in scale2.)
+REPRISE_HD V16<float> exp_of(V16<float> x) {
+#if !defined(REPRISE_CPU_LEVEL_AVX512)
+  if (all_abs_within(x, 87.0f)) {
+    const fn::ExpParts<V16<float>> e = fn::exp_parts(x);
+    for (int i = 0; i < V16<float>::kParts; ++i)
+      x.p[i] = e.p.p[i] * (NativeF32)(((NativeI32)e.t.p[i] + 127) << 23);
+    return x;
+  }
+#endif
+  return fn::exp_poly(x);
+}
 REPRISE_CPU_INLINE V16<double> exp_of(V16<double> x) {
   return lanewise(x, [](double v) { return std::exp(v); });
 }

@@ -87,12 +87,18 @@ REPRISE_HD float scale2(float p, float t) {
 // clamp takes x as the second operand, which vmin and vmax return when it
 // is NaN, so a NaN passes through every step and comes out NaN.
 template <class T>
-REPRISE_HD T exp_poly(T x) {
+struct ExpParts {
+  T p;  // e^r
+  T t;  // kShifter + n
+};
+
+// exp_poly after the clamp: x = n ln2 + r, and e^x = p * 2^n.
+template <class T>
+REPRISE_HD ExpParts<T> exp_parts(T x) {
   const T shifter = lit<T>(kShifter);
-  const T xc = vmax(lit<T>(-104.0), vmin(lit<T>(89.0), x));
-  const T t = fma_of(xc, lit<T>(1.44269504088896341), shifter);  // kShifter + n
+  const T t = fma_of(x, lit<T>(1.44269504088896341), shifter);
   const T n = t - shifter;
-  const T r = fma_of(n, lit<T>(2.12194440e-4), fma_of(n, lit<T>(-0.693359375), xc));
+  const T r = fma_of(n, lit<T>(2.12194440e-4), fma_of(n, lit<T>(-0.693359375), x));
   T p = lit<T>(1.9875691500e-4);
   p = fma_of(p, r, lit<T>(1.3981999507e-3));
   p = fma_of(p, r, lit<T>(8.3334519073e-3));
@@ -100,7 +106,13 @@ REPRISE_HD T exp_poly(T x) {
   p = fma_of(p, r, lit<T>(1.6666665459e-1));
   p = fma_of(p, r, lit<T>(5.0000001201e-1));
   p = fma_of(p, r * r, r) + lit<T>(1.0);
-  return scale2(p, t);
+  return {p, t};
+}
+
+template <class T>
+REPRISE_HD T exp_poly(T x) {
+  const ExpParts<T> e = exp_parts(vmax(lit<T>(-104.0), vmin(lit<T>(89.0), x)));
+  return scale2(e.p, e.t);
 }
 
 // tanh in f32: for |x| < 0.625 Cephes tanhf's odd polynomial

@@ -37,14 +37,10 @@ only.
 MFU: the model FLOPs of a step (forward and backward, counted by torch's
 FlopCounterMode on the eager variant without checkpointing: matmuls and
 attention's two products, so a recompute is not counted) over the step's
-CPU seconds times one core's f32 FMA peak (nominal "cpu MHz" of
-/proc/cpuinfo x 2 FMA units x 16 lanes at AVX-512 or 8 at AVX2, whichever
-REPRISE_CPU_CAPABILITY or the CPU flags select, x 2 FLOPs). CPU time counts
-every thread, so this is the fraction of the cores' peak the step used
-while it ran on them.
-
-A variant is a name and the keyword arguments of from_pretrained that
-select it (attn_implementation, experts_implementation).
+CPU seconds times one core's f32 FMA peak as bench_fma_peak measures it
+(beside the --bench program) at the level REPRISE_CPU_CAPABILITY or the
+CPU selects. CPU time counts every thread, so this is the fraction of the
+cores' peak the step used while it ran on them.
 """
 
 import argparse
@@ -137,14 +133,15 @@ def step_flops(model, ids):
     return counter.get_total_flops()
 
 
-def core_peak_flops():
-    """(f32 FLOP/s of one core at the nominal frequency, ISA level)."""
+def core_peak_flops(bench):
+    """(one core's measured f32 FMA peak in FLOP/s, ISA level), from
+    bench_fma_peak in the folder of the bench program `bench`."""
     with open("/proc/cpuinfo") as f:
-        info = f.read()
-    mhz = float(info.split("cpu MHz")[1].split(":")[1].split()[0])
-    level = os.environ.get("REPRISE_CPU_CAPABILITY") or ("avx512" if " avx512f" in info else "avx2")
-    lanes = 16 if level == "avx512" else 8
-    return mhz * 1e6 * 2 * lanes * 2, level
+        has_avx512 = " avx512f" in f.read()
+    level = os.environ.get("REPRISE_CPU_CAPABILITY") or ("avx512" if has_avx512 else "avx2")
+    probe = os.path.join(os.path.dirname(bench), "bench_fma_peak")
+    runs = side_by_side.google_benchmark(probe, [f"--benchmark_filter=/{level}$"])
+    return runs[0]["GFLOP/s"] * 1e9, level
 
 
 def in_fresh_process(fn, *args):
@@ -197,9 +194,9 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
               f"rounds; medians of per-round mean step times (ms); ratio = ours / torch")
         counted = "eager" if "eager" in variants else next(iter(variants))
         flops = step_flops(load(model_dir, variants[counted], "none")[0], ids)
-        peak, level = core_peak_flops()
+        peak, level = core_peak_flops(bench)
         print(f"model GFLOP per step {flops / 1e9:.2f}; one core's {level} f32 FMA peak "
-              f"{peak / 1e9:.1f} GFLOP/s")
+              f"{peak / 1e9:.1f} GFLOP/s (bench_fma_peak)")
         for label, case, policy in cases:
             torch_runs = {v: load(model_dir, kw, policy) for v, kw in variants.items()}
             # Same weights, same batch: the first losses must agree (f32
