@@ -77,22 +77,13 @@ REPRISE_HD float scale2(float p, float t) {
          detail::bits_float(uint32_t(n2 + 127) << 23);
 }
 
-// e^x in f32: range reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
-// in two, Cody and Waite's), Cephes expf's degree-6 polynomial for e^r in
-// Horner form with fused multiply-adds, and 2^n applied by scale2. Within
-// 1 ulp of exp over all floats (tests/cpu/exp_test.cpp). x is clamped to
-// [-104, 89] first, and the clamped ends compute to what the unclamped
-// values round to: e^-104 is below half the smallest subnormal, so 0, and
-// above ln(FLT_MAX) = 88.7228391 the product p 2^128 overflows to +inf. The
-// clamp takes x as the second operand, which vmin and vmax return when it
-// is NaN, so a NaN passes through every step and comes out NaN.
 template <class T>
 struct ExpParts {
   T p;  // e^r
   T t;  // kShifter + n
 };
 
-// exp_poly after the clamp: x = n ln2 + r, and e^x = p * 2^n.
+// exp_poly after its clamp: x = n ln2 + r, and e^x = p * 2^n.
 template <class T>
 REPRISE_HD ExpParts<T> exp_parts(T x) {
   const T shifter = lit<T>(kShifter);
@@ -109,6 +100,15 @@ REPRISE_HD ExpParts<T> exp_parts(T x) {
   return {p, t};
 }
 
+// e^x in f32: range reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split
+// in two, Cody and Waite's), Cephes expf's degree-6 polynomial for e^r in
+// Horner form with fused multiply-adds, and 2^n applied by scale2. Within
+// 1 ulp of exp over all floats (tests/cpu/exp_test.cpp). x is clamped to
+// [-104, 89] first, and the clamped ends compute to what the unclamped
+// values round to: e^-104 is below half the smallest subnormal, so 0, and
+// above ln(FLT_MAX) = 88.7228391 the product p 2^128 overflows to +inf. The
+// clamp takes x as the second operand, which vmin and vmax return when it
+// is NaN, so a NaN passes through every step and comes out NaN.
 template <class T>
 REPRISE_HD T exp_poly(T x) {
   const ExpParts<T> e = exp_parts(vmax(lit<T>(-104.0), vmin(lit<T>(89.0), x)));
