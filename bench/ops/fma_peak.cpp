@@ -50,8 +50,8 @@ __attribute__((target("avx512f"))) float chains_avx512() {
 void BM_fma_peak(benchmark::State& state, float (*chains)(), int lanes) {
   for (auto _ : state) benchmark::DoNotOptimize(chains());
   const double flops_per_call = 2.0 * lanes * kChains * kStepsPerCall;
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      double(state.iterations()) * flops_per_call / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(double(state.iterations()) * flops_per_call / 1e9,
+                                                 benchmark::Counter::kIsRate);
 }
 
 }  // namespace
