@@ -11,18 +11,18 @@ namespace study {
 std::vector<Curve> train_curves(const nn::TrainConfig& base,
                                 const std::vector<CurveVariant>& variants,
                                 const std::shared_ptr<const nn::TextDataset>& data,
-                                int64_t eval_batches) {
+                                int64_t eval_batches, Device device) {
   std::vector<Curve> out;
   for (const CurveVariant& v : variants) {
     nn::TrainConfig c = base;
     c.checkpointing.set_policy(v.checkpoint_policy);
     c.checkpointing.rng_replay = v.rng;
-    nn::Trainer trainer(c, data);
+    nn::Trainer trainer(c, data, nullptr, device);
     Curve curve{v, {}, 0, 0};
     while (!trainer.finished()) {
-      const double t0 = process_cpu_seconds();
-      curve.losses.push_back(trainer.step().loss);
-      curve.seconds += process_cpu_seconds() - t0;
+      const double t0 = step_clock_seconds(device);
+      curve.losses.push_back(trainer.step().loss);  // the loss read waits for the device
+      curve.seconds += step_clock_seconds(device) - t0;
     }
     curve.val_loss = trainer.evaluate(eval_batches);
     out.push_back(std::move(curve));

@@ -26,14 +26,15 @@ struct Curve {
   CurveVariant variant;
   std::vector<float> losses;  // training loss of steps 1..steps
   double val_loss = 0;        // held-out loss after the last step
-  double seconds = 0;         // process CPU time of all steps
+  double seconds = 0;         // of all steps, by step_clock_seconds
 };
 
-// Trains `base` once per variant with nn::Trainer, from scratch each time.
+// Trains `base` once per variant with nn::Trainer on `device`, from
+// scratch each time.
 std::vector<Curve> train_curves(const nn::TrainConfig& base,
                                 const std::vector<CurveVariant>& variants,
                                 const std::shared_ptr<const nn::TextDataset>& data,
-                                int64_t eval_batches);
+                                int64_t eval_batches, Device device);
 
 // A Markdown table, one row per curve: the loss of step 1, the mean
 // training loss over each quarter of the run, the held-out loss and its

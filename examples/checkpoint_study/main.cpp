@@ -10,7 +10,7 @@
 // correct and with fresh (wrong) recompute randomness and compares the loss
 // curves. docs/checkpointing-study.md explains the results.
 //
-//   checkpoint_study [--out DIR] [--quick] [--threads N]
+//   checkpoint_study [--out DIR] [--quick] [--threads N] [--device D]
 //
 // --out writes DIR/table.md, DIR/table.csv and DIR/loss_curves.csv. Every
 // run checks the study's claims (recorded and stash replay bitwise equal to
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 #include "loss_curves.h"
@@ -42,7 +43,8 @@ using namespace reprise;
 using autograd::RngReplay;
 using autograd::Verify;
 
-constexpr const char* kUsage = R"(usage: checkpoint_study [--out DIR] [--quick] [--threads N]
+constexpr const char* kUsage =
+    R"(usage: checkpoint_study [--out DIR] [--quick] [--threads N] [--device D]
 
 Runs the activation-checkpointing scenarios (policy x RNG replay mode x verifier
 x recompute noise x router saved or recomputed) on a small Llama and a small
@@ -53,6 +55,8 @@ fresh recompute randomness, and checks the claims.
   --quick       a tiny model and a few steps (a smoke test: seconds)
   --threads N   CPU threads (1; times are process CPU time, so more threads
                 add their synchronisation to the step time)
+  --device D    cpu, cuda or cuda:N: where the models run (cpu); on a GPU
+                step times are wall time, the device waited for
   --help        this text
 )";
 
@@ -60,6 +64,7 @@ struct Options {
   std::string out;
   bool quick = false;
   int threads = 1;
+  Device device = Device::cpu();
 };
 
 // A bad command line: exit status 2.
@@ -88,6 +93,13 @@ Options parse_flags(int argc, char** argv, bool& help) {
       if (v.empty() || *end != '\0' || n < 1 || n > 4096)
         throw UsageError("--threads: expected an integer in [1, 4096], got '" + v + "'");
       o.threads = int(n);
+    } else if (a == "--device") {
+      const std::string v = value();
+      try {
+        o.device = parse_device(v, "--device");
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
     } else {
       throw UsageError("unknown flag '" + a + "'");
     }
@@ -196,10 +208,10 @@ struct Claim {
 // The model's reference step (no checkpointing), then each scenario's
 // step against it: one table row and the claims it checks per scenario.
 void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
-                   const nn::TextDataset& data, const Sizes& sz, uint64_t seed,
+                   const nn::TextDataset& data, const Sizes& sz, uint64_t seed, Device device,
                    std::vector<study::Row>& rows, std::vector<Claim>& claims) {
   const bool moe = model.config.moe.has_value();
-  study::StepBench bench(model.config, data, sz.batch, sz.seq, seed);
+  study::StepBench bench(model.config, data, sz.batch, sz.seq, seed, device);
   const study::StepMeasurement ref = bench.run(nn::CheckpointConfig::parse("none"), 1, sz.repeats);
   rows.push_back({model.label, "none", "recorded", "none", "0", "reference: no checkpointing", 0, 0,
                   true, moe ? 0.0 : -1.0, moe ? 0.0 : -1.0, ref.peak_saved_activation, ref.seconds,
@@ -342,9 +354,14 @@ int run(const Options& o) {
   };
 
   const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
-  std::printf("study    %s, step of %lld x %lld tokens, %d threads%s\n",
+  std::printf("study    %s, step of %lld x %lld tokens, %d threads, device %s%s\n",
               sz.dense.describe().c_str(), (long long)sz.batch, (long long)sz.seq,
-              threads::num_threads(), o.quick ? " (quick)" : "");
+              threads::num_threads(), to_string(o.device).c_str(), o.quick ? " (quick)" : "");
+  // Steps on the CPU are timed in process CPU time, on a GPU in wall time.
+  const std::string time_column = o.device.is_cpu() ? "step CPU ms" : "step ms";
+  const std::string time_note = o.device.is_cpu() ? "step CPU ms: process CPU time"
+                                                  : "step ms: wall time on " + to_string(o.device) +
+                                                        ", the device waited for,";
   std::printf("moe      %s\n", moe.describe().c_str());
   std::fflush(stdout);
 
@@ -355,9 +372,9 @@ int run(const Options& o) {
     for (const Scenario& s : scenarios) {
       if (s.model == mi && (!o.quick || s.quick)) mine.push_back(s);
     }
-    if (!mine.empty()) measure_model(models[mi], mine, *data, sz, seed, rows, claims);
+    if (!mine.empty()) measure_model(models[mi], mine, *data, sz, seed, o.device, rows, claims);
   }
-  std::printf("\n\n%s\n", study::format_text(rows).c_str());
+  std::printf("\n\n%s\n", study::format_text(rows, time_column).c_str());
 
   // Training curves: the correct run (no checkpointing), the same with full
   // checkpointing and recorded replay (must be the same bits), and with
@@ -370,7 +387,7 @@ int run(const Options& o) {
               (unsigned long long)sz.curves.seed);
   std::fflush(stdout);
   const std::vector<study::Curve> curves =
-      study::train_curves(sz.curves, variants, data, sz.eval_batches);
+      study::train_curves(sz.curves, variants, data, sz.eval_batches, o.device);
   const std::string curve_md = study::curves_markdown(curves);
   std::printf("%s", curve_md.c_str());
   claims.push_back({"training: full/recorded logs the losses of no checkpointing, bit for bit",
@@ -386,14 +403,14 @@ int run(const Options& o) {
         "Llama: %s; p=0.1 is residual and attention dropout 0.1. MoE: the same with %s, experts "
         "of ffn %lld (%lld routing slots per step: tokens x top-k x layers). One step of "
         "%lld x %lld tokens of the built-in corpus, seed %llu, against the same step without "
-        "checkpointing; %d thread(s). step CPU ms: process CPU time of forward, loss and "
+        "checkpointing; %d thread(s). %s of forward, loss and "
         "backward, the best of %d (the least disturbed by other work on the machine). Rows with "
         "noise: the mean over %d noise seeds (max |dgrad|: "
         "the largest).\n\n",
         sz.dense.describe().c_str(), sz.moe.describe().c_str(), (long long)sz.expert_ffn,
         (long long)(sz.batch * sz.seq * sz.moe.num_experts_per_tok * sz.dense.num_hidden_layers),
         (long long)sz.batch, (long long)sz.seq, (unsigned long long)seed, threads::num_threads(),
-        sz.repeats, sz.noise_draws);
+        time_note.c_str(), sz.repeats, sz.noise_draws);
     char curve_header[256];
     std::snprintf(curve_header, sizeof curve_header,
                   "\nTraining, %lld AdamW steps of %lld x %lld tokens, dropout %.2g/%.2g, "
@@ -401,7 +418,7 @@ int run(const Options& o) {
                   (long long)sz.curves.steps, (long long)sz.curves.batch, (long long)sz.curves.seq,
                   sz.curves.model.dropout, sz.curves.model.attention_dropout);
     study::write_file(o.out + "/table.md",
-                      header + study::format_markdown(rows) + curve_header + curve_md);
+                      header + study::format_markdown(rows, time_column) + curve_header + curve_md);
     study::write_file(o.out + "/table.csv", study::format_csv(rows));
     study::write_curves_csv(o.out + "/loss_curves.csv", curves);
     std::printf("wrote    %s/table.md, table.csv, loss_curves.csv\n", o.out.c_str());

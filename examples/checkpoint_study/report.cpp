@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "engine/error.h"
+#include "io/write_file.h"
 
 namespace study {
 namespace {
@@ -15,13 +15,12 @@ std::string printf_string(const char* format, double v) {
   return buf;
 }
 
-const std::vector<std::string>& headers() {
-  static const std::vector<std::string> h{
+std::vector<std::string> headers(const std::string& time_column) {
+  return {
       "model",          "policy",         "rng",         "verifier",      "noise ulps",
       "max |dgrad|",    "rel L2 |dgrad|", "bitwise",     "routing flips", "expert loads changed",
-      "peak saved act", "step CPU ms",    "RNG stashed", "mismatches",    "first mismatch",
+      "peak saved act", time_column,      "RNG stashed", "mismatches",    "first mismatch",
       "stands for"};
-  return h;
 }
 
 // The cells as people read them: KiB, milliseconds, 3 significant digits.
@@ -86,10 +85,10 @@ std::string markdown_cell(const std::string& s) {
 
 }  // namespace
 
-std::string format_text(const std::vector<Row>& rows) {
-  std::vector<std::vector<std::string>> cells{headers()};
+std::string format_text(const std::vector<Row>& rows, const std::string& time_column) {
+  std::vector<std::vector<std::string>> cells{headers(time_column)};
   for (const Row& r : rows) cells.push_back(display_cells(r));
-  std::vector<size_t> width(headers().size(), 0);
+  std::vector<size_t> width(cells[0].size(), 0);
   for (const auto& line : cells) {
     for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
   }
@@ -105,7 +104,7 @@ std::string format_text(const std::vector<Row>& rows) {
   return out;
 }
 
-std::string format_markdown(const std::vector<Row>& rows) {
+std::string format_markdown(const std::vector<Row>& rows, const std::string& time_column) {
   std::string out;
   auto line = [&](const std::vector<std::string>& cells) {
     out += "|";
@@ -116,8 +115,9 @@ std::string format_markdown(const std::vector<Row>& rows) {
     }
     out += '\n';
   };
-  line(headers());
-  line(std::vector<std::string>(headers().size(), "---"));
+  const std::vector<std::string> h = headers(time_column);
+  line(h);
+  line(std::vector<std::string>(h.size(), "---"));
   for (const Row& r : rows) line(display_cells(r));
   return out;
 }
@@ -139,11 +139,7 @@ std::string format_csv(const std::vector<Row>& rows) {
 }
 
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::trunc | std::ios::binary);
-  REPRISE_CHECK(f.good(), "study: cannot open '", path, "' for writing");
-  f << text;
-  f.close();
-  REPRISE_CHECK(!f.fail(), "study: writing '", path, "' failed");
+  reprise::io::write_text_atomic(path, text);
 }
 
 }  // namespace study

@@ -31,12 +31,14 @@ struct Row {
   std::string first_mismatch;  // "model.layers.3 dropout: 412 elements" or empty
 };
 
-// Aligned columns for the terminal.
-std::string format_text(const std::vector<Row>& rows);
-std::string format_markdown(const std::vector<Row>& rows);
+// Aligned columns for the terminal, and Markdown; `time_column` names the
+// step time's column ("step CPU ms").
+std::string format_text(const std::vector<Row>& rows, const std::string& time_column);
+std::string format_markdown(const std::vector<Row>& rows, const std::string& time_column);
 std::string format_csv(const std::vector<Row>& rows);
 
-// Writes `text` to `path`; raises an Error naming the file on failure.
+// Writes `text` to `path` atomically (io::write_text_atomic); raises an
+// Error naming the file on failure.
 void write_file(const std::string& path, const std::string& text);
 
 }  // namespace study

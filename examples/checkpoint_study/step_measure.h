@@ -11,6 +11,7 @@
 
 #include "autograd/checkpoint.h"
 #include "autograd/verifier.h"
+#include "engine/device.h"
 #include "nn/checkpointing.h"
 #include "nn/data.h"
 #include "nn/llama.h"
@@ -30,10 +31,14 @@ struct StepMeasurement {
   std::vector<autograd::Mismatch> mismatches;  // verifier reports of one step
 };
 
-// CPU time of this process (all threads), in seconds. Steps are timed in
-// CPU time, not wall time: on a shared machine it counts the work done, not
-// the time spent waiting for a core.
+// CPU time of this process (all threads), in seconds. Steps on the CPU are
+// timed in CPU time, not wall time: on a shared machine it counts the work
+// done, not the time spent waiting for a core.
 double process_cpu_seconds();
+
+// The clock steps on `device` are timed by, in seconds: process CPU time on
+// the CPU, wall time on a GPU (the host only launches and waits there).
+double step_clock_seconds(Device device);
 
 // How far a step's gradients are from the reference's.
 struct GradientError {
@@ -47,9 +52,10 @@ class StepBench {
  public:
   // Initialises the model from stream "init" of a generator seeded with
   // `seed`, samples one (batch, seq) batch from `data` and remembers the
-  // generator state after it: every measured step starts from there.
+  // generator state after it: every measured step starts from there. The
+  // model and the batch are then moved to `device`.
   StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch, int64_t seq,
-            uint64_t seed);
+            uint64_t seed, Device device = Device::cpu());
 
   // Runs `warmup` unmeasured steps (a budget planner records in the first),
   // then `repeats` >= 1 measured ones, all from the same state; the
@@ -62,6 +68,7 @@ class StepBench {
  private:
   StepMeasurement step(nn::LayerCheckpointing& layers, bool read_grads);
 
+  Device device_;
   rng::Generator gen_;
   nn::LlamaForCausalLM model_;
   nn::Batch batch_;  // input_ids, labels: (B, T) i64
