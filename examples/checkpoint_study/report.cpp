@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/error.h"
 #include "io/write_file.h"
 
 namespace study {
