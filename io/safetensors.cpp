@@ -351,13 +351,6 @@ struct TempFile {
   }
 };
 
-std::string parent_dir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 }  // namespace
 
 void write_safetensors(const std::string& path,

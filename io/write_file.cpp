@@ -13,15 +13,6 @@
 
 namespace reprise::io {
 
-namespace {
-
-std::string parent_of(const std::string& path) {
-  std::string parent = std::filesystem::path(path).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
-}  // namespace
-
 void write_text_atomic(const std::string& path, const std::string& text) {
   // A unique name in the target's directory, so the rename stays in one filesystem.
   static std::atomic<uint64_t> counter{0};
@@ -47,8 +38,13 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   sync_parent_dir(path, path + ": the file is written, but");
 }
 
+std::string parent_dir(const std::string& path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
 void sync_parent_dir(const std::string& path, const std::string& where) {
-  const std::string parent = parent_of(path);
+  const std::string parent = parent_dir(path);
   int dir = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   REPRISE_CHECK(dir >= 0, where, " opening its directory ", parent,
                 " to sync it failed: ", std::strerror(errno));

@@ -12,6 +12,9 @@ namespace reprise::io {
 // any step fails, and leaves no temporary file behind.
 void write_text_atomic(const std::string& path, const std::string& text);
 
+// The directory that holds `path` ("." for a bare file name).
+std::string parent_dir(const std::string& path);
+
 // Fsyncs the directory that holds `path`, so that a rename or a creation in
 // it is durable. `where` starts the Error raised when that fails;
 // filesystems that cannot sync a directory (EINVAL) are accepted.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "engine/error.h"
 
@@ -75,24 +74,21 @@ std::string curves_markdown(const std::vector<Curve>& curves) {
   return out;
 }
 
-void write_curves_csv(const std::string& path, const std::vector<Curve>& curves) {
-  std::ofstream f(path, std::ios::trunc);
-  REPRISE_CHECK(f.good(), "study: cannot open '", path, "' for writing");
-  f << "step";
-  for (const Curve& c : curves) f << "," << c.variant.label;
-  f << "\n";
+std::string curves_csv(const std::vector<Curve>& curves) {
+  std::string out = "step";
+  for (const Curve& c : curves) out += "," + c.variant.label;
+  out += "\n";
   const size_t steps = curves.empty() ? 0 : curves.front().losses.size();
   for (size_t i = 0; i < steps; ++i) {
-    f << i + 1;
+    out += std::to_string(i + 1);
     for (const Curve& c : curves) {
       char buf[32];
       std::snprintf(buf, sizeof buf, ",%.9g", double(c.losses.at(i)));
-      f << buf;
+      out += buf;
     }
-    f << "\n";
+    out += "\n";
   }
-  f.close();
-  REPRISE_CHECK(!f.fail(), "study: writing '", path, "' failed");
+  return out;
 }
 
 }  // namespace study

@@ -41,8 +41,7 @@ std::vector<Curve> train_curves(const nn::TrainConfig& base,
 // gap to the first curve, and the CPU time.
 std::string curves_markdown(const std::vector<Curve>& curves);
 
-// "step,<label>,<label>,..." then one line per step; raises an Error naming
-// the file when it cannot be written.
-void write_curves_csv(const std::string& path, const std::vector<Curve>& curves);
+// The losses as CSV: "step,<label>,<label>,..." then one line per step.
+std::string curves_csv(const std::vector<Curve>& curves);
 
 }  // namespace study

@@ -30,6 +30,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/threads.h"
+#include "io/write_file.h"
 #include "loss_curves.h"
 #include "nn/data.h"
 #include "nn/llama.h"
@@ -359,9 +360,10 @@ int run(const Options& o) {
               threads::num_threads(), to_string(o.device).c_str(), o.quick ? " (quick)" : "");
   // Steps on the CPU are timed in process CPU time, on a GPU in wall time.
   const std::string time_column = o.device.is_cpu() ? "step CPU ms" : "step ms";
-  const std::string time_note = o.device.is_cpu() ? "step CPU ms: process CPU time"
-                                                  : "step ms: wall time on " + to_string(o.device) +
-                                                        ", the device waited for,";
+  const std::string time_note =
+      time_column + (o.device.is_cpu()
+                         ? ": process CPU time"
+                         : ": wall time on " + to_string(o.device) + ", the device waited for,");
   std::printf("moe      %s\n", moe.describe().c_str());
   std::fflush(stdout);
 
@@ -417,10 +419,11 @@ int run(const Options& o) {
                   "same seed:\n\n",
                   (long long)sz.curves.steps, (long long)sz.curves.batch, (long long)sz.curves.seq,
                   sz.curves.model.dropout, sz.curves.model.attention_dropout);
-    study::write_file(o.out + "/table.md",
-                      header + study::format_markdown(rows, time_column) + curve_header + curve_md);
-    study::write_file(o.out + "/table.csv", study::format_csv(rows));
-    study::write_curves_csv(o.out + "/loss_curves.csv", curves);
+    // Each file atomically: a reader sees the previous study's or this one's.
+    io::write_text_atomic(o.out + "/table.md", header + study::format_markdown(rows, time_column) +
+                                                   curve_header + curve_md);
+    io::write_text_atomic(o.out + "/table.csv", study::format_csv(rows));
+    io::write_text_atomic(o.out + "/loss_curves.csv", study::curves_csv(curves));
     std::printf("wrote    %s/table.md, table.csv, loss_curves.csv\n", o.out.c_str());
   }
 

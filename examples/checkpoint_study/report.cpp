@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "io/write_file.h"
-
 namespace study {
 namespace {
 
@@ -135,10 +133,6 @@ std::string format_csv(const std::vector<Row>& rows) {
         "step_seconds", "rng_bytes_stashed", "mismatches", "first_mismatch", "stands_for"});
   for (const Row& r : rows) line(raw_cells(r));
   return out;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  reprise::io::write_text_atomic(path, text);
 }
 
 }  // namespace study

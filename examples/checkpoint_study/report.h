@@ -37,8 +37,4 @@ std::string format_text(const std::vector<Row>& rows, const std::string& time_co
 std::string format_markdown(const std::vector<Row>& rows, const std::string& time_column);
 std::string format_csv(const std::vector<Row>& rows);
 
-// Writes `text` to `path` atomically (io::write_text_atomic); raises an
-// Error naming the file on failure.
-void write_file(const std::string& path, const std::string& text);
-
 }  // namespace study
