@@ -420,9 +420,27 @@ void run_product(const Problem& p, const T* a, const T* b, T* c) {
   });
 }
 
+// a (..., M, K) and b (..., K, N) of a 16-bit float dtype: there is no
+// 16-bit kernel, so both widen to f32 (exactly), the f32 product
+// accumulates in f32 and each element rounds once to the 16-bit dtype.
+Tensor product_16bit(CpuBackend& cpu, const Tensor& a, const Tensor& b) {
+  auto widened = [&](const Tensor& t) {
+    Tensor w = Tensor::empty(t.shape(), DType::f32);
+    cpu.copy(w, t);
+    return w;
+  };
+  const Tensor wide = cpu.matmul(widened(a), widened(b));
+  Tensor out = Tensor::empty(wide.shape(), a.dtype());
+  cpu.copy(out, wide);
+  return out;
+}
+
 }  // namespace
 
 Tensor CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in) {
+  if (a_in.dtype() == DType::bf16 || a_in.dtype() == DType::f16) {
+    return product_16bit(*this, a_in, b_in);
+  }
   const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
   const Shape batch_a(a_in.shape().begin(), a_in.shape().end() - 2);
   const Shape batch_b(b_in.shape().begin(), b_in.shape().end() - 2);

@@ -61,8 +61,9 @@ DeviceMemoryInfo CudaBackend::memory_info() {
 // SMs x lanes per SM x 2 (an FMA) x the SM clock. Lanes per SM: f32 128 on
 // sm_90 and 64 on sm_80 (the CUDA guide's arithmetic throughput table),
 // f64 64 on both (and 2 elsewhere: consumer parts). bf16 and f16 products
-// run on tensor cores at rates no device attribute reports; ops compute in
-// f32 and f64 only, so those are not given.
+// with f32 accumulation run on tensor cores, dense: 1024 per SM on sm_80
+// (A100: 312 TFLOP/s) and 2048 on sm_90 (H100/H200 SXM: 989 TFLOP/s);
+// consumer parts accumulate in f32 at other rates, not given here.
 double CudaBackend::peak_flops(DType dtype) {
   const cudaDeviceProp& p = properties(device());
   int clock_khz = 0;
@@ -72,6 +73,8 @@ double CudaBackend::peak_flops(DType dtype) {
   double lanes = 0;
   if (dtype == DType::f32) lanes = p.major >= 9 || (p.major == 8 && p.minor != 0) ? 128 : 64;
   if (dtype == DType::f64) lanes = datacenter ? 64 : 2;
+  if ((dtype == DType::bf16 || dtype == DType::f16) && datacenter)
+    lanes = p.major == 9 ? 2048 : 1024;
   return double(p.multiProcessorCount) * lanes * 2.0 * double(clock_khz) * 1e3;
 }
 

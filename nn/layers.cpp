@@ -1,8 +1,8 @@
 #include "nn/layers.h"
 
 #include "autograd/scope.h"
+#include "nn/autocast.h"
 #include "ops/embedding.h"
-#include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/random.h"
 #include "ops/swiglu.h"
@@ -27,7 +27,7 @@ Linear::Linear(std::string name, int64_t in_features, int64_t out_features)
 
 Tensor Linear::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return ops::linear(x, weight_);
+  return autocast_linear(x, weight_);
 }
 
 void Linear::reset_parameters(double std, rng::Generator& gen, std::string_view stream) {
@@ -85,8 +85,8 @@ SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate
 
 Tensor SwiGluMLP::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return swiglu_ffn(x, gate_proj.weight(), up_proj.weight(), down_proj.weight(),
-                    {"gate_proj", "up_proj", "down_proj"}, ops::linear);
+  return swiglu_ffn(autocast_operand(x), gate_proj.weight(), up_proj.weight(), down_proj.weight(),
+                    {"gate_proj", "up_proj", "down_proj"}, autocast_linear);
 }
 
 }  // namespace reprise::nn

@@ -7,12 +7,12 @@
 
 #include "autograd/scope.h"
 #include "engine/grad_mode.h"
+#include "nn/autocast.h"
 #include "nn/kv_cache.h"
 #include "ops/attention.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
 #include "ops/loss.h"
-#include "ops/matmul.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/rotary.h"
@@ -100,9 +100,10 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   auto split_heads = [&](const Tensor& y, int64_t h) {
     return ops::transpose(ops::reshape(y, {B, T, h, head_dim_}), 1, 2);
   };
-  Tensor q = ops::rotary(split_heads(q_proj.forward(x), heads_), start, rope_theta_);
-  Tensor k = ops::rotary(split_heads(k_proj.forward(x), kv_heads_), start, rope_theta_);
-  Tensor v = split_heads(v_proj.forward(x), kv_heads_);
+  const Tensor in = autocast_operand(x);  // one 16-bit copy for q, k and v under Autocast
+  Tensor q = ops::rotary(split_heads(q_proj.forward(in), heads_), start, rope_theta_);
+  Tensor k = ops::rotary(split_heads(k_proj.forward(in), kv_heads_), start, rope_theta_);
+  Tensor v = split_heads(v_proj.forward(in), kv_heads_);
   ops::AttentionOptions options{.causal = true};
   if (kv) {
     const Shape want{B, kv_heads_, kv->k.defined() ? kv->k.size(2) : 0, head_dim_};
@@ -258,7 +259,7 @@ Tensor LlamaForCausalLM::head(const Tensor& h) const {
   }
   if (lm_head_) return lm_head_->forward(n);  // (B, T, V)
   autograd::Scope scope("lm_head");
-  return ops::linear(n, model.embed_tokens.weight());
+  return autocast_linear(n, model.embed_tokens.weight());
 }
 
 CausalLMOutput LlamaForCausalLM::forward(const Tensor& input_ids,

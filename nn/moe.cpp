@@ -6,9 +6,9 @@
 
 #include "autograd/scope.h"
 #include "engine/grad_mode.h"
+#include "nn/autocast.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
-#include "ops/grouped_linear.h"
 #include "ops/indexing.h"
 #include "ops/matmul.h"
 #include "ops/moe_route.h"
@@ -156,9 +156,10 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
         w3.push_back(w.w3.at(i));
       }
       auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
-        return ops::grouped_linear(in, block_counts, weights);
+        return autocast_grouped_linear(in, block_counts, weights);
       };
-      return swiglu_ffn(rows, w1, w3, w2, {"w1", "w3", "w2"}, grouped);  // (rows, C)
+      return swiglu_ffn(autocast_operand(rows), w1, w3, w2, {"w1", "w3", "w2"},
+                        grouped);  // (rows, C)
     };
     Tensor ys;
     if (dispatch) {
@@ -180,8 +181,9 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   }
   if (c.n_shared_experts > 0) {
     autograd::Scope scope("shared_experts");
-    out = ops::add(out, swiglu_ffn(x2, w.shared_gate, w.shared_up, w.shared_down,
-                                   {"gate_proj", "up_proj", "down_proj"}, ops::linear));  // (N, C)
+    out = ops::add(out,
+                   swiglu_ffn(autocast_operand(x2), w.shared_gate, w.shared_up, w.shared_down,
+                              {"gate_proj", "up_proj", "down_proj"}, autocast_linear));  // (N, C)
   }
 
   // Router loss terms: probability mass per expert, and logsumexp^2. A

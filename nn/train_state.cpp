@@ -20,6 +20,7 @@
 #include "engine/memory_stats.h"
 #include "io/safetensors.h"
 #include "io/write_file.h"
+#include "nn/autocast.h"
 #include "nn/device.h"
 #include "nn/hf.h"
 
@@ -57,6 +58,9 @@ void TrainConfig::validate() const {
   REPRISE_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                 "TrainConfig: betas must be in [0, 1), got ", beta1, " and ", beta2);
   REPRISE_CHECK(grad_clip >= 0, "TrainConfig: grad_clip must be >= 0 (0: off), got ", grad_clip);
+  // f16 would need loss scaling to keep small gradients from flushing to zero.
+  REPRISE_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+                "TrainConfig: dtype must be f32 or bf16, got ", dtype_name(dtype));
   checkpointing.validate();
 }
 
@@ -75,6 +79,7 @@ json::Value TrainConfig::to_json() const {
   v.set("beta2", beta2);
   v.set("grad_clip", grad_clip);
   v.set("seed", std::to_string(seed));  // a string: JSON integers here stop at int64
+  v.set("dtype", dtype_name(dtype));
   checkpointing.write_json(v);
   return v;
 }
@@ -107,6 +112,14 @@ const std::string& string_field(const json::Value& v, const char* key, const std
   REPRISE_CHECK(f.is_string(), where, ": field \"", key, "\" must be a string, got ",
                 json::kind_name(f.kind()));
   return f.as_string();
+}
+
+// A TrainConfig dtype: "f32" or "bf16".
+DType dtype_field(const json::Value& v, const char* key, const std::string& where) {
+  const std::string& name = string_field(v, key, where);
+  if (name == "f32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  REPRISE_FAIL(where, ": field \"", key, "\" must be \"f32\" or \"bf16\", got \"", name, "\"");
 }
 
 uint64_t parse_u64(const std::string& s, int base, const std::string& what) {
@@ -165,6 +178,8 @@ void differ(std::vector<std::string>& out, const char* name, const T& a, const T
   if (a == b) return;
   if constexpr (std::is_floating_point_v<T>) {
     out.push_back(std::string(name) + " " + shortest(a) + " vs " + shortest(b));
+  } else if constexpr (std::is_same_v<T, DType>) {
+    out.push_back(std::string(name) + " " + dtype_name(a) + " vs " + dtype_name(b));
   } else {
     out.push_back(std::string(name) + " " + std::to_string(a) + " vs " + std::to_string(b));
   }
@@ -188,6 +203,8 @@ TrainConfig TrainConfig::from_json(const json::Value& v, const std::string& wher
   c.beta2 = real_field(v, "beta2", where);
   c.grad_clip = real_field(v, "grad_clip", where);
   c.seed = parse_u64(string_field(v, "seed", where), 10, where + " seed");
+  // Checkpoints from before mixed precision have no field: f32.
+  if (v.find("dtype") != nullptr) c.dtype = dtype_field(v, "dtype", where);
   c.checkpointing = CheckpointConfig::read_json(v, where);
   return c;
 }
@@ -208,6 +225,7 @@ std::vector<std::string> TrainConfig::run_differences(const TrainConfig& o) cons
   differ(out, "beta2", beta2, o.beta2);
   differ(out, "grad_clip", grad_clip, o.grad_clip);
   differ(out, "seed", seed, o.seed);
+  differ(out, "dtype", dtype, o.dtype);
   return out;
 }
 
@@ -295,7 +313,10 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
                                                    .total = uint64_t(global_batch())});
     const Batch batch = on_device(data_->sample(B, config_.seq, generator_));
     std::optional<autograd::TraceSpan> forward_span(std::in_place, "forward", "", "forward");
-    const CausalLMOutput out = model_->forward(batch.input_ids, checkpointing_->runner());
+    const CausalLMOutput out = [&] {
+      const Autocast precision(config_.dtype);
+      return model_->forward(batch.input_ids, checkpointing_->runner());
+    }();
     // Cross-entropy, plus the router losses of an MoE model.
     const Tensor loss = model_->causal_lm_loss(out, batch.labels);
     forward_span.reset();
@@ -442,6 +463,7 @@ double Trainer::evaluate(int64_t batches) {
     const int64_t first = j < n_batches ? j * B : 0;
     const int64_t n = std::min(B, windows - first);
     const Batch b = on_device(data_->val_batch(first, n, T));
+    const Autocast precision(config_.dtype);
     const Tensor loss = LlamaForCausalLM::loss(model_->forward(b.input_ids).logits, b.labels);
     if (j < n_batches) weighted[size_t(round)] = double(loss.item<float>()) * double(n);
   }

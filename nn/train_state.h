@@ -84,6 +84,10 @@ struct TrainConfig {
   double beta2 = 0.95;
   double grad_clip = 1.0;  // global L2 norm; 0: no clipping
   uint64_t seed = 1;
+  // The precision of the projections (nn/autocast.h): f32, or bf16 copies
+  // of their operands with the f32 parameters as master weights. The
+  // forward runs under Autocast(dtype).
+  DType dtype = DType::f32;
 
   // How it is computed: a resumed run may change it, since recompute
   // replays the recorded forward exactly (except with rng_replay fresh or

@@ -18,6 +18,12 @@ void check_float(const char* op, const Tensor& t) {
                 ": expected a tensor of dtype f32 or f64, got ", t.describe());
 }
 
+void check_any_float(const char* op, const Tensor& t) {
+  REPRISE_CHECK(t.defined(), op, ": undefined input");
+  REPRISE_CHECK(is_floating(t.dtype()), op,
+                ": expected a tensor of dtype f32, f64, bf16 or f16, got ", t.describe());
+}
+
 void check_index_tensor(const char* op, const char* what, const Tensor& t, const Tensor& data) {
   REPRISE_CHECK(t.defined(), op, ": undefined ", what);
   REPRISE_CHECK((t.dtype() == DType::i32 || t.dtype() == DType::i64) && t.device() == data.device(),

@@ -14,6 +14,9 @@ namespace reprise::ops::detail {
 void check_same_dtype_device(const char* op, const Tensor& a, const Tensor& b);
 // Raises unless t is a defined floating tensor (f32 or f64).
 void check_float(const char* op, const Tensor& t);
+// Raises unless t is a defined floating tensor of any width (f32, f64,
+// bf16, f16): the operands of the matrix products.
+void check_any_float(const char* op, const Tensor& t);
 // Raises unless t is a defined integer tensor (i32 or i64) on the device of
 // `data`, the tensor it indexes; `what` names it ("index", "ids", ...).
 void check_index_tensor(const char* op, const char* what, const Tensor& t, const Tensor& data);

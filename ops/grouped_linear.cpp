@@ -46,7 +46,7 @@ Tensor product(const Tensor& a, const Tensor& b) { return backend_of(a).matmul(a
 
 Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<Tensor>& weights) {
   REPRISE_CHECK(!weights.empty(), "grouped_linear: expected at least one weight");
-  detail::check_float("grouped_linear", x);
+  detail::check_any_float("grouped_linear", x);
   REPRISE_CHECK(x.dim() == 2, "grouped_linear: expected x (M, K), got ", x.describe());
   const Shape sw = weights[0].shape();
   for (size_t e = 0; e < weights.size(); ++e) {

@@ -12,7 +12,8 @@ namespace reprise::ops {
 
 // x: (M, K), counts: (E) i64 >= 0 summing to M, weights: E tensors (N, K)
 // -> (M, N), rows [o_e, o_e + counts[e]) = x[o_e : o_e + counts[e]] @
-// weights[e]^T with o_e = sum(counts[:e]). f32 or f64, one dtype. Each
+// weights[e]^T with o_e = sum(counts[:e]). Any floating dtype (bf16
+// and f16 accumulate in f32), one for all. Each
 // block is one Backend::matmul product (bits independent of the thread
 // count); an empty block costs nothing and its weight gets a zero gradient.
 Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<Tensor>& weights);

@@ -33,7 +33,7 @@ Tensor at_least_2d(const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(0) : t; 
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_device("matmul", a, b);
-  detail::check_float("matmul", a);
+  detail::check_any_float("matmul", a);
   REPRISE_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: expected a (..., M, K) and b (..., K, N), ",
                 "got a ", a.describe(), " and b ", b.describe(),
                 " (1-D operands are not supported: unsqueeze a vector to (1, K) or (K, 1))");
@@ -84,7 +84,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& w) {
   detail::check_same_dtype_device("linear", x, w);
-  detail::check_float("linear", x);
+  detail::check_any_float("linear", x);
   REPRISE_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == w.size(1),
                 "linear: expected x (..., K) and w (N, K), got x ", x.describe(), " and w ",
                 w.describe());

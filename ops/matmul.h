@@ -1,9 +1,12 @@
 #pragma once
 // Matrix products with backward rules. M = rows, K = inner dim, N = columns;
-// "..." = batch dims, broadcast as in numpy. f32 or f64; the product is the
-// backend's (Backend::matmul: each element the sequential FMA chain over k,
-// so its bits depend on neither the thread count nor the CPU capability).
-// Transposed views are read in place, without copies.
+// "..." = batch dims, broadcast as in numpy. f32, f64, bf16 or f16, both
+// operands of one dtype and the result of that dtype; the product is the
+// backend's (Backend::matmul: on the CPU each element is the sequential FMA
+// chain over k, so its bits depend on neither the thread count nor the CPU
+// capability; bf16 and f16 accumulate in f32 and round once to the result).
+// Gradients have the operands' dtype. Transposed views are read in place,
+// without copies.
 
 #include "engine/tensor.h"
 

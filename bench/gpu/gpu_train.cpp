@@ -1,10 +1,10 @@
 // Training throughput on a CUDA device: a Llama (or, with --moe, a
 // Mixtral-layout MoE) trained with AdamW on random tokens, with a layer
-// checkpointing policy, reporting tokens/s and MFU against the device's f32
-// peak (Backend::peak_flops) and the memory MemoryStats and the allocator
-// saw. scripts/gpu_check.sh runs it beside bench/gpu/gpu_train_torch.py,
-// which trains the same architecture in PyTorch with and without
-// torch.utils.checkpoint.
+// checkpointing policy, in f32 or mixed bf16 (--dtype, nn/autocast.h),
+// reporting tokens/s and MFU against the device's peak in that dtype
+// (Backend::peak_flops) and the memory MemoryStats and the allocator saw. scripts/gpu_check.sh runs
+// it beside bench/gpu/gpu_train_torch.py, which trains the same architecture in PyTorch with and
+// without torch.utils.checkpoint.
 //
 // Not a Google Benchmark: a step is long and the first ones warm caches
 // (cuBLASLt's plan cache, the allocator), so it times steps after --warmup.
@@ -17,6 +17,7 @@
 #include "autograd/backward.h"
 #include "engine/backend.h"
 #include "engine/memory_stats.h"
+#include "nn/autocast.h"
 #include "nn/checkpointing.h"
 #include "nn/device.h"
 #include "nn/llama.h"
@@ -31,6 +32,7 @@ struct Args {
   int64_t batch = 8, seq = 512, hidden = 1024, layers = 8, heads = 16, kv_heads = 4;
   int64_t steps = 20, warmup = 3;
   std::string checkpoint = "none";
+  DType dtype = DType::f32;
 };
 
 Args parse(int argc, char** argv) {
@@ -60,10 +62,13 @@ Args parse(int argc, char** argv) {
       a.warmup = std::stoll(next());
     } else if (f == "--checkpoint") {
       a.checkpoint = next();
+    } else if (f == "--dtype" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "f32" || std::string(argv[i + 1]) == "bf16")) {
+      a.dtype = next() == "bf16" ? DType::bf16 : DType::f32;
     } else {
       std::fprintf(stderr,
                    "usage: gpu_train [--moe] [--batch B] [--seq T] [--hidden C] [--layers L] "
-                   "[--steps N] [--warmup N] [--checkpoint none|full|op-sac]\n");
+                   "[--steps N] [--warmup N] [--checkpoint none|full|op-sac] [--dtype f32|bf16]\n");
       std::exit(2);
     }
   }
@@ -116,7 +121,11 @@ int main(int argc, char** argv) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     model.zero_grad();
-    const Tensor l = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
+    Tensor l;
+    {
+      const nn::Autocast precision(a.dtype);
+      l = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
+    }
     autograd::backward(l);
     opt.step();
     dev.synchronize();
@@ -126,15 +135,16 @@ int main(int argc, char** argv) {
   }
   const double tokens_per_s = double(a.batch * a.seq * a.steps) / seconds;
   const double flops = model.training_flops_per_token(a.seq);
-  const double peak = dev.peak_flops(DType::f32);
+  const double peak = dev.peak_flops(a.dtype);
   const MemorySnapshot mem = memory_stats::snapshot(gpu);
   const DeviceMemoryInfo info = dev.memory_info();
   std::printf(
-      "reprise %s checkpoint=%s: %.0f tok/s, MFU %.1f%% of %.1f TFLOP/s f32, "
+      "reprise %s checkpoint=%s dtype=%s: %.0f tok/s, MFU %.1f%% of %.1f TFLOP/s %s, "
       "peak tensors %.0f MiB (saved activations %.0f MiB), allocator peak %.0f MiB, "
       "last loss %.4f, %.3g FLOP/token, %lld params\n",
-      a.moe ? "moe" : "llama", a.checkpoint.c_str(), tokens_per_s,
-      100.0 * tokens_per_s * flops / peak, peak / 1e12, double(mem.total.peak) / (1 << 20),
+      a.moe ? "moe" : "llama", a.checkpoint.c_str(), dtype_name(a.dtype), tokens_per_s,
+      100.0 * tokens_per_s * flops / peak, peak / 1e12, dtype_name(a.dtype),
+      double(mem.total.peak) / (1 << 20),
       double(mem[MemoryKind::saved_activation].peak) / (1 << 20),
       double(info.peak_reserved) / (1 << 20), loss, flops,
       static_cast<long long>(model.num_parameters()));

@@ -1,8 +1,9 @@
 """PyTorch's side of scripts/gpu_check.sh's throughput comparison: the
 architecture bench/gpu/gpu_train.cpp trains (Llama: RMSNorm, RoPE,
 grouped-query causal SDPA, SwiGLU MLP, untied head; vocabulary 32000), in
-f32 with TF32 off (reprise's products are f32), trained with AdamW on random
-tokens, with every decoder layer under torch.utils.checkpoint
+f32 with TF32 off (reprise's products are f32) or under
+torch.autocast(bfloat16) (--dtype bf16, reprise's mixed precision: f32
+master weights, bf16 products), trained with AdamW on random tokens, with every decoder layer under torch.utils.checkpoint
 (use_reentrant=False, preserve_rng_state=True: PyTorch's default, which
 stashes the generator state per region) or without. Reports tokens/s and
 MFU against the peak and FLOPs per token the reprise program printed
@@ -93,6 +94,7 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--checkpoint", choices=["none", "full"], default="none")
+    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     p.add_argument("--peak", type=float, required=True, help="FLOP/s, from gpu_train")
     p.add_argument("--flops", type=float, required=True, help="FLOP per token, from gpu_train")
     a = p.parse_args()
@@ -110,15 +112,16 @@ def main():
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(ids)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, 32000), ids[:, 1:].reshape(-1))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            logits = model(ids)
+        loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, 32000), ids[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
         torch.cuda.synchronize()
         if step >= a.warmup:
             seconds += time.perf_counter() - t0
     tps = a.batch * a.seq * a.steps / seconds
-    print(f"torch {torch.__version__} llama checkpoint={a.checkpoint}: {tps:.0f} tok/s, "
+    print(f"torch {torch.__version__} llama checkpoint={a.checkpoint} dtype={a.dtype}: {tps:.0f} tok/s, "
           f"MFU {100 * tps * a.flops / a.peak:.1f}%, peak allocated "
           f"{torch.cuda.max_memory_allocated() / 2**20:.0f} MiB, last loss {loss.item():.4f}")
 

@@ -104,6 +104,17 @@ FlagTable common_flags() {
       {"--seed",
        {true, [](Options& o,
                  const std::string& v) { o.config.seed = uint64_t(parse_count("--seed", v)); }}},
+      {"--dtype",
+       {true,
+        [](Options& o, const std::string& v) {
+          if (v == "f32") {
+            o.config.dtype = DType::f32;
+          } else if (v == "bf16") {
+            o.config.dtype = DType::bf16;
+          } else {
+            throw UsageError("--dtype: expected f32 or bf16, got '" + v + "'");
+          }
+        }}},
       {"--dropout",
        {true, [](Options& o,
                  const std::string& v) { o.config.model.dropout = parse_real("--dropout", v); }}},
@@ -393,13 +404,14 @@ Peak machine_peak(int cores) {
   return p;
 }
 
-// A GPU's f32 peak as its backend knows it (Backend::peak_flops).
-Peak device_peak(Device device) {
+// A GPU's peak in the projections' dtype as its backend knows it
+// (Backend::peak_flops).
+Peak device_peak(Device device, DType dtype) {
   Peak p;
-  p.flops = backend(device).peak_flops(DType::f32);
+  p.flops = backend(device).peak_flops(dtype);
   char buf[120];
   if (p.flops > 0) {
-    std::snprintf(buf, sizeof buf, "%.1f TFLOP/s f32 (%s)", p.flops / 1e12,
+    std::snprintf(buf, sizeof buf, "%.1f TFLOP/s %s (%s)", p.flops / 1e12, dtype_name(dtype),
                   to_string(device).c_str());
   } else {
     std::snprintf(buf, sizeof buf, "unknown for %s: MFU not shown", to_string(device).c_str());
@@ -740,8 +752,8 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
 
   const nn::TrainConfig& c = trainer.config();
   const nn::CorpusEntropy entropy = nn::corpus_entropy();
-  const Peak peak =
-      o.device.is_cpu() ? machine_peak(threads::num_threads() * ranks) : device_peak(o.device);
+  const Peak peak = o.device.is_cpu() ? machine_peak(threads::num_threads() * ranks)
+                                      : device_peak(o.device, c.dtype);
   const double flops_per_token = trainer.model().training_flops_per_token(c.seq);
   // With a tokenizer, the built-in corpus's entropy rate per token: its
   // lines' entropy over the tokens they became (EOS and BOS add none).
@@ -798,10 +810,11 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     const nn::CheckpointConfig& ck = c.checkpointing;
     std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());
     if (c.model.moe) std::printf("router %s, ", ck.save_router ? "saved" : "recomputed");
-    std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s, device %s\n",
-                autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
-                ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()),
-                to_string(o.device).c_str());
+    std::printf(
+        "rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s, device %s, dtype %s\n",
+        autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
+        ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()),
+        to_string(o.device).c_str(), dtype_name(c.dtype));
     std::printf("peak     %s\n", peak.how.c_str());
     if (resumed) {
       std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
@@ -1019,6 +1032,9 @@ run (a resumed run must keep these)
   --weight-decay X          AdamW decoupled weight decay on projections and head (0.1)
   --grad-clip X             clip the global gradient L2 norm to X; 0: off (1.0)
   --seed N                  seed of the run's generator: init, data order, dropout (1)
+  --dtype D                 f32 | bf16: precision of the projections; bf16 multiplies bf16
+                            copies of activations and weights, accumulating in f32, with
+                            f32 master weights and optimizer state (f32)
   --dropout P               residual dropout (0)
   --attn-dropout P          attention-weight dropout (0)
   --hidden N --layers N --heads N --kv-heads N --intermediate N

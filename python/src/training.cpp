@@ -216,6 +216,7 @@ void bind_training(nb::module_& m) {
       .def_rw("beta2", &nn::TrainConfig::beta2)
       .def_rw("grad_clip", &nn::TrainConfig::grad_clip)
       .def_rw("seed", &nn::TrainConfig::seed)
+      .def_rw("dtype", &nn::TrainConfig::dtype)
       .def_rw("checkpointing", &nn::TrainConfig::checkpointing)
       .def("validate", &nn::TrainConfig::validate)
       .def("run_differences", &nn::TrainConfig::run_differences, arg("other"));

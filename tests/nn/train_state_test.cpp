@@ -88,6 +88,7 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   c.checkpointing.verify = autograd::Verify::bitwise;
   c.checkpointing.recompute_noise_ulps = 3;
   c.checkpointing.save_router = false;
+  c.dtype = DType::bf16;
   const json::Value v = json::parse(json::dump(c.to_json()));
   const TrainConfig back = TrainConfig::from_json(v, "cfg");
   EXPECT_TRUE(c.run_differences(back).empty());
@@ -100,6 +101,14 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   json::Value older = v;  // a file from before save_router: the default
   std::erase_if(older.as_object(), [](const auto& m) { return m.first == "save_router"; });
   EXPECT_TRUE(TrainConfig::from_json(older, "cfg").checkpointing.save_router);
+  EXPECT_EQ(back.dtype, DType::bf16);
+  json::Value f32_era = v;  // a file from before mixed precision: f32
+  std::erase_if(f32_era.as_object(), [](const auto& m) { return m.first == "dtype"; });
+  EXPECT_EQ(TrainConfig::from_json(f32_era, "cfg").dtype, DType::f32);
+  json::Value f16 = v;
+  f16.set("dtype", "f16");
+  EXPECT_NE(error_of([&] { TrainConfig::from_json(f16, "cfg"); }).find("\"f32\" or \"bf16\""),
+            std::string::npos);
   EXPECT_EQ(back.model, c.model);
 
   json::Value missing = v;
@@ -125,10 +134,12 @@ TEST(TrainConfig, RunDifferencesNameTheFieldsAResumeMustKeep) {
   EXPECT_TRUE(a.run_differences(b).empty());
   b.lr = 0.5;
   b.model.dropout = 0.2;
+  b.dtype = DType::bf16;
   const std::vector<std::string> d = a.run_differences(b);
-  ASSERT_EQ(d.size(), 2u);
+  ASSERT_EQ(d.size(), 3u);
   EXPECT_NE(d[0].find("model"), std::string::npos);
   EXPECT_EQ(d[1], "lr 0.01 vs 0.5");
+  EXPECT_EQ(d[2], "dtype f32 vs bf16");
 }
 
 TEST(TrainState, RoundTripRestoresEverythingBitwise) {

@@ -284,7 +284,7 @@ TEST(Matmul, BadInputNamesOpAndShapes) {
       [&] {
         ops::matmul(Tensor::zeros({3, 5}, DType::i64), Tensor::zeros({5, 7}, DType::i64));
       },
-      {"matmul", "f32 or f64", "i64[3, 5]"});
+      {"matmul", "f32, f64, bf16 or f16", "i64[3, 5]"});
   expect_error(
       [&] {
         ops::linear(Tensor::zeros({2, 5}), Tensor::zeros({4, 6}));

@@ -1,6 +1,7 @@
 #include "tests/support/gradcheck.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "autograd/backward.h"
@@ -41,6 +42,12 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
   for (size_t i = 0; i < x.size() && i < y.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
   return m;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
 ::testing::AssertionResult gradcheck(const OpFn& fn, const Inputs& inputs, GradcheckOptions o) {

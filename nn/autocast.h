@@ -1,0 +1,59 @@
+#pragma once
+// Mixed precision for nn's matrix products, the policy of torch.autocast
+// with bf16: inside an Autocast scope, every projection (Linear, the tied
+// LM head, an MoE layer's routed and shared experts) multiplies 16-bit
+// copies of its operands, accumulates in f32, rounds the product once to
+// 16 bits and widens it back, exactly, to its weight's dtype. Everything
+// else (embedding, norms, RoPE, attention, SwiGLU, softmax, loss, the MoE
+// router) computes in the model's dtype, so with f32 parameters:
+//   - the parameters stay f32 (the master weights, and the optimizer's
+//     state with them); each forward casts them to bf16 as recorded ops, so
+//     their gradients come back through the cast as f32;
+//   - the activations a projection saves for backward are bf16, half the
+//     bytes; its gradients are bf16, rounded where they enter it;
+//   - the router's scores are f32; its gate follows MoeConfig::router_dtype.
+//
+// The casts are recorded ops like any other, so a checkpointed region
+// replays them from the tape bit for bit with no scope open. The scope is
+// thread-local, like GradMode; a projection called outside any scope is
+// ops::linear unchanged.
+
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/tensor.h"
+
+namespace reprise::nn {
+
+class Autocast {
+ public:
+  // dtype: bf16 or f16, or f32 for no casting (so a caller can pass its
+  // run's dtype either way); anything else raises an Error.
+  explicit Autocast(DType dtype);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  DType previous_;
+};
+
+// The innermost open scope's dtype; f32 when none is open.
+DType autocast_dtype();
+
+// t cast to autocast_dtype() (a recorded, differentiable cast) when a
+// 16-bit scope is open and t is a wider float; t itself otherwise. A
+// projection's input goes through this once when several projections
+// share it (q, k and v; gate and up), so they share one 16-bit copy.
+Tensor autocast_operand(const Tensor& t);
+
+// x: (..., K), w: (N, K) -> (..., N) in w's dtype: ops::linear of the
+// autocast operands.
+Tensor autocast_linear(const Tensor& x, const Tensor& w);
+
+// ops::grouped_linear (x: (M, K), counts: (E), weights: E x (N, K)) of the
+// autocast operands -> (M, N) in the weights' dtype.
+Tensor autocast_grouped_linear(const Tensor& x, const Tensor& counts,
+                               const std::vector<Tensor>& weights);
+
+}  // namespace reprise::nn
