@@ -6,7 +6,7 @@
 namespace reprise::autograd {
 
 Tensor perturb_ulps(const Tensor& t, int k, uint64_t seed, uint64_t salt) {
-  if (k <= 0 || !(t.dtype() == DType::f32 || t.dtype() == DType::f64)) return t;
+  if (k <= 0 || !is_floating(t.dtype())) return t;
   return backend_of(t).perturb_ulps(t, k, fn::splitmix64(seed ^ fn::splitmix64(salt)));
 }
 

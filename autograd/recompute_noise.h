@@ -9,9 +9,9 @@
 
 namespace reprise::autograd {
 
-// A copy of t (f32 or f64) with every element moved by d ulps, d uniform in
-// [-k, k] and drawn from a hash of (seed, salt, element index): the same
-// call perturbs the same way. Other dtypes are returned unchanged; inf and
+// A copy of t (f32, f64, bf16 or f16) with every element moved by d ulps of
+// its dtype, d uniform in [-k, k] and drawn from a hash of (seed, salt,
+// element index): the same call perturbs the same way. Other dtypes are returned unchanged; inf and
 // NaN are left alone.
 Tensor perturb_ulps(const Tensor& t, int k, uint64_t seed, uint64_t salt);
 

@@ -156,26 +156,15 @@ Tensor CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-namespace {
-
-template <class F>
-F step_ulps(F v, int64_t d) {
-  for (; d > 0; --d) v = std::nextafter(v, std::numeric_limits<F>::infinity());
-  for (; d < 0; ++d) v = std::nextafter(v, -std::numeric_limits<F>::infinity());
-  return v;
-}
-
-}  // namespace
-
 Tensor CpuBackend::perturb_ulps(const Tensor& t, int k, uint64_t seed) {
   Tensor out = t.clone();  // contiguous
-  dispatch_float(out.dtype(), "perturb_ulps", [&]<class F>() {
+  dispatch_any_float(out.dtype(), "perturb_ulps", [&]<class F>() {
     F* p = out.data<F>();
     for (int64_t i = 0; i < out.numel(); ++i) {
-      if (!std::isfinite(p[i])) continue;
+      if (!fn::is_finite(p[i])) continue;
       const int64_t d = int64_t(fn::splitmix64(seed + uint64_t(i)) % uint64_t(2 * k + 1)) - k;
-      const F moved = step_ulps(p[i], d);
-      if (std::isfinite(moved)) p[i] = moved;
+      const F moved = fn::step_ulps(p[i], d);
+      if (fn::is_finite(moved)) p[i] = moved;
     }
   });
   return out;

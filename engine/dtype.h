@@ -90,6 +90,25 @@ decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
                " (cast it with ops::cast first)");
 }
 
+// f32, f64, bf16, f16: every floating type (storage; 16-bit values compute
+// through float).
+template <class F>
+decltype(auto) dispatch_any_float(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::bf16:
+      return f.template operator()<bfloat16>();
+    case DType::f16:
+      return f.template operator()<float16>();
+    default:
+      break;
+  }
+  REPRISE_FAIL(op, ": expected a tensor of dtype f32, f64, bf16 or f16, got ", dtype_name(t));
+}
+
 // f32, f64, i32, i64: arithmetic types.
 template <class F>
 decltype(auto) dispatch_arith(DType t, const char* op, F&& f) {

@@ -22,6 +22,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/half.h"
 #include "engine/hd.h"
@@ -324,6 +325,35 @@ REPRISE_HD uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
+}
+
+// Recompute noise: v moved by d representable values (toward +inf for
+// d > 0, -inf for d < 0), each step one nextafter. bf16 and f16 step
+// through their bit patterns ordered as sign-magnitude integers (the two
+// zeros count as one). The caller keeps v where the result is not finite.
+template <class F>
+REPRISE_HD F step_ulps(F v, int64_t d) {
+  if constexpr (std::is_same_v<F, bfloat16> || std::is_same_v<F, float16>) {
+    const int64_t magnitude = v.bits & 0x7fff;
+    const int64_t moved = ((v.bits & 0x8000) ? -magnitude : magnitude) + d;
+    if (moved > 0x7fff || moved < -0x7fff) return v;
+    return F::from_bits(uint16_t(moved < 0 ? 0x8000 | -moved : moved));
+  } else {
+    const F inf = F(INFINITY);
+    for (; d > 0; --d) v = std::nextafter(v, inf);
+    for (; d < 0; ++d) v = std::nextafter(v, -inf);
+    return v;
+  }
+}
+
+// Whether v is finite, for any floating element type.
+template <class F>
+REPRISE_HD bool is_finite(F v) {
+  if constexpr (std::is_same_v<F, bfloat16> || std::is_same_v<F, float16>) {
+    return std::isfinite(static_cast<float>(v));
+  } else {
+    return std::isfinite(v);
+  }
 }
 
 // ---- binary ---------------------------------------------------------------

@@ -40,7 +40,7 @@ struct bfloat16 {
     uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);                             // ties to even
     return uint16_t((u + rounding) >> 16);
   }
-  static bfloat16 from_bits(uint16_t b) {
+  static REPRISE_HD bfloat16 from_bits(uint16_t b) {
     bfloat16 h;
     h.bits = b;
     return h;
@@ -92,7 +92,7 @@ struct float16 {
     } while ((mantissa & 0x400u) == 0);
     return detail::bits_float(sign | ((112u - uint32_t(e)) << 23) | ((mantissa & 0x3ffu) << 13));
   }
-  static float16 from_bits(uint16_t b) {
+  static REPRISE_HD float16 from_bits(uint16_t b) {
     float16 h;
     h.bits = b;
     return h;

@@ -262,13 +262,10 @@ struct PerturbKernel {
     ctx.threads([&](int t) {
       grid_stride<kThreads>(ctx, t, n, [&](int64_t i) {
         const F v = x[i];
-        if (!std::isfinite(v)) return;
-        int64_t d = int64_t(fn::splitmix64(seed + uint64_t(i)) % uint64_t(2 * k + 1)) - k;
-        F moved = v;
-        const F inf = std::numeric_limits<F>::infinity();
-        for (; d > 0; --d) moved = std::nextafter(moved, inf);
-        for (; d < 0; ++d) moved = std::nextafter(moved, -inf);
-        if (std::isfinite(moved)) x[i] = moved;
+        if (!fn::is_finite(v)) return;
+        const int64_t d = int64_t(fn::splitmix64(seed + uint64_t(i)) % uint64_t(2 * k + 1)) - k;
+        const F moved = fn::step_ulps(v, d);
+        if (fn::is_finite(moved)) x[i] = moved;
       });
     });
   }
@@ -277,7 +274,7 @@ struct PerturbKernel {
 template <class Exec>
 Tensor perturb_ulps(const Exec& ex, const Tensor& t, int k, uint64_t seed) {
   Tensor out = t.clone();  // contiguous
-  dispatch_float(out.dtype(), "perturb_ulps", [&]<class F>() {
+  dispatch_any_float(out.dtype(), "perturb_ulps", [&]<class F>() {
     ex.launch(PerturbKernel<F>{.x = out.data<F>(), .n = out.numel(), .k = k, .seed = seed},
               blocks_for(out.numel(), 256));
   });

@@ -122,6 +122,13 @@ TEST(CudaSimElementwise, SwigluWhereAndPerturbMatchTheCpu) {
     });
     expect_same(got, want, dtype_name(dtype));
   }
+  for (DType dtype : {DType::bf16, DType::f16}) {  // recompute noise on 16-bit products
+    const Tensor x = transposed(10, DType::f32, -6, 6).to(dtype);
+    const Tensor want = cpu_backend().perturb_ulps(x, 3, 11);
+    const auto got = simulate(
+        [&](const SimExec& ex) { return std::vector<Tensor>{cuda::perturb_ulps(ex, x, 3, 11)}; });
+    expect_same(got, {want}, dtype_name(dtype));
+  }
 }
 
 }  // namespace

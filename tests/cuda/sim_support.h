@@ -1,6 +1,6 @@
 #pragma once
 // Running the CUDA backend's kernel drivers on the simulator (cuda/sim.h)
-// and comparing with the CPU backend.
+// and comparing with the CPU backend (same_bits: tests/support/gradcheck.h).
 
 #include <gtest/gtest.h>
 
@@ -10,11 +10,9 @@
 
 #include "cuda/sim.h"
 #include "engine/tensor.h"
+#include "tests/support/gradcheck.h"
 
 namespace reprise::testing {
-
-// Bitwise equal, shapes and dtypes too (NaNs of any payload are equal).
-::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b);
 
 // The results of run(exec) with the simulator running threads and blocks in
 // order; the test fails when running them in reverse order gives other bits

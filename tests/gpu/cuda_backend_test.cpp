@@ -32,15 +32,6 @@ Tensor rand(const Shape& shape, uint64_t seed, double lo = -2, double hi = 2) {
   return uniform(shape, lo, hi, seed, DType::f32);
 }
 
-::testing::AssertionResult same_bits(const Tensor& gpu, const Tensor& cpu) {
-  const Tensor a = gpu.to(Device::cpu()).contiguous(), b = cpu.contiguous();
-  if (a.shape() != b.shape() || a.dtype() != b.dtype())
-    return ::testing::AssertionFailure() << a.describe() << " vs " << b.describe();
-  if (std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max difference " << max_abs_diff(a, b);
-}
-
 TEST_F(CudaBackendTest, AttentionGivesTheCpusBitsWithDropout) {
   // (B, Hq, T, D) with grouped kv heads, causal, dropout from a reservation.
   const Tensor q = rand({2, 8, 200, 64}, 1), k = rand({2, 2, 200, 64}, 2);

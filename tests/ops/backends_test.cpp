@@ -61,25 +61,6 @@ std::vector<Tensor> run_case(const OpCase& c, const Inputs& inputs) {
   return results;
 }
 
-// Bitwise equal (NaNs of any payload count as equal).
-::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
-  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << "one is undefined";
-  if (!a.defined()) return ::testing::AssertionSuccess();
-  if (a.shape() != b.shape() || a.dtype() != b.dtype())
-    return ::testing::AssertionFailure() << a.describe() << " vs " << b.describe();
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  const Tensor ac = a.contiguous(), bc = b.contiguous();
-  const auto* pa = static_cast<const unsigned char*>(ac.raw_data());
-  const auto* pb = static_cast<const unsigned char*>(bc.raw_data());
-  const size_t width = a.element_size();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
-    if (std::memcmp(pa + i * width, pb + i * width, width) != 0)
-      return ::testing::AssertionFailure() << "element " << i << ": " << x[i] << " vs " << y[i];
-  }
-  return ::testing::AssertionSuccess();
-}
-
 TEST(OpRegistry, EveryOpHasACaseAndEveryCaseNamesAnOp) {
   std::set<std::string> covered;
   for (const OpCase& c : op_cases()) {

@@ -52,8 +52,9 @@ Tensor param(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.
 // Max |a - b| over all elements (same shape), as doubles.
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
-// Whether a and b have one dtype and shape and the same bytes (the same
-// bits, element for element, whatever their strides).
-bool same_bits(const Tensor& a, const Tensor& b);
+// Bitwise equal element for element, whatever the strides and devices, with
+// one shape and dtype (NaNs of any payload count as equal; two undefined
+// tensors are equal). The failure names the first element that differs.
+::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b);
 
 }  // namespace reprise::testing
