@@ -4,9 +4,12 @@
 # against the CPU, bitwise where the math allows; recompute on the GPU:
 # Llama and MoE layers with dropout under full and op-level SAC
 # checkpointing replay bit for bit, no token changes expert over 20 steps),
-# then measures training throughput and MFU with and without full
-# checkpointing, beside PyTorch's torch.utils.checkpoint when torch is
-# installed, and prints a summary to paste into bench/RESULTS.md.
+# trains the example Llama and MoE for 40 steps (bf16 among them), then
+# measures training throughput and MFU in f32 and bf16 (mixed precision,
+# up to a 1B Llama at sequence 2048) with and without full checkpointing,
+# beside PyTorch's torch.utils.checkpoint (and torch.autocast for bf16)
+# when torch is installed, and prints a summary to paste into
+# bench/RESULTS.md.
 #
 #   scripts/gpu_check.sh                # build in build/gpu, run everything
 #   REPRISE_JOBS=8 scripts/gpu_check.sh # fewer build jobs
@@ -42,28 +45,40 @@ ctest --test-dir "$build" --output-on-failure -L gpu --timeout 600
 "$build/tests/test_cuda" --gtest_brief=1
 "$build/tests/test_ops" --gtest_filter='*EveryCaseOnCudaMatchesTheCpu*' --gtest_brief=1
 
-say "the example trainers on the GPU (40 steps each, f32)"
+say "the example trainers on the GPU (40 steps each; Llama in f32 and bf16, MoE in bf16)"
 "$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10 | tee -a "$summary"
-"$build/examples/moe_train/moe_train" --device cuda --steps 40 --log-every 10 | tee -a "$summary"
+"$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10 --dtype bf16 |
+  tee -a "$summary"
+"$build/examples/moe_train/moe_train" --device cuda --steps 40 --log-every 10 --dtype bf16 |
+  tee -a "$summary"
 
-say "training throughput (f32, batch 8 x 512, hidden 1024, 8 layers, 20 timed steps)"
-run() { "$build/bench/bench_gpu_train" "$@" | tee -a "$summary"; }
-run --checkpoint none
-run --checkpoint full
-run --checkpoint op-sac
-run --moe --checkpoint none
-run --moe --checkpoint full
-line=$(grep -m1 "^reprise llama checkpoint=none" "$summary")
-peak=$(echo "$line" | sed -E 's/.* of ([0-9.]+) TFLOP.*/\1e12/')
-flops=$(echo "$line" | sed -E 's/.*, ([0-9.e+]+) FLOP\/token.*/\1/')
+# One reprise run of bench_gpu_train, then (dense models, checkpointing none
+# or full, torch with CUDA installed) PyTorch's run of the same flags, its
+# MFU computed with the peak and FLOP/token reprise printed.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  for c in none full; do
-    python3 bench/gpu/gpu_train_torch.py --checkpoint "$c" --peak "$peak" --flops "$flops" |
-      tee -a "$summary"
-  done
+  have_torch=1
 else
+  have_torch=0
   echo "torch with CUDA is not installed here: no PyTorch comparison" | tee -a "$summary"
 fi
+pair() {
+  local line peak flops
+  line=$("$build/bench/bench_gpu_train" "$@" | tee -a "$summary")
+  [[ $have_torch == 1 && " $* " != *" --moe "* && " $* " != *" op-sac "* ]] || return 0
+  peak=$(echo "$line" | sed -E 's/.* of ([0-9.]+) TFLOP.*/\1e12/')
+  flops=$(echo "$line" | sed -E 's/.*, ([0-9.e+]+) FLOP\/token.*/\1/')
+  python3 bench/gpu/gpu_train_torch.py "$@" --peak "$peak" --flops "$flops" | tee -a "$summary"
+}
+
+say "training throughput, f32 (batch 8 x 512, hidden 1024, 8 layers, 20 timed steps)"
+for c in none full op-sac; do pair --checkpoint "$c"; done
+for c in none full; do pair --moe --checkpoint "$c"; done
+say "training throughput, bf16: the same, then a 1B Llama (hidden 2048, 16 layers, batch 4 x 2048)"
+for c in none full op-sac; do pair --dtype bf16 --checkpoint "$c"; done
+for c in none full; do pair --moe --dtype bf16 --checkpoint "$c"; done
+for c in none full; do
+  pair --dtype bf16 --hidden 2048 --layers 16 --batch 4 --seq 2048 --steps 10 --checkpoint "$c"
+done
 
 say "summary for bench/RESULTS.md ($(date +%F), $gpu)"
 sed 's/^/    /' "$summary"

@@ -45,7 +45,7 @@ using autograd::RngReplay;
 using autograd::Verify;
 
 constexpr const char* kUsage =
-    R"(usage: checkpoint_study [--out DIR] [--quick] [--threads N] [--device D]
+    R"(usage: checkpoint_study [--out DIR] [--quick] [--threads N] [--device D] [--dtype T]
 
 Runs the activation-checkpointing scenarios (policy x RNG replay mode x verifier
 x recompute noise x router saved or recomputed) on a small Llama and a small
@@ -58,6 +58,8 @@ fresh recompute randomness, and checks the claims.
                 add their synchronisation to the step time)
   --device D    cpu, cuda or cuda:N: where the models run (cpu); on a GPU
                 step times are wall time, the device waited for
+  --dtype T     f32 | bf16: precision of the projections (f32); bf16 runs them
+                on bf16 copies of activations and weights with f32 masters
   --help        this text
 )";
 
@@ -66,6 +68,7 @@ struct Options {
   bool quick = false;
   int threads = 1;
   Device device = Device::cpu();
+  DType dtype = DType::f32;
 };
 
 // A bad command line: exit status 2.
@@ -101,6 +104,11 @@ Options parse_flags(int argc, char** argv, bool& help) {
       } catch (const Error& e) {
         throw UsageError(e.what());
       }
+    } else if (a == "--dtype") {
+      const std::string v = value();
+      if (v != "f32" && v != "bf16")
+        throw UsageError("--dtype: expected f32 or bf16, got '" + v + "'");
+      o.dtype = v == "bf16" ? DType::bf16 : DType::f32;
     } else {
       throw UsageError("unknown flag '" + a + "'");
     }
@@ -210,9 +218,9 @@ struct Claim {
 // step against it: one table row and the claims it checks per scenario.
 void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
                    const nn::TextDataset& data, const Sizes& sz, uint64_t seed, Device device,
-                   std::vector<study::Row>& rows, std::vector<Claim>& claims) {
+                   DType dtype, std::vector<study::Row>& rows, std::vector<Claim>& claims) {
   const bool moe = model.config.moe.has_value();
-  study::StepBench bench(model.config, data, sz.batch, sz.seq, seed, device);
+  study::StepBench bench(model.config, data, sz.batch, sz.seq, seed, device, dtype);
   const study::StepMeasurement ref = bench.run(nn::CheckpointConfig::parse("none"), 1, sz.repeats);
   rows.push_back({model.label, "none", "recorded", "none", "0", "reference: no checkpointing", 0, 0,
                   true, moe ? 0.0 : -1.0, moe ? 0.0 : -1.0, ref.peak_saved_activation, ref.seconds,
@@ -296,7 +304,8 @@ void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
 int run(const Options& o) {
   threads::set_num_threads(o.threads);
   const double start = study::process_cpu_seconds();
-  const Sizes sz = sizes(o.quick);
+  Sizes sz = sizes(o.quick);
+  sz.curves.dtype = o.dtype;
   const uint64_t seed = 1;
 
   std::vector<Model> models;
@@ -355,9 +364,10 @@ int run(const Options& o) {
   };
 
   const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
-  std::printf("study    %s, step of %lld x %lld tokens, %d threads, device %s%s\n",
+  std::printf("study    %s, step of %lld x %lld tokens, %d threads, device %s, dtype %s%s\n",
               sz.dense.describe().c_str(), (long long)sz.batch, (long long)sz.seq,
-              threads::num_threads(), to_string(o.device).c_str(), o.quick ? " (quick)" : "");
+              threads::num_threads(), to_string(o.device).c_str(), dtype_name(o.dtype),
+              o.quick ? " (quick)" : "");
   // Steps on the CPU are timed in process CPU time, on a GPU in wall time.
   const std::string time_column = o.device.is_cpu() ? "step CPU ms" : "step ms";
   const std::string time_note =
@@ -374,7 +384,8 @@ int run(const Options& o) {
     for (const Scenario& s : scenarios) {
       if (s.model == mi && (!o.quick || s.quick)) mine.push_back(s);
     }
-    if (!mine.empty()) measure_model(models[mi], mine, *data, sz, seed, o.device, rows, claims);
+    if (!mine.empty())
+      measure_model(models[mi], mine, *data, sz, seed, o.device, o.dtype, rows, claims);
   }
   std::printf("\n\n%s\n", study::format_text(rows, time_column).c_str());
 

@@ -9,6 +9,7 @@
 #include "autograd/backward.h"
 #include "engine/error.h"
 #include "engine/memory_stats.h"
+#include "nn/autocast.h"
 #include "nn/device.h"
 
 namespace study {
@@ -49,8 +50,8 @@ GradientError compare(const StepMeasurement& step, const StepMeasurement& refere
 }
 
 StepBench::StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch,
-                     int64_t seq, uint64_t seed, Device device)
-    : device_(device), gen_(seed), model_(config, gen_) {
+                     int64_t seq, uint64_t seed, Device device, DType dtype)
+    : device_(device), dtype_(dtype), gen_(seed), model_(config, gen_) {
   model_.set_dropout_generator(gen_);
   batch_ = data.sample(batch, seq, gen_);
   start_ = gen_.state();
@@ -68,8 +69,12 @@ StepMeasurement StepBench::step(nn::LayerCheckpointing& layers, bool read_grads)
   const double t0 = step_clock_seconds(device_);
   StepMeasurement m;
   {
-    const nn::CausalLMOutput out = model_.forward(batch_.input_ids, layers.runner());
-    const Tensor loss = model_.causal_lm_loss(out, batch_.labels);  // with MoE router losses
+    Tensor loss;
+    {
+      const nn::Autocast precision(dtype_);
+      const nn::CausalLMOutput out = model_.forward(batch_.input_ids, layers.runner());
+      loss = model_.causal_lm_loss(out, batch_.labels);  // with MoE router losses
+    }
     autograd::backward(loss);
     m.loss = loss.item<float>();  // waits for the device
   }

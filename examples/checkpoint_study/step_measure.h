@@ -53,9 +53,10 @@ class StepBench {
   // Initialises the model from stream "init" of a generator seeded with
   // `seed`, samples one (batch, seq) batch from `data` and remembers the
   // generator state after it: every measured step starts from there. The
-  // model and the batch are then moved to `device`.
+  // model and the batch are then moved to `device`. The forward runs under
+  // nn::Autocast(dtype): f32, or bf16 projections (nn/autocast.h).
   StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch, int64_t seq,
-            uint64_t seed, Device device = Device::cpu());
+            uint64_t seed, Device device = Device::cpu(), DType dtype = DType::f32);
 
   // Runs `warmup` unmeasured steps (a budget planner records in the first),
   // then `repeats` >= 1 measured ones, all from the same state; the
@@ -69,6 +70,7 @@ class StepBench {
   StepMeasurement step(nn::LayerCheckpointing& layers, bool read_grads);
 
   Device device_;
+  DType dtype_;
   rng::Generator gen_;
   nn::LlamaForCausalLM model_;
   nn::Batch batch_;  // input_ids, labels: (B, T) i64

@@ -4,7 +4,9 @@
 // same bits on a second run; over 20 AdamW steps of an MoE with its router
 // recomputed, the bitwise verifier finds no replayed value (routing
 // decisions included) that differs from its forward, and the losses equal
-// those of the run without checkpointing. Skips without a device.
+// those of the run without checkpointing. All of it in f32 and under bf16
+// mixed precision (nn/autocast.h: bf16 products on cuBLASLt, whose
+// pinned algorithms a replay runs again). Skips without a device.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "autograd/checkpoint.h"
 #include "engine/backend.h"
 #include "engine/grad_mode.h"
+#include "nn/autocast.h"
 #include "nn/checkpointing.h"
 #include "nn/device.h"
 #include "nn/llama.h"
@@ -24,7 +27,7 @@ namespace {
 
 constexpr Device kGpu = Device::cuda(0);
 
-class GpuRecompute : public ::testing::Test {
+class GpuRecompute : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     if (!built_with_cuda()) GTEST_SKIP() << "built without CUDA";
@@ -58,11 +61,13 @@ struct GpuModel {
   LlamaForCausalLM model;
   LayerCheckpointing layers;
   Tensor ids;
+  DType dtype;  // of the projections
 
-  GpuModel(bool moe, CheckpointConfig ckpt)
+  GpuModel(bool moe, CheckpointConfig ckpt, DType dtype)
       : model(config(moe), init),
         layers(std::move(ckpt), dropout, moe),
-        ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)) {
+        ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)),
+        dtype(dtype) {
     to_device(model, kGpu);
     model.set_dropout_generator(dropout);
   }
@@ -70,7 +75,11 @@ struct GpuModel {
   // One forward and backward: the loss and every gradient, as host bytes.
   std::vector<std::vector<unsigned char>> step() {
     model.zero_grad();
-    const Tensor loss = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
+    Tensor loss;
+    {
+      const Autocast precision(dtype);
+      loss = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
+    }
     autograd::backward(loss);
     std::vector<std::vector<unsigned char>> out{bytes(loss)};
     for (const NamedParameter& p : model.parameters()) out.push_back(bytes(p.value.grad()));
@@ -92,14 +101,15 @@ CheckpointConfig kind(CheckpointConfig::Kind k, bool save_router = true) {
   return c;
 }
 
-TEST_F(GpuRecompute, CheckpointedGradientsAreBitwiseThoseWithoutCheckpointing) {
+TEST_P(GpuRecompute, CheckpointedGradientsAreBitwiseThoseWithoutCheckpointing) {
+  const DType dtype = GetParam();
   for (bool moe : {false, true}) {
-    const auto reference = GpuModel(moe, kind(CheckpointConfig::Kind::none)).step();
-    EXPECT_EQ(GpuModel(moe, kind(CheckpointConfig::Kind::none)).step(), reference)
+    const auto reference = GpuModel(moe, kind(CheckpointConfig::Kind::none), dtype).step();
+    EXPECT_EQ(GpuModel(moe, kind(CheckpointConfig::Kind::none), dtype).step(), reference)
         << (moe ? "moe" : "llama") << ": a second run gives other bits";
     for (auto k : {CheckpointConfig::Kind::full, CheckpointConfig::Kind::op_sac}) {
       const autograd::RecomputeStats before = autograd::recompute_stats();
-      const auto got = GpuModel(moe, kind(k, /*save_router=*/false)).step();
+      const auto got = GpuModel(moe, kind(k, /*save_router=*/false), dtype).step();
       const autograd::RecomputeStats d = autograd::recompute_stats() - before;
       EXPECT_GT(d.replays, 0);
       EXPECT_EQ(d.mismatches, 0);
@@ -112,9 +122,9 @@ TEST_F(GpuRecompute, CheckpointedGradientsAreBitwiseThoseWithoutCheckpointing) {
   }
 }
 
-TEST_F(GpuRecompute, NoTokenChangesExpertOnRecomputeOver20Steps) {
-  auto train = [](CheckpointConfig ckpt) {
-    GpuModel m(true, std::move(ckpt));
+TEST_P(GpuRecompute, NoTokenChangesExpertOnRecomputeOver20Steps) {
+  auto train = [&](CheckpointConfig ckpt) {
+    GpuModel m(true, std::move(ckpt), GetParam());
     AdamW opt(m.model.parameters(), {.lr = 3e-3});
     std::vector<std::vector<unsigned char>> losses;
     for (int s = 0; s < 20; ++s) {
@@ -131,6 +141,9 @@ TEST_F(GpuRecompute, NoTokenChangesExpertOnRecomputeOver20Steps) {
   EXPECT_EQ(d.mismatches, 0) << "a replayed value, routing included, differed from its forward";
   EXPECT_EQ(recomputed, plain);
 }
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuRecompute, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace reprise::nn
