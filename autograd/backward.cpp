@@ -77,7 +77,8 @@ class Engine {
         auto it = captures_by_node_.find(node);
         if (it != captures_by_node_.end()) {
           for (const Capture& c : it->second) {
-            if (c.input_nr < grads.size()) captures_[c.slot] = grads[c.input_nr];
+            if (c.input_nr < grads.size())
+              captures_[c.slot] = in_output_dtype(*node, c.input_nr, grads[c.input_nr]);
           }
         }
       }
@@ -144,10 +145,11 @@ class Engine {
     Tensors grads = grads_in;
     size_t n_out = dynamic_cast<AccumulateGrad*>(&node) ? 1 : node.num_public_outputs;
     grads.resize(n_out);
-    for (size_t i = 0; i < n_out && i < node.outputs.size(); ++i) {
-      const TensorMeta& m = node.outputs[i];
-      if (!grads[i].defined() && is_floating(m.dtype))
-        grads[i] = Tensor::zeros(m.shape, m.dtype, m.device);
+    for (size_t i = 0; i < n_out; ++i) {
+      const TensorMeta* m = i < node.outputs.size() ? &node.outputs[i] : nullptr;
+      if (m && !grads[i].defined() && is_floating(m->dtype))
+        grads[i] = Tensor::zeros(m->shape, m->dtype, m->device);
+      if (!node.op().takes_wide_gradients) grads[i] = in_output_dtype(node, i, grads[i]);
     }
     Tensors input_grads;
     {
@@ -163,11 +165,31 @@ class Engine {
     }
   }
 
+  // g, the gradient for output i of `node`, in that output's dtype: a 16-bit
+  // output's gradients summed in f32 (add_gradient) round to it once here.
+  static Tensor in_output_dtype(const Node& node, size_t i, const Tensor& g) {
+    // An AccumulateGrad's one "output" is its leaf, which inputs[0] describes.
+    const std::vector<TensorMeta>& metas =
+        dynamic_cast<const AccumulateGrad*>(&node) ? node.inputs : node.outputs;
+    if (!g.defined() || i >= metas.size() || g.dtype() == metas[i].dtype) return g;
+    return g.to(metas[i].dtype);
+  }
+
+  // Several gradients for one tensor add up in its dtype, except bf16 and
+  // f16 ones, which add up in f32 (exact widening, one f32 rounding per
+  // addition) and are rounded to the tensor's dtype once, when its node
+  // runs (execute), as PyTorch sums the per-op casts of one f32 tensor.
   void add_gradient(const Edge& e, const Tensor& g) {
     Tensors& slots = buffers_[e.node.get()];
     if (slots.size() <= e.input_nr) slots.resize(e.input_nr + 1);
     Tensor& slot = slots[e.input_nr];
-    slot = slot.defined() ? sum_of(slot, g) : g;
+    if (!slot.defined()) {
+      slot = g;
+    } else if (g.dtype() == DType::bf16 || g.dtype() == DType::f16) {
+      slot = sum_of(slot.to(DType::f32), g.to(DType::f32));
+    } else {
+      slot = sum_of(slot, g);
+    }
   }
 
   std::vector<Root> roots_;

@@ -2,8 +2,12 @@
 // Backpropagation over the recorded graph: nodes run in reverse recording
 // order once every gradient they wait for has arrived; gradients reaching a
 // node from several consumers are summed in a fixed order, so results are
-// deterministic. Unless retain_graph is set, each node frees its saved
-// tensors as soon as it has run.
+// deterministic. The gradients of a bf16 or f16 tensor are summed in f32
+// and rounded to its dtype once, when its node runs; a cast from a wider
+// float (OpInfo::takes_wide_gradients) gets the f32 sum itself, so a 16-bit
+// copy shared by several consumers sums their gradients as precisely as
+// separate casts of the wider tensor would. Unless retain_graph is set,
+// each node frees its saved tensors as soon as it has run.
 
 #include "autograd/node.h"
 

@@ -21,6 +21,11 @@ struct OpInfo {
   bool differentiable = true;  // has a backward rule for its floating inputs
   CostFn flops = nullptr;      // floating-point operations; default: one per output element
   CostFn bytes = nullptr;      // bytes read and written; default: every input and output once
+  // Its backward takes the f32 sum of several gradients for a bf16 or f16
+  // output as it is (autograd/backward.h), instead of that sum rounded to
+  // the output's dtype: a cast from a wider float, whose backward converts
+  // the gradient to the wider dtype anyway.
+  bool takes_wide_gradients = false;
 };
 
 double op_flops(const OpInfo& op, const std::vector<Tensor>& inputs,

@@ -10,7 +10,10 @@
 //     state with them); each forward casts them to bf16 as recorded ops, so
 //     their gradients come back through the cast as f32;
 //   - the activations a projection saves for backward are bf16, half the
-//     bytes; its gradients are bf16, rounded where they enter it;
+//     bytes; its gradients are bf16, rounded where they enter it; a 16-bit
+//     input that several projections share (autocast_operand) sums their
+//     gradients in f32 (autograd/backward.h), as PyTorch's separate per-op
+//     casts do;
 //   - the router's scores are f32; its gate follows MoeConfig::router_dtype.
 //
 // The casts are recorded ops like any other, so a checkpointed region

@@ -100,7 +100,7 @@ const OpInfo kSdpa{.name = "sdpa", .flops = sdpa_flops};
 const OpInfo kSdpaDropout{.name = "sdpa_dropout", .is_random = true, .flops = sdpa_flops};
 const OpInfo kMoeRoute{.name = "moe_route", .flops = route_flops};
 const OpInfo kDropout{.name = "dropout", .is_random = true};
-const OpInfo kCast{.name = "cast", .flops = no_flops};
+const OpInfo kCast{.name = "cast", .flops = no_flops, .takes_wide_gradients = true};
 const OpInfo kReshape{.name = "reshape"};
 const OpInfo kTranspose{.name = "transpose"};
 const OpInfo kPermute{.name = "permute"};

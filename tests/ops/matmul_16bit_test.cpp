@@ -1,8 +1,8 @@
 // matmul, linear and grouped_linear with bf16 and f16 operands: each
 // element is the f32 product of the (exactly widened) operands rounded once
 // to the 16-bit dtype, bit for bit, forward and backward, in any layout;
-// gradients keep the operands' dtype; 16-bit gradients accumulate the same
-// way (engine/accumulate.h).
+// gradients keep the operands' dtype; 16-bit gradients accumulate in f32
+// and round once (engine/accumulate.h, autograd/backward.h).
 #include <gtest/gtest.h>
 
 #include "autograd/backward.h"
@@ -87,7 +87,22 @@ TEST_P(Matmul16, GradientsAccumulateInF32AndRoundOnce) {
   autograd::backward(ops::add(wide(ops::linear(x, w1)), wide(ops::linear(x, w2))), wide(g));
   const Tensor d1 = ops::linear(g, ops::transpose(w1, 0, 1).contiguous()),
                d2 = ops::linear(g, ops::transpose(w2, 0, 1).contiguous());
-  EXPECT_TRUE(same_bits(x.grad(), sum_of(d1, d2)) || same_bits(x.grad(), sum_of(d2, d1)));
+  EXPECT_TRUE(same_bits(x.grad(), sum_of(d1, d2)));
+}
+
+// A 16-bit copy of an f32 tensor read by two products hands the f32 sum of
+// their gradients to the cast, unrounded: what two separate casts give.
+TEST_P(Matmul16, ASharedCastGetsTheF32SumOfItsGradients) {
+  const DType dt = GetParam();
+  Tensor x = uniform({16, 8}, -2, 2, 15, DType::f32).requires_grad(true);
+  const Tensor w1 = random16({4, 8}, dt, 16), w2 = random16({4, 8}, dt, 17);
+  const Tensor g = random16({16, 4}, dt, 18);
+  const Tensor x16 = ops::cast(x, dt);
+  autograd::backward(ops::add(wide(ops::linear(x16, w1)), wide(ops::linear(x16, w2))), wide(g));
+  const Tensor d1 = ops::linear(g, ops::transpose(w1, 0, 1).contiguous()),
+               d2 = ops::linear(g, ops::transpose(w2, 0, 1).contiguous());
+  EXPECT_TRUE(same_bits(x.grad(), ops::add(wide(d1), wide(d2))));
+  EXPECT_FALSE(same_bits(x.grad(), wide(sum_of(d1, d2))));  // the rounding it avoids
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Matmul16, ::testing::Values(DType::bf16, DType::f16),
