@@ -185,7 +185,7 @@ class Engine {
     Tensor& slot = slots[e.input_nr];
     if (!slot.defined()) {
       slot = g;
-    } else if (g.dtype() == DType::bf16 || g.dtype() == DType::f16) {
+    } else if (is_16bit_float(g.dtype())) {
       slot = sum_of(slot.to(DType::f32), g.to(DType::f32));
     } else {
       slot = sum_of(slot, g);

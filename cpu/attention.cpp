@@ -451,8 +451,16 @@ Tensors backward_pass(const Tensor& q, const Tensor& k, const Tensor& v, const T
 
 }  // namespace
 
+// bf16 and f16 attention: there is no 16-bit kernel, so q, k, v (and in
+// backward out and dout) widen to f32 exactly, the f32 kernels run, and the
+// output and gradients round once to the 16-bit dtype; lse stays f32.
 Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
                          const AttentionParams& params) {
+  if (is_16bit_float(q.dtype())) {
+    Tensors r = sdpa(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), params);
+    r[0] = r[0].to(q.dtype());
+    return r;
+  }
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
   return sdpa_forward(q, k, v, params.scale, params.causal, params.causal_offset,
@@ -462,6 +470,15 @@ Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
 Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, const Tensor& dout,
                                   const AttentionParams& params, bool need_dq, bool need_dk) {
+  if (is_16bit_float(q.dtype())) {
+    const DType f32 = DType::f32;
+    Tensors grads = sdpa_backward(q.to(f32), k.to(f32), v.to(f32), out.to(f32), lse, dout.to(f32),
+                                  params, need_dq, need_dk);
+    for (Tensor& g : grads) {
+      if (g.defined()) g = g.to(q.dtype());
+    }
+    return grads;
+  }
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
   return backward_pass(q, k, v, out, lse, dout, params.scale, params.causal, params.causal_offset,

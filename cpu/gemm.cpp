@@ -424,21 +424,13 @@ void run_product(const Problem& p, const T* a, const T* b, T* c) {
 // 16-bit kernel, so both widen to f32 (exactly), the f32 product
 // accumulates in f32 and each element rounds once to the 16-bit dtype.
 Tensor product_16bit(CpuBackend& cpu, const Tensor& a, const Tensor& b) {
-  auto widened = [&](const Tensor& t) {
-    Tensor w = Tensor::empty(t.shape(), DType::f32);
-    cpu.copy(w, t);
-    return w;
-  };
-  const Tensor wide = cpu.matmul(widened(a), widened(b));
-  Tensor out = Tensor::empty(wide.shape(), a.dtype());
-  cpu.copy(out, wide);
-  return out;
+  return cpu.matmul(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
 }
 
 }  // namespace
 
 Tensor CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in) {
-  if (a_in.dtype() == DType::bf16 || a_in.dtype() == DType::f16) {
+  if (is_16bit_float(a_in.dtype())) {
     return product_16bit(*this, a_in, b_in);
   }
   const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);

@@ -11,8 +11,6 @@ void check_pair(const char* op, const Tensor& a, const Tensor& b) {
                 b.describe());
 }
 
-bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
-
 // out = a + b. The backends add f32, f64 and integers; 16-bit floats (the
 // gradients of a mixed-precision model's bf16 operands) widen to f32
 // exactly, add there and round once to out's dtype, as PyTorch's CPU
@@ -23,13 +21,8 @@ void add_into(const Tensor& out, const Tensor& a, const Tensor& b) {
     be.binary(BinaryOp::add, out, a, b);
     return;
   }
-  auto widened = [&](const Tensor& t) {
-    Tensor w = Tensor::empty(t.shape(), DType::f32, t.device());
-    be.copy(w, t);
-    return w;
-  };
-  Tensor sum = widened(a);
-  be.binary(BinaryOp::add, sum, sum, widened(b));
+  Tensor sum = a.to(DType::f32);
+  be.binary(BinaryOp::add, sum, sum, b.to(DType::f32));
   be.copy(out, sum);
 }
 

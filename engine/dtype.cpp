@@ -46,6 +46,8 @@ bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16;
 }
 
+bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
+
 std::string to_string(DType t) { return dtype_name(t); }
 
 }  // namespace reprise

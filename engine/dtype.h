@@ -17,6 +17,8 @@ enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, boolean };
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 bool is_floating(DType t);
+// bf16 or f16: storage types whose arithmetic goes through f32.
+bool is_16bit_float(DType t);
 std::string to_string(DType t);
 
 // Maps a C++ element type to its DType.

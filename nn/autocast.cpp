@@ -7,35 +7,54 @@
 namespace reprise::nn {
 namespace {
 
-thread_local DType current = DType::f32;
+thread_local DType current = DType::f32, current_attention = DType::f32;
 
-bool is_16bit(DType t) { return t == DType::bf16 || t == DType::f16; }
+void check_dtype(DType dtype, const char* what) {
+  REPRISE_CHECK(dtype == DType::f32 || is_16bit_float(dtype), "Autocast: expected ", what,
+                " dtype bf16, f16 or f32 (no casting), got ", dtype_name(dtype));
+}
 
 }  // namespace
 
-Autocast::Autocast(DType dtype) : previous_(current) {
-  REPRISE_CHECK(dtype == DType::f32 || is_16bit(dtype),
-                "Autocast: expected dtype bf16, f16 or f32 (no casting), got ", dtype_name(dtype));
+Autocast::Autocast(DType dtype, DType attention)
+    : previous_(current), previous_attention_(current_attention) {
+  check_dtype(dtype, "projection");
+  check_dtype(attention, "attention");
   current = dtype;
+  current_attention = attention;
 }
 
-Autocast::~Autocast() { current = previous_; }
+Autocast::~Autocast() {
+  current = previous_;
+  current_attention = previous_attention_;
+}
 
 DType autocast_dtype() { return current; }
+DType autocast_attention_dtype() { return current_attention; }
 
 Tensor autocast_operand(const Tensor& t) {
-  if (!is_16bit(current) || !is_floating(t.dtype()) || is_16bit(t.dtype())) return t;
+  if (!is_16bit_float(current) || !is_floating(t.dtype()) || is_16bit_float(t.dtype())) return t;
   return ops::cast(t, current);
 }
 
 Tensor autocast_linear(const Tensor& x, const Tensor& w) {
-  if (!is_16bit(current)) return ops::linear(x, w);
+  if (!is_16bit_float(current)) return ops::linear(x, w);
   return ops::cast(ops::linear(autocast_operand(x), autocast_operand(w)), w.dtype());
+}
+
+Tensor autocast_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const ops::AttentionOptions& options) {
+  const DType dt = current_attention;
+  if (!is_16bit_float(dt) || is_16bit_float(q.dtype()))
+    return ops::scaled_dot_product_attention(q, k, v, options);
+  return ops::cast(ops::scaled_dot_product_attention(ops::cast(q, dt), ops::cast(k, dt),
+                                                     ops::cast(v, dt), options),
+                   q.dtype());
 }
 
 Tensor autocast_grouped_linear(const Tensor& x, const Tensor& counts,
                                const std::vector<Tensor>& weights) {
-  if (!is_16bit(current) || weights.empty()) return ops::grouped_linear(x, counts, weights);
+  if (!is_16bit_float(current) || weights.empty()) return ops::grouped_linear(x, counts, weights);
   std::vector<Tensor> narrow;
   narrow.reserve(weights.size());
   for (const Tensor& w : weights) narrow.push_back(autocast_operand(w));

@@ -16,6 +16,11 @@
 //     casts do;
 //   - the router's scores are f32; its gate follows MoeConfig::router_dtype.
 //
+// Attention is part of "everything else" by default (our own kernel, in
+// f32 on a GPU too). With `attention` bf16 (or f16) it runs on 16-bit
+// copies of q, k and v instead: on a GPU that is cuDNN's fused flash
+// attention (tensor cores), the fast path; its output is widened back.
+//
 // The casts are recorded ops like any other, so a checkpointed region
 // replays them from the tape bit for bit with no scope open. The scope is
 // thread-local, like GradMode; a projection called outside any scope is
@@ -25,24 +30,27 @@
 
 #include "engine/dtype.h"
 #include "engine/tensor.h"
+#include "ops/attention.h"
 
 namespace reprise::nn {
 
 class Autocast {
  public:
-  // dtype: bf16 or f16, or f32 for no casting (so a caller can pass its
-  // run's dtype either way); anything else raises an Error.
-  explicit Autocast(DType dtype);
+  // dtype (of the projections) and attention: bf16 or f16, or f32 for no
+  // casting (so a caller can pass its run's settings either way); anything
+  // else raises an Error.
+  explicit Autocast(DType dtype, DType attention = DType::f32);
   ~Autocast();
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;
 
  private:
-  DType previous_;
+  DType previous_, previous_attention_;
 };
 
-// The innermost open scope's dtype; f32 when none is open.
+// The innermost open scope's dtypes; f32 when none is open.
 DType autocast_dtype();
+DType autocast_attention_dtype();
 
 // t cast to autocast_dtype() (a recorded, differentiable cast) when a
 // 16-bit scope is open and t is a wider float; t itself otherwise. A
@@ -53,6 +61,12 @@ Tensor autocast_operand(const Tensor& t);
 // x: (..., K), w: (N, K) -> (..., N) in w's dtype: ops::linear of the
 // autocast operands.
 Tensor autocast_linear(const Tensor& x, const Tensor& w);
+
+// ops::scaled_dot_product_attention (q: (B, Hq, T, D), k: (B, Hkv, S, D),
+// v: (B, Hkv, S, Dv) -> (B, Hq, T, Dv) in q's dtype) on copies of q, k, v in
+// autocast_attention_dtype() when that is 16-bit, else on q, k, v.
+Tensor autocast_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const ops::AttentionOptions& options);
 
 // ops::grouped_linear (x: (M, K), counts: (E), weights: E x (N, K)) of the
 // autocast operands -> (M, N) in the weights' dtype.

@@ -127,7 +127,7 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
     options.dropout_p = dropout_p_;
     options.generator = &gen;
   }
-  Tensor a = ops::scaled_dot_product_attention(q, k, v, options);         // (B, Hq, T, D)
+  Tensor a = autocast_attention(q, k, v, options);                        // (B, Hq, T, D)
   a = ops::reshape(ops::transpose(a, 1, 2), {B, T, heads_ * head_dim_});  // (B, T, Hq D)
   return o_proj.forward(a);
 }

@@ -61,6 +61,9 @@ void TrainConfig::validate() const {
   // f16 would need loss scaling to keep small gradients from flushing to zero.
   REPRISE_CHECK(dtype == DType::f32 || dtype == DType::bf16,
                 "TrainConfig: dtype must be f32 or bf16, got ", dtype_name(dtype));
+  REPRISE_CHECK(attention_dtype == DType::f32 || attention_dtype == DType::bf16,
+                "TrainConfig: attention_dtype must be f32 or bf16, got ",
+                dtype_name(attention_dtype));
   checkpointing.validate();
 }
 
@@ -80,6 +83,7 @@ json::Value TrainConfig::to_json() const {
   v.set("grad_clip", grad_clip);
   v.set("seed", std::to_string(seed));  // a string: JSON integers here stop at int64
   v.set("dtype", dtype_name(dtype));
+  v.set("attention_dtype", dtype_name(attention_dtype));
   checkpointing.write_json(v);
   return v;
 }
@@ -205,6 +209,8 @@ TrainConfig TrainConfig::from_json(const json::Value& v, const std::string& wher
   c.seed = parse_u64(string_field(v, "seed", where), 10, where + " seed");
   // Checkpoints from before mixed precision have no field: f32.
   if (v.find("dtype") != nullptr) c.dtype = dtype_field(v, "dtype", where);
+  if (v.find("attention_dtype") != nullptr)
+    c.attention_dtype = dtype_field(v, "attention_dtype", where);
   c.checkpointing = CheckpointConfig::read_json(v, where);
   return c;
 }
@@ -226,6 +232,7 @@ std::vector<std::string> TrainConfig::run_differences(const TrainConfig& o) cons
   differ(out, "grad_clip", grad_clip, o.grad_clip);
   differ(out, "seed", seed, o.seed);
   differ(out, "dtype", dtype, o.dtype);
+  differ(out, "attention_dtype", attention_dtype, o.attention_dtype);
   return out;
 }
 
@@ -314,7 +321,7 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
     const Batch batch = on_device(data_->sample(B, config_.seq, generator_));
     std::optional<autograd::TraceSpan> forward_span(std::in_place, "forward", "", "forward");
     const CausalLMOutput out = [&] {
-      const Autocast precision(config_.dtype);
+      const Autocast precision(config_.dtype, config_.attention_dtype);
       return model_->forward(batch.input_ids, checkpointing_->runner());
     }();
     // Cross-entropy, plus the router losses of an MoE model.
@@ -463,7 +470,7 @@ double Trainer::evaluate(int64_t batches) {
     const int64_t first = j < n_batches ? j * B : 0;
     const int64_t n = std::min(B, windows - first);
     const Batch b = on_device(data_->val_batch(first, n, T));
-    const Autocast precision(config_.dtype);
+    const Autocast precision(config_.dtype, config_.attention_dtype);
     const Tensor loss = LlamaForCausalLM::loss(model_->forward(b.input_ids).logits, b.labels);
     if (j < n_batches) weighted[size_t(round)] = double(loss.item<float>()) * double(n);
   }

@@ -86,8 +86,11 @@ struct TrainConfig {
   uint64_t seed = 1;
   // The precision of the projections (nn/autocast.h): f32, or bf16 copies
   // of their operands with the f32 parameters as master weights. The
-  // forward runs under Autocast(dtype).
+  // forward runs under Autocast(dtype, attention_dtype).
   DType dtype = DType::f32;
+  // Attention's: f32 (our kernel), or bf16 copies of q, k, v (cuDNN's fused
+  // attention on a GPU).
+  DType attention_dtype = DType::f32;
 
   // How it is computed: a resumed run may change it, since recompute
   // replays the recorded forward exactly (except with rng_replay fresh or

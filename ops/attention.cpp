@@ -30,7 +30,7 @@ std::string describe_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
 
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opt) {
   REPRISE_CHECK(q.defined() && k.defined() && v.defined(), kOpName, ": undefined input");
-  detail::check_float(kOpName, q);
+  detail::check_any_float(kOpName, q);
   detail::check_same_dtype_device(kOpName, q, k);
   detail::check_same_dtype_device(kOpName, q, v);
   const std::string shapes = describe_inputs(q, k, v);

@@ -52,7 +52,11 @@ uint64_t sdpa_dropout_words(int64_t B, int64_t Hq, int64_t T, int64_t S);
 
 // softmax(scale * q k^T + mask) v, per batch and head.
 // q: (B, Hq, T, D), k: (B, Hkv, S, D), v: (B, Hkv, S, Dv) -> (B, Hq, T, Dv).
-// f32 or f64, cpu; any strides. Hq % Hkv == 0, S >= 1.
+// f32 or f64 (the backends' own kernels, the same bits on the CPU and on a
+// GPU), or bf16 or f16 (on the CPU the f32 kernel on the exactly widened
+// inputs, the output rounded once; on a GPU cuDNN's fused flash attention,
+// with its own summation order and dropout mask bits: cuda/sdpa_cudnn.h).
+// Any strides. Hq % Hkv == 0, S >= 1.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
 

@@ -6,7 +6,8 @@
 # checkpointing replay bit for bit, no token changes expert over 20 steps),
 # trains the example Llama and MoE for 40 steps (bf16 among them), then
 # measures training throughput and MFU in f32 and bf16 (mixed precision,
-# up to a 1B Llama at sequence 2048) with and without full checkpointing,
+# attention on our kernel and on cuDNN's, up to a 1B Llama at sequence
+# 2048) with and without full checkpointing,
 # beside PyTorch's torch.utils.checkpoint (and torch.autocast for bf16)
 # when torch is installed, and prints a summary to paste into
 # bench/RESULTS.md.
@@ -53,8 +54,10 @@ say "the example trainers on the GPU (40 steps each; Llama in f32 and bf16, MoE 
   tee -a "$summary"
 
 # One reprise run of bench_gpu_train, then (dense models, checkpointing none
-# or full, torch with CUDA installed) PyTorch's run of the same flags, its
-# MFU computed with the peak and FLOP/token reprise printed.
+# or full, attention's dtype left at its default, torch with CUDA
+# installed) PyTorch's run of the same flags, its MFU computed with the peak
+# and FLOP/token reprise printed. torch.autocast runs attention in bf16,
+# like reprise's --attention-dtype bf16 runs beside it.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   have_torch=1
 else
@@ -64,7 +67,8 @@ fi
 pair() {
   local line peak flops
   line=$("$build/bench/bench_gpu_train" "$@" | tee -a "$summary")
-  [[ $have_torch == 1 && " $* " != *" --moe "* && " $* " != *" op-sac "* ]] || return 0
+  [[ $have_torch == 1 && " $* " != *" --moe "* && " $* " != *" op-sac "* &&
+    " $* " != *" --attention-dtype "* ]] || return 0
   peak=$(echo "$line" | sed -E 's/.* of ([0-9.]+) TFLOP.*/\1e12/')
   flops=$(echo "$line" | sed -E 's/.*, ([0-9.e+]+) FLOP\/token.*/\1/')
   python3 bench/gpu/gpu_train_torch.py "$@" --peak "$peak" --flops "$flops" | tee -a "$summary"
@@ -73,11 +77,14 @@ pair() {
 say "training throughput, f32 (batch 8 x 512, hidden 1024, 8 layers, 20 timed steps)"
 for c in none full op-sac; do pair --checkpoint "$c"; done
 for c in none full; do pair --moe --checkpoint "$c"; done
-say "training throughput, bf16: the same, then a 1B Llama (hidden 2048, 16 layers, batch 4 x 2048)"
+say "training throughput, bf16, attention in f32 (ours) and bf16 (cuDNN's): the same, then a 1B Llama"
 for c in none full op-sac; do pair --dtype bf16 --checkpoint "$c"; done
+for c in none full; do pair --dtype bf16 --attention-dtype bf16 --checkpoint "$c"; done
 for c in none full; do pair --moe --dtype bf16 --checkpoint "$c"; done
+big=(--dtype bf16 --hidden 2048 --layers 16 --batch 4 --seq 2048 --steps 10)
 for c in none full; do
-  pair --dtype bf16 --hidden 2048 --layers 16 --batch 4 --seq 2048 --steps 10 --checkpoint "$c"
+  pair "${big[@]}" --checkpoint "$c"
+  pair "${big[@]}" --attention-dtype bf16 --checkpoint "$c"
 done
 
 say "summary for bench/RESULTS.md ($(date +%F), $gpu)"

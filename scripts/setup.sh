@@ -2,7 +2,8 @@
 # Installs what reprise needs to build and test on a Debian machine
 # (g++, CMake, GoogleTest, Google Benchmark and the CUDA toolkit are expected
 # to be present; MPI comes from apt, and clang with its runtime libraries,
-# libFuzzer's among them, for the fuzz targets). Idempotent.
+# libFuzzer's among them, for the fuzz targets; the cuDNN frontend's headers
+# from PyPI). Idempotent.
 set -euo pipefail
 
 # python3-venv and python3-dev: the Python package's extension, built
@@ -22,3 +23,7 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
+
+# The cuDNN frontend's headers, for bf16 attention on cuDNN in the CUDA
+# backend (from PyPI; the build goes without it when it cannot be fetched).
+"$(dirname "$0")/cudnn_frontend.sh"

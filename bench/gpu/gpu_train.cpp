@@ -1,6 +1,7 @@
 // Training throughput on a CUDA device: a Llama (or, with --moe, a
 // Mixtral-layout MoE) trained with AdamW on random tokens, with a layer
-// checkpointing policy, in f32 or mixed bf16 (--dtype, nn/autocast.h),
+// checkpointing policy, in f32 or mixed bf16 (--dtype, nn/autocast.h; with
+// --attention-dtype bf16 attention runs on cuDNN's fused kernel),
 // reporting tokens/s and MFU against the device's peak in that dtype
 // (Backend::peak_flops) and the memory MemoryStats and the allocator saw. scripts/gpu_check.sh runs
 // it beside bench/gpu/gpu_train_torch.py, which trains the same architecture in PyTorch with and
@@ -32,19 +33,28 @@ struct Args {
   int64_t batch = 8, seq = 512, hidden = 1024, layers = 8, heads = 16, kv_heads = 4;
   int64_t steps = 20, warmup = 3;
   std::string checkpoint = "none";
-  DType dtype = DType::f32;
+  DType dtype = DType::f32, attention_dtype = DType::f32;
 };
 
 Args parse(int argc, char** argv) {
+  auto usage = [] {
+    std::fprintf(stderr,
+                 "usage: gpu_train [--moe] [--batch B] [--seq T] [--hidden C] [--layers L] "
+                 "[--steps N] [--warmup N] [--checkpoint none|full|op-sac] [--dtype f32|bf16] "
+                 "[--attention-dtype f32|bf16]\n");
+    std::exit(2);
+  };
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "gpu_train: %s needs a value\n", f.c_str());
-        std::exit(2);
-      }
+      if (i + 1 >= argc) usage();
       return argv[++i];
+    };
+    auto dtype = [&] {
+      const std::string v = next();
+      if (v != "f32" && v != "bf16") usage();
+      return v == "bf16" ? DType::bf16 : DType::f32;
     };
     if (f == "--moe") {
       a.moe = true;
@@ -62,14 +72,12 @@ Args parse(int argc, char** argv) {
       a.warmup = std::stoll(next());
     } else if (f == "--checkpoint") {
       a.checkpoint = next();
-    } else if (f == "--dtype" && i + 1 < argc &&
-               (std::string(argv[i + 1]) == "f32" || std::string(argv[i + 1]) == "bf16")) {
-      a.dtype = next() == "bf16" ? DType::bf16 : DType::f32;
+    } else if (f == "--dtype") {
+      a.dtype = dtype();
+    } else if (f == "--attention-dtype") {
+      a.attention_dtype = dtype();
     } else {
-      std::fprintf(stderr,
-                   "usage: gpu_train [--moe] [--batch B] [--seq T] [--hidden C] [--layers L] "
-                   "[--steps N] [--warmup N] [--checkpoint none|full|op-sac] [--dtype f32|bf16]\n");
-      std::exit(2);
+      usage();
     }
   }
   return a;
@@ -123,7 +131,7 @@ int main(int argc, char** argv) {
     model.zero_grad();
     Tensor l;
     {
-      const nn::Autocast precision(a.dtype);
+      const nn::Autocast precision(a.dtype, a.attention_dtype);
       l = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
     }
     autograd::backward(l);
@@ -139,12 +147,12 @@ int main(int argc, char** argv) {
   const MemorySnapshot mem = memory_stats::snapshot(gpu);
   const DeviceMemoryInfo info = dev.memory_info();
   std::printf(
-      "reprise %s checkpoint=%s dtype=%s: %.0f tok/s, MFU %.1f%% of %.1f TFLOP/s %s, "
+      "reprise %s checkpoint=%s dtype=%s attention=%s: %.0f tok/s, MFU %.1f%% of %.1f TFLOP/s %s, "
       "peak tensors %.0f MiB (saved activations %.0f MiB), allocator peak %.0f MiB, "
       "last loss %.4f, %.3g FLOP/token, %lld params\n",
-      a.moe ? "moe" : "llama", a.checkpoint.c_str(), dtype_name(a.dtype), tokens_per_s,
-      100.0 * tokens_per_s * flops / peak, peak / 1e12, dtype_name(a.dtype),
-      double(mem.total.peak) / (1 << 20),
+      a.moe ? "moe" : "llama", a.checkpoint.c_str(), dtype_name(a.dtype),
+      dtype_name(a.attention_dtype), tokens_per_s, 100.0 * tokens_per_s * flops / peak, peak / 1e12,
+      dtype_name(a.dtype), double(mem.total.peak) / (1 << 20),
       double(mem[MemoryKind::saved_activation].peak) / (1 << 20),
       double(info.peak_reserved) / (1 << 20), loss, flops,
       static_cast<long long>(model.num_parameters()));

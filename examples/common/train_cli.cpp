@@ -78,6 +78,13 @@ FlagTable common_flags() {
       o.config.model.*field = parse_positive(flag, v);
     };
   };
+  auto dtype_into = [](const char* flag, DType nn::TrainConfig::*field) {
+    return [flag, field](Options& o, const std::string& v) {
+      if (v != "f32" && v != "bf16")
+        throw UsageError(std::string(flag) + ": expected f32 or bf16, got '" + v + "'");
+      o.config.*field = v == "bf16" ? DType::bf16 : DType::f32;
+    };
+  };
   return {
       {"--help", {false, [](Options& o, const std::string&) { o.help = true; }}},
       {"--config", {true, [](Options& o, const std::string& v) { o.config_file = v; }}},
@@ -104,17 +111,9 @@ FlagTable common_flags() {
       {"--seed",
        {true, [](Options& o,
                  const std::string& v) { o.config.seed = uint64_t(parse_count("--seed", v)); }}},
-      {"--dtype",
-       {true,
-        [](Options& o, const std::string& v) {
-          if (v == "f32") {
-            o.config.dtype = DType::f32;
-          } else if (v == "bf16") {
-            o.config.dtype = DType::bf16;
-          } else {
-            throw UsageError("--dtype: expected f32 or bf16, got '" + v + "'");
-          }
-        }}},
+      {"--dtype", {true, dtype_into("--dtype", &nn::TrainConfig::dtype)}},
+      {"--attention-dtype",
+       {true, dtype_into("--attention-dtype", &nn::TrainConfig::attention_dtype)}},
       {"--dropout",
        {true, [](Options& o,
                  const std::string& v) { o.config.model.dropout = parse_real("--dropout", v); }}},
@@ -815,6 +814,8 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
         autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
         ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()),
         to_string(o.device).c_str(), dtype_name(c.dtype));
+    if (c.attention_dtype != DType::f32)
+      std::printf("         attention in %s\n", dtype_name(c.attention_dtype));
     std::printf("peak     %s\n", peak.how.c_str());
     if (resumed) {
       std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
@@ -1035,6 +1036,8 @@ run (a resumed run must keep these)
   --dtype D                 f32 | bf16: precision of the projections; bf16 multiplies bf16
                             copies of activations and weights, accumulating in f32, with
                             f32 master weights and optimizer state (f32)
+  --attention-dtype D       f32 | bf16: attention on f32 q, k, v (our kernel) or on bf16
+                            copies (cuDNN's fused attention on a GPU) (f32)
   --dropout P               residual dropout (0)
   --attn-dropout P          attention-weight dropout (0)
   --hidden N --layers N --heads N --kv-heads N --intermediate N

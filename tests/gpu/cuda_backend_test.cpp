@@ -9,10 +9,14 @@
 #include <cstring>
 
 #include "cuda/device_memory.h"
+#include "cuda/sdpa_cudnn.h"
 #include "cuda/stream.h"
 #include "engine/backend.h"
 #include "engine/memory_stats.h"
+#include "ops/binary.h"
+#include "ops/reduce.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
 
 namespace reprise::testing {
@@ -50,6 +54,65 @@ TEST_F(CudaBackendTest, AttentionGivesTheCpusBitsWithDropout) {
   const Tensors gg = gpu.sdpa_backward(q.to(kGpu), k.to(kGpu), v.to(kGpu), want[0].to(kGpu),
                                        want[1].to(kGpu), dout.to(kGpu), params, true, true);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(gg[size_t(i)], gw[size_t(i)])) << "grad " << i;
+}
+
+// bf16 attention runs on cuDNN's fused kernel: the same bits on every run
+// (forward and the deterministic backward, with and without dropout), the
+// same dropout mask for the same reservation and another for the next one,
+// and close to the CPU's bf16 attention (the f32 kernel on the widened
+// inputs): cuDNN rounds the probabilities to bf16 before P V and sums in
+// its own order, so outputs differ by a few bf16 ulps (we allow 2^-6
+// relative to the largest output, gradients 2% in L2) and lse, kept in f32,
+// by far less.
+TEST_F(CudaBackendTest, Bf16AttentionRunsOnCudnnDeterministicallyAndNearTheCpu) {
+  if (!cuda::built_with_cudnn_attention()) GTEST_SKIP() << "built without the cuDNN frontend";
+  Backend& gpu = backend(kGpu);
+  const DType bf16 = DType::bf16;
+  const Tensor q = rand({2, 8, 256, 64}, 20).to(bf16), k = rand({2, 2, 256, 64}, 21).to(bf16);
+  const Tensor v = rand({2, 2, 256, 64}, 22).to(bf16), dout = rand({2, 8, 256, 64}, 23).to(bf16);
+  const Tensor qg = q.to(kGpu), kg = k.to(kGpu), vg = v.to(kGpu), dg = dout.to(kGpu);
+  AttentionParams params{.scale = 0.125, .causal = true};
+  auto run = [&](const AttentionParams& p) {
+    Tensors r = gpu.sdpa(qg, kg, vg, p);
+    for (const Tensor& g : gpu.sdpa_backward(qg, kg, vg, r[0], r[1], dg, p, true, true))
+      r.push_back(g);
+    return r;  // out, lse, dq, dk, dv
+  };
+  auto same = [](const Tensors& a, const Tensors& b) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!same_bits(a[i], b[i])) return false;
+    }
+    return true;
+  };
+  const Tensors first = run(params);
+  EXPECT_EQ(first[0].dtype(), bf16);
+  EXPECT_EQ(first[1].dtype(), DType::f32);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(same(run(params), first)) << "run " << i;
+
+  Backend& cpu = cpu_backend();
+  const Tensors want = cpu.sdpa(q, k, v, params);
+  const Tensors want_grads = cpu.sdpa_backward(q, k, v, want[0], want[1], dout, params, true, true);
+  const Tensor out = first[0].to(Device::cpu()).to(DType::f32);
+  EXPECT_LE(max_abs_diff(out, want[0].to(DType::f32)), std::ldexp(max_abs(out), -6));
+  EXPECT_LE(max_abs_diff(first[1].to(Device::cpu()), want[1]), 1e-3);
+  for (int i = 0; i < 3; ++i) {
+    const Tensor got = first[2 + i].to(Device::cpu()).to(DType::f32);
+    const Tensor ref = want_grads[size_t(i)].to(DType::f32);
+    const Tensor diff = ops::sub(got, ref);
+    EXPECT_LE(std::sqrt(ops::sum(ops::mul(diff, diff)).item<double>() /
+                        ops::sum(ops::mul(ref, ref)).item<double>()),
+              0.02)
+        << "gradient " << i;
+  }
+
+  params.dropout = AttentionDropout{
+      .words = {.seed = 5, .subsequence = 1, .offset = 0, .count = 1 << 20}, .p = 0.1};
+  const Tensors dropped = run(params);
+  EXPECT_TRUE(same(run(params), dropped));
+  EXPECT_FALSE(same_bits(dropped[0], first[0]));
+  AttentionParams next = params;
+  next.dropout->words.offset = 1 << 20;
+  EXPECT_FALSE(same_bits(run(next)[0], dropped[0]));
 }
 
 TEST_F(CudaBackendTest, RowKernelsDropoutAndSegmentSumsGiveTheCpusBits) {

@@ -4,9 +4,11 @@
 // same bits on a second run; over 20 AdamW steps of an MoE with its router
 // recomputed, the bitwise verifier finds no replayed value (routing
 // decisions included) that differs from its forward, and the losses equal
-// those of the run without checkpointing. All of it in f32 and under bf16
+// those of the run without checkpointing. All of it in f32, under bf16
 // mixed precision (nn/autocast.h: bf16 products on cuBLASLt, whose
-// pinned algorithms a replay runs again). Skips without a device.
+// pinned algorithms a replay runs again), and with attention in bf16 too
+// (cuDNN's fused attention, its plan cached, its dropout keyed by the
+// recorded reservation). Skips without a device.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -27,7 +29,12 @@ namespace {
 
 constexpr Device kGpu = Device::cuda(0);
 
-class GpuRecompute : public ::testing::TestWithParam<DType> {
+// The projections' dtype and attention's.
+struct Precision {
+  DType dtype, attention;
+};
+
+class GpuRecompute : public ::testing::TestWithParam<Precision> {
  protected:
   void SetUp() override {
     if (!built_with_cuda()) GTEST_SKIP() << "built without CUDA";
@@ -61,13 +68,13 @@ struct GpuModel {
   LlamaForCausalLM model;
   LayerCheckpointing layers;
   Tensor ids;
-  DType dtype;  // of the projections
+  Precision precision;
 
-  GpuModel(bool moe, CheckpointConfig ckpt, DType dtype)
+  GpuModel(bool moe, CheckpointConfig ckpt, Precision precision)
       : model(config(moe), init),
         layers(std::move(ckpt), dropout, moe),
         ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)),
-        dtype(dtype) {
+        precision(precision) {
     to_device(model, kGpu);
     model.set_dropout_generator(dropout);
   }
@@ -77,7 +84,7 @@ struct GpuModel {
     model.zero_grad();
     Tensor loss;
     {
-      const Autocast precision(dtype);
+      const Autocast autocast(precision.dtype, precision.attention);
       loss = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
     }
     autograd::backward(loss);
@@ -102,7 +109,7 @@ CheckpointConfig kind(CheckpointConfig::Kind k, bool save_router = true) {
 }
 
 TEST_P(GpuRecompute, CheckpointedGradientsAreBitwiseThoseWithoutCheckpointing) {
-  const DType dtype = GetParam();
+  const Precision dtype = GetParam();
   for (bool moe : {false, true}) {
     const auto reference = GpuModel(moe, kind(CheckpointConfig::Kind::none), dtype).step();
     EXPECT_EQ(GpuModel(moe, kind(CheckpointConfig::Kind::none), dtype).step(), reference)
@@ -142,8 +149,14 @@ TEST_P(GpuRecompute, NoTokenChangesExpertOnRecomputeOver20Steps) {
   EXPECT_EQ(recomputed, plain);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, GpuRecompute, ::testing::Values(DType::f32, DType::bf16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuRecompute,
+                         ::testing::Values(Precision{DType::f32, DType::f32},
+                                           Precision{DType::bf16, DType::f32},
+                                           Precision{DType::bf16, DType::bf16}),
+                         [](const auto& info) {
+                           return std::string(dtype_name(info.param.dtype)) + "_attention_" +
+                                  dtype_name(info.param.attention);
+                         });
 
 }  // namespace
 }  // namespace reprise::nn

@@ -94,13 +94,13 @@ struct Step {
 };
 
 Step run_step(LlamaForCausalLM& model, const Tensor& ids, DType dtype,
-              const LlamaForCausalLM::LayerRunner& run = nullptr) {
+              const LlamaForCausalLM::LayerRunner& run = nullptr, DType attention = DType::f32) {
   model.zero_grad();
   memory_stats::reset_peaks();
   const int64_t base = memory_stats::snapshot()[MemoryKind::saved_activation].live;
   Tensor loss;
   {
-    const Autocast precision(dtype);
+    const Autocast precision(dtype, attention);
     loss = model.causal_lm_loss(model.forward(ids, run), ids);
   }
   Step s;
@@ -159,10 +159,10 @@ TEST_P(AutocastModel, Bf16StaysNearF32WithF32MastersAndFewerSavedBytes) {
 }
 
 // Checkpointed layers under bf16, with dropout, replay the recorded casts
-// and products bit for bit: every policy's gradients equal no
-// checkpointing's, and the bitwise verifier (which compares every replayed
-// value, the MoE router's decisions included, with the router recomputed)
-// finds nothing.
+// and products bit for bit, with attention in f32 or in bf16: every
+// policy's gradients equal no checkpointing's, and the bitwise verifier
+// (which compares every replayed value, the MoE router's decisions
+// included, with the router recomputed) finds nothing.
 TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
   const bool moe = GetParam();
   rng::Generator init(5);
@@ -171,21 +171,24 @@ TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
   model.set_dropout_generator(gen);
   const rng::GeneratorState start = gen.state();
   const Tensor ids = testing::random_token_ids(2, 16, 64, 6);
-  gen.set_state(start);
-  const Step plain = run_step(model, ids, DType::bf16);
-  for (const char* spec : {"full", "op-sac"}) {
-    SCOPED_TRACE(spec);
-    CheckpointConfig config = CheckpointConfig::parse(spec);
-    config.verify = autograd::Verify::bitwise;
-    config.save_router = false;
-    LayerCheckpointing layers(config, gen, moe);
+  for (const DType attention : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(attention));
     gen.set_state(start);
-    const Step replayed = run_step(model, ids, DType::bf16, layers.runner());
-    EXPECT_EQ(replayed.loss, plain.loss);
-    for (size_t i = 0; i < plain.grads.size(); ++i) {
-      EXPECT_TRUE(same_bits(replayed.grads[i], plain.grads[i])) << model.parameters()[i].name;
+    const Step plain = run_step(model, ids, DType::bf16, nullptr, attention);
+    for (const char* spec : {"full", "op-sac"}) {
+      SCOPED_TRACE(spec);
+      CheckpointConfig config = CheckpointConfig::parse(spec);
+      config.verify = autograd::Verify::bitwise;
+      config.save_router = false;
+      LayerCheckpointing layers(config, gen, moe);
+      gen.set_state(start);
+      const Step replayed = run_step(model, ids, DType::bf16, layers.runner(), attention);
+      EXPECT_EQ(replayed.loss, plain.loss);
+      for (size_t i = 0; i < plain.grads.size(); ++i) {
+        EXPECT_TRUE(same_bits(replayed.grads[i], plain.grads[i])) << model.parameters()[i].name;
+      }
+      EXPECT_LT(replayed.peak_saved, plain.peak_saved);
     }
-    EXPECT_LT(replayed.peak_saved, plain.peak_saved);
   }
 }
 
