@@ -217,6 +217,7 @@ void bind_training(nb::module_& m) {
       .def_rw("grad_clip", &nn::TrainConfig::grad_clip)
       .def_rw("seed", &nn::TrainConfig::seed)
       .def_rw("dtype", &nn::TrainConfig::dtype)
+      .def_rw("attention_dtype", &nn::TrainConfig::attention_dtype)
       .def_rw("checkpointing", &nn::TrainConfig::checkpointing)
       .def("validate", &nn::TrainConfig::validate)
       .def("run_differences", &nn::TrainConfig::run_differences, arg("other"));

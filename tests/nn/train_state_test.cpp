@@ -89,6 +89,7 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   c.checkpointing.recompute_noise_ulps = 3;
   c.checkpointing.save_router = false;
   c.dtype = DType::bf16;
+  c.attention_dtype = DType::bf16;
   const json::Value v = json::parse(json::dump(c.to_json()));
   const TrainConfig back = TrainConfig::from_json(v, "cfg");
   EXPECT_TRUE(c.run_differences(back).empty());
@@ -102,9 +103,12 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   std::erase_if(older.as_object(), [](const auto& m) { return m.first == "save_router"; });
   EXPECT_TRUE(TrainConfig::from_json(older, "cfg").checkpointing.save_router);
   EXPECT_EQ(back.dtype, DType::bf16);
+  EXPECT_EQ(back.attention_dtype, DType::bf16);
   json::Value f32_era = v;  // a file from before mixed precision: f32
-  std::erase_if(f32_era.as_object(), [](const auto& m) { return m.first == "dtype"; });
+  std::erase_if(f32_era.as_object(),
+                [](const auto& m) { return m.first == "dtype" || m.first == "attention_dtype"; });
   EXPECT_EQ(TrainConfig::from_json(f32_era, "cfg").dtype, DType::f32);
+  EXPECT_EQ(TrainConfig::from_json(f32_era, "cfg").attention_dtype, DType::f32);
   json::Value f16 = v;
   f16.set("dtype", "f16");
   EXPECT_NE(error_of([&] { TrainConfig::from_json(f16, "cfg"); }).find("\"f32\" or \"bf16\""),
