@@ -20,6 +20,7 @@
 #include "autograd/backward.h"
 #include "engine/grad_mode.h"
 #include "io/json.h"
+#include "nn/autocast.h"
 #include "nn/checkpointing.h"
 #include "nn/data.h"
 #include "nn/hf.h"
@@ -137,7 +138,28 @@ nn::CausalLMOutput forward(const LlamaForCausalLM& model, const Tensor& input_id
 
 }  // namespace
 
+// reprise.nn.autocast: nn::Autocast as a context manager.
+struct AutocastScope {
+  DType dtype, attention;
+  std::optional<nn::Autocast> scope;
+};
+
 void bind_nn(nb::module_& m) {
+  nb::class_<AutocastScope>(
+      m, "autocast",
+      "Mixed precision for the models' projections, per thread (nn/autocast.h): `with "
+      "reprise.nn.autocast('bf16'):` runs every projection on bf16 copies of its operands "
+      "(f32 accumulation, f32 master weights); attention='bf16' puts attention on bf16 q, k, v "
+      "too.")
+      .def(
+          "__init__",
+          [](AutocastScope* self, DTypeLike dtype, DTypeLike attention) {
+            new (self) AutocastScope{dtype.get(), attention.get(), std::nullopt};
+          },
+          arg("dtype"), arg("attention") = "f32")
+      .def("__enter__", [](AutocastScope& a) { a.scope.emplace(a.dtype, a.attention); })
+      .def("__exit__", [](AutocastScope& a, nb::args) { a.scope.reset(); });
+
   // ---- configs -----------------------------------------------------------------
   nb::enum_<nn::RouterScoring>(m, "RouterScoring")
       .value("softmax", nn::RouterScoring::softmax)

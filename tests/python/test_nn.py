@@ -35,6 +35,22 @@ def test_loss_and_gradients_match_pytorch():
         assert close(tensor.grad, expected, 1e-4 * np.abs(expected.numpy()).max(), 1e-3), name
 
 
+def test_autocast_matches_pytorch_under_the_same_bf16_policy():
+    golden = io.load_safetensors(str(FIXTURES / "llama_bf16_golden.safetensors"))
+    model = tiny_llama()
+    with nn.autocast("bf16"):
+        out = model(golden["input_ids"])
+    # tests/nn/llama_golden_test.cpp: logits within 1e-3 (relative L2).
+    diff = out.logits.numpy() - golden["logits"].numpy()
+    assert np.linalg.norm(diff) < 1e-3 * np.linalg.norm(golden["logits"].numpy())
+    plain = model(golden["input_ids"])  # the scope has closed: f32 again
+    assert np.linalg.norm(plain.logits.numpy() - golden["logits"].numpy()) > 1e-3 * np.linalg.norm(
+        golden["logits"].numpy())
+    with pytest.raises(reprise.Error, match="f64"):
+        with nn.autocast("f64"):
+            pass
+
+
 def test_module_tree_has_hugging_face_names_and_shares_parameters():
     model = tiny_llama()
     q = model.model.layers[1].self_attn.q_proj
@@ -181,7 +197,8 @@ def test_tokenizer():
 
 
 def test_trainer_and_data():
-    config = nn.TrainConfig(steps=2, batch=2, seq=16)
+    config = nn.TrainConfig(steps=2, batch=2, seq=16, dtype=reprise.bfloat16)
+    assert config.dtype == reprise.bfloat16 and config.attention_dtype == reprise.float32
     config.model = nn.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64,
                                   num_hidden_layers=1, num_attention_heads=2,
                                   num_key_value_heads=1, max_position_embeddings=64)
