@@ -34,6 +34,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float, default=d.weight_decay)
     p.add_argument("--grad-clip", type=float, default=d.grad_clip)
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                   help="precision of the projections (bf16: mixed precision, f32 masters)")
+    p.add_argument("--attention-dtype", default="f32", choices=["f32", "bf16"])
     p.add_argument("--dropout", type=float, default=m.dropout)
     p.add_argument("--attn-dropout", type=float, default=m.attention_dropout)
     p.add_argument("--hidden", type=int, default=m.hidden_size)
@@ -56,7 +59,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def train_config(a: argparse.Namespace) -> nn.TrainConfig:
     c = nn.TrainConfig(steps=a.steps, batch=a.batch, seq=a.seq, lr=a.lr, min_lr=a.min_lr,
                        warmup=a.warmup, weight_decay=a.weight_decay, grad_clip=a.grad_clip,
-                       seed=a.seed)
+                       seed=a.seed, dtype=reprise.as_dtype(a.dtype),
+                       attention_dtype=reprise.as_dtype(a.attention_dtype))
     model = c.model  # a copy: assigned back below
     model.dropout, model.attention_dropout = a.dropout, a.attn_dropout
     model.hidden_size, model.num_hidden_layers = a.hidden, a.layers
@@ -108,14 +112,14 @@ def eta(steps: int, seconds_per_step: float) -> str:
 
 
 def evaluate(model: nn.LlamaForCausalLM, data: nn.TextDataset, batch: int, seq: int,
-             batches: int) -> float:
+             batches: int, precision: nn.autocast) -> float:
     """Mean held-out loss over fixed windows, in eval mode without grad: no
     dropout and no random numbers drawn, so the run is not disturbed."""
     windows = min(data.num_val_windows(seq), batches * batch)
     total = 0.0
     model.eval()
     try:
-        with reprise.no_grad():
+        with reprise.no_grad(), precision:
             for first in range(0, windows, batch):
                 n = min(batch, windows - first)
                 b = data.val_batch(first, n, seq)
@@ -150,6 +154,7 @@ def main(argv: list[str]) -> int:
     if ck.recompute_noise_ulps > 0:
         ck.on_mismatch = reprise.OnMismatch.report  # noise exists to be measured
     layers = nn.LayerCheckpointing(ck, gen)
+    precision = nn.autocast(c.dtype, c.attention_dtype)
 
     entropy = nn.corpus_entropy()
     peak_flops, peak_how = machine_peak(reprise.num_threads())
@@ -168,7 +173,10 @@ def main(argv: list[str]) -> int:
              m.dropout, m.attention_dropout, c.seed))
     print(f"compute  checkpoint {ck.policy_string()}, rng replay {ck.rng_replay.name}, "
           f"verify {ck.verify.name}, noise {ck.recompute_noise_ulps} ulps, "
-          f"{reprise.num_threads()} threads, cpu {reprise.cpu_capability().name}, device cpu")
+          f"{reprise.num_threads()} threads, cpu {reprise.cpu_capability().name}, device cpu, "
+          f"dtype {c.dtype.name}")
+    if c.attention_dtype != reprise.float32:
+        print(f"         attention in {c.attention_dtype.name}")
     print(f"peak     {peak_how}", flush=True)
 
     window_tokens = window_peak_saved = window_peak_total = 0
@@ -181,7 +189,8 @@ def main(argv: list[str]) -> int:
         lr = schedule.lr(step - 1)
         opt.lr = lr
         batch = data.sample(c.batch, c.seq, gen)
-        out = model(batch.input_ids, layers)
+        with precision:
+            out = model(batch.input_ids, layers)
         loss = model.causal_lm_loss(out, batch.labels)
         reprise.backward(loss)
         last_loss = loss.item()
@@ -208,7 +217,7 @@ def main(argv: list[str]) -> int:
             continue
         val = None
         if do_eval and data.num_val_windows(c.seq) > 0:
-            val = last_val = evaluate(model, data, c.batch, c.seq, a.eval_batches)
+            val = last_val = evaluate(model, data, c.batch, c.seq, a.eval_batches, precision)
         tokens_per_s = window_tokens / window_seconds
         line = "step %5d/%d | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s" % (
             step, c.steps, last_loss, lr, grad_norm, tokens_per_s)

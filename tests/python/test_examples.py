@@ -62,9 +62,12 @@ def test_train_tiny_llama_prints_the_cpp_trainers_losses():
 
 
 @pytest.mark.skipif(llama_train_binary() is None, reason="no llama_train binary built")
-def test_train_tiny_llama_matches_the_llama_train_binary():
-    ours = values(run([sys.executable, str(EXAMPLES / "train_tiny_llama.py"), *FLAGS]))
-    theirs = values(run([str(llama_train_binary()), *FLAGS]))
+@pytest.mark.parametrize("precision", [[], ["--dtype", "bf16", "--attention-dtype", "bf16"]],
+                         ids=["f32", "bf16"])
+def test_train_tiny_llama_matches_the_llama_train_binary(precision):
+    flags = [*FLAGS, *precision]
+    ours = values(run([sys.executable, str(EXAMPLES / "train_tiny_llama.py"), *flags]))
+    theirs = values(run([str(llama_train_binary()), *flags]))
     assert ours == theirs
 
 
