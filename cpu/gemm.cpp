@@ -420,11 +420,20 @@ void run_product(const Problem& p, const T* a, const T* b, T* c) {
   });
 }
 
+// t widened to f32 in its memory order: a transposed view (the backward's
+// w^T and g^T) widens as its transpose and is read back transposed, which
+// the GEMM reads in place, instead of being copied across its strides.
+Tensor widened(const Tensor& t) {
+  if (t.stride(-2) == 1 && t.stride(-1) != 1)
+    return t.transpose(-1, -2).to(DType::f32).transpose(-1, -2);
+  return t.to(DType::f32);
+}
+
 // a (..., M, K) and b (..., K, N) of a 16-bit float dtype: there is no
 // 16-bit kernel, so both widen to f32 (exactly), the f32 product
 // accumulates in f32 and each element rounds once to the 16-bit dtype.
 Tensor product_16bit(CpuBackend& cpu, const Tensor& a, const Tensor& b) {
-  return cpu.matmul(a.to(DType::f32), b.to(DType::f32)).to(a.dtype());
+  return cpu.matmul(widened(a), widened(b)).to(a.dtype());
 }
 
 }  // namespace
