@@ -15,7 +15,8 @@
 #   scripts/gpu_check.sh                # build in build/gpu, run everything
 #   REPRISE_JOBS=8 scripts/gpu_check.sh # fewer build jobs
 #
-# Budget: about 8 minutes on 16 cores (the build is most of it).
+# Budget: about 8 minutes on 16 cores (the build is most of it; the 1B runs
+# time 6 steps each). Every step that fails is listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${REPRISE_JOBS:-$(nproc)}
@@ -24,6 +25,18 @@ summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 say() { echo "== $*"; }
 fail() { echo "gpu_check: $*" >&2; exit 1; }
+# A GPU machine is lent for minutes at a time, so a failing step is
+# recorded in the summary and the script goes on; it exits 1 at the end if
+# any step failed.
+failures=0
+try() {
+  if ! "$@"; then
+    echo "FAILED: $*" | tee -a "$summary"
+    failures=$((failures + 1))
+  fi
+}
+# A command whose output also goes to the summary.
+logged() { "$@" | tee -a "$summary"; }
 
 command -v nvidia-smi >/dev/null || fail "nvidia-smi not found: no NVIDIA driver on this machine"
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1) ||
@@ -42,16 +55,15 @@ cmake --build "$build" -j"$jobs" --target test_gpu test_cuda test_ops bench_gpu_
 echo "build: $(($(date +%s) - start)) s"
 
 say "GPU tests (CTest label gpu), the simulated kernels, every op on CUDA against the CPU"
-ctest --test-dir "$build" --output-on-failure -L gpu --timeout 600
-"$build/tests/test_cuda" --gtest_brief=1
-"$build/tests/test_ops" --gtest_filter='*EveryCaseOnCudaMatchesTheCpu*' --gtest_brief=1
+try ctest --test-dir "$build" --output-on-failure -L gpu --timeout 600
+try "$build/tests/test_cuda" --gtest_brief=1
+try "$build/tests/test_ops" --gtest_filter='*EveryCaseOnCudaMatchesTheCpu*' --gtest_brief=1
 
 say "the example trainers on the GPU (40 steps each; Llama in f32 and bf16, MoE in bf16)"
-"$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10 | tee -a "$summary"
-"$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10 --dtype bf16 |
-  tee -a "$summary"
-"$build/examples/moe_train/moe_train" --device cuda --steps 40 --log-every 10 --dtype bf16 |
-  tee -a "$summary"
+try logged "$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10
+try logged "$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10 \
+  --dtype bf16
+try logged "$build/examples/moe_train/moe_train" --device cuda --steps 40 --log-every 10 --dtype bf16
 
 # One reprise run of bench_gpu_train, then (dense models, checkpointing none
 # or full, attention's dtype left at its default, torch with CUDA
@@ -66,12 +78,16 @@ else
 fi
 pair() {
   local line peak flops
-  line=$("$build/bench/bench_gpu_train" "$@" | tee -a "$summary")
+  if ! line=$("$build/bench/bench_gpu_train" "$@" | tee -a "$summary"); then
+    echo "FAILED: bench_gpu_train $*" | tee -a "$summary"
+    failures=$((failures + 1))
+    return 0
+  fi
   [[ $have_torch == 1 && " $* " != *" --moe "* && " $* " != *" op-sac "* &&
     " $* " != *" --attention-dtype "* ]] || return 0
   peak=$(echo "$line" | sed -E 's/.* of ([0-9.]+) TFLOP.*/\1e12/')
   flops=$(echo "$line" | sed -E 's/.*, ([0-9.e+]+) FLOP\/token.*/\1/')
-  python3 bench/gpu/gpu_train_torch.py "$@" --peak "$peak" --flops "$flops" | tee -a "$summary"
+  try logged python3 bench/gpu/gpu_train_torch.py "$@" --peak "$peak" --flops "$flops"
 }
 
 say "training throughput, f32 (batch 8 x 512, hidden 1024, 8 layers, 20 timed steps)"
@@ -81,7 +97,7 @@ say "training throughput, bf16, attention in f32 (ours) and bf16 (cuDNN's): the 
 for c in none full op-sac; do pair --dtype bf16 --checkpoint "$c"; done
 for c in none full; do pair --dtype bf16 --attention-dtype bf16 --checkpoint "$c"; done
 for c in none full; do pair --moe --dtype bf16 --checkpoint "$c"; done
-big=(--dtype bf16 --hidden 2048 --layers 16 --batch 4 --seq 2048 --steps 10)
+big=(--dtype bf16 --hidden 2048 --layers 16 --batch 4 --seq 2048 --steps 6 --warmup 2)
 for c in none full; do
   pair "${big[@]}" --checkpoint "$c"
   pair "${big[@]}" --attention-dtype bf16 --checkpoint "$c"
@@ -89,3 +105,4 @@ done
 
 say "summary for bench/RESULTS.md ($(date +%F), $gpu)"
 sed 's/^/    /' "$summary"
+((failures == 0)) || fail "$failures step(s) failed (FAILED lines above)"
