@@ -157,7 +157,13 @@ void bind_nn(nb::module_& m) {
             new (self) AutocastScope{dtype.get(), attention.get(), std::nullopt};
           },
           arg("dtype"), arg("attention") = "f32")
-      .def("__enter__", [](AutocastScope& a) { a.scope.emplace(a.dtype, a.attention); })
+      .def("__enter__",
+           [](AutocastScope& a) {
+             REPRISE_CHECK(!a.scope,
+                           "autocast: this scope is already open (make another one to "
+                           "nest)");
+             a.scope.emplace(a.dtype, a.attention);
+           })
       .def("__exit__", [](AutocastScope& a, nb::args) { a.scope.reset(); });
 
   // ---- configs -----------------------------------------------------------------

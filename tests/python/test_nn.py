@@ -49,6 +49,11 @@ def test_autocast_matches_pytorch_under_the_same_bf16_policy():
     with pytest.raises(reprise.Error, match="f64"):
         with nn.autocast("f64"):
             pass
+    scope = nn.autocast("bf16")
+    with scope:
+        with pytest.raises(reprise.Error, match="already open"):
+            with scope:
+                pass
 
 
 def test_module_tree_has_hugging_face_names_and_shares_parameters():
