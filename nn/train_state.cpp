@@ -41,6 +41,13 @@ LlamaConfig default_train_model() {
 
 // ---- TrainConfig ------------------------------------------------------------
 
+std::optional<DType> run_dtype_named(std::string_view name) {
+  for (const DType t : {DType::f32, DType::bf16}) {
+    if (name == dtype_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
 void TrainConfig::validate() const {
   model.validate();
   REPRISE_CHECK(steps >= 1, "TrainConfig: steps must be >= 1, got ", steps);
@@ -58,10 +65,9 @@ void TrainConfig::validate() const {
   REPRISE_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                 "TrainConfig: betas must be in [0, 1), got ", beta1, " and ", beta2);
   REPRISE_CHECK(grad_clip >= 0, "TrainConfig: grad_clip must be >= 0 (0: off), got ", grad_clip);
-  // f16 would need loss scaling to keep small gradients from flushing to zero.
-  REPRISE_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-                "TrainConfig: dtype must be f32 or bf16, got ", dtype_name(dtype));
-  REPRISE_CHECK(attention_dtype == DType::f32 || attention_dtype == DType::bf16,
+  REPRISE_CHECK(run_dtype_named(dtype_name(dtype)), "TrainConfig: dtype must be f32 or bf16, got ",
+                dtype_name(dtype));
+  REPRISE_CHECK(run_dtype_named(dtype_name(attention_dtype)),
                 "TrainConfig: attention_dtype must be f32 or bf16, got ",
                 dtype_name(attention_dtype));
   checkpointing.validate();
@@ -118,12 +124,13 @@ const std::string& string_field(const json::Value& v, const char* key, const std
   return f.as_string();
 }
 
-// A TrainConfig dtype: "f32" or "bf16".
+// A TrainConfig dtype (run_dtype_named).
 DType dtype_field(const json::Value& v, const char* key, const std::string& where) {
   const std::string& name = string_field(v, key, where);
-  if (name == "f32") return DType::f32;
-  if (name == "bf16") return DType::bf16;
-  REPRISE_FAIL(where, ": field \"", key, "\" must be \"f32\" or \"bf16\", got \"", name, "\"");
+  const std::optional<DType> dtype = run_dtype_named(name);
+  REPRISE_CHECK(dtype, where, ": field \"", key, "\" must be \"f32\" or \"bf16\", got \"", name,
+                "\"");
+  return *dtype;
 }
 
 uint64_t parse_u64(const std::string& s, int base, const std::string& what) {

@@ -54,7 +54,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/json.h"
@@ -68,6 +70,13 @@ namespace reprise::nn {
 // The example's default model: a small byte-level Llama that learns the
 // built-in corpus's grammar within a couple of minutes on two cores.
 LlamaConfig default_train_model();
+
+// The dtype a run computes its projections or attention in
+// (TrainConfig::dtype, attention_dtype), by name: "f32" or "bf16"; nullopt
+// for any other name (f16 would need loss scaling to keep small gradients
+// from flushing to zero). The trainers' flags and the checkpoint reader
+// parse with it.
+std::optional<DType> run_dtype_named(std::string_view name);
 
 struct TrainConfig {
   // What is computed: a resumed run must agree on all of these.

@@ -12,7 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string>
 
 #include "autograd/backward.h"
@@ -23,6 +23,7 @@
 #include "nn/device.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
+#include "nn/train_state.h"
 
 using namespace reprise;
 
@@ -52,9 +53,9 @@ Args parse(int argc, char** argv) {
       return argv[++i];
     };
     auto dtype = [&] {
-      const std::string v = next();
-      if (v != "f32" && v != "bf16") usage();
-      return v == "bf16" ? DType::bf16 : DType::f32;
+      const std::optional<DType> d = nn::run_dtype_named(next());
+      if (!d) usage();
+      return *d;
     };
     if (f == "--moe") {
       a.moe = true;

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -106,9 +107,9 @@ Options parse_flags(int argc, char** argv, bool& help) {
       }
     } else if (a == "--dtype") {
       const std::string v = value();
-      if (v != "f32" && v != "bf16")
-        throw UsageError("--dtype: expected f32 or bf16, got '" + v + "'");
-      o.dtype = v == "bf16" ? DType::bf16 : DType::f32;
+      const std::optional<DType> dtype = nn::run_dtype_named(v);
+      if (!dtype) throw UsageError("--dtype: expected f32 or bf16, got '" + v + "'");
+      o.dtype = *dtype;
     } else {
       throw UsageError("unknown flag '" + a + "'");
     }

@@ -80,9 +80,9 @@ FlagTable common_flags() {
   };
   auto dtype_into = [](const char* flag, DType nn::TrainConfig::*field) {
     return [flag, field](Options& o, const std::string& v) {
-      if (v != "f32" && v != "bf16")
-        throw UsageError(std::string(flag) + ": expected f32 or bf16, got '" + v + "'");
-      o.config.*field = v == "bf16" ? DType::bf16 : DType::f32;
+      const std::optional<DType> dtype = nn::run_dtype_named(v);
+      if (!dtype) throw UsageError(std::string(flag) + ": expected f32 or bf16, got '" + v + "'");
+      o.config.*field = *dtype;
     };
   };
   return {
