@@ -115,8 +115,7 @@ class SimExec {
 
   void gemm(const GemmProblem& p) const {
     dispatch_all(p.dtype, "matmul", [&]<class T>() {
-      if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> ||
-                    std::is_same_v<T, float16>) {
+      if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>) {
         using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
         for (int64_t i = 0; i < p.batch; ++i) {
           const T* a = static_cast<const T*>(p.a) + i * p.stride_a;

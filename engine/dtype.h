@@ -179,8 +179,8 @@ REPRISE_HD float to_float_odd(int64_t v) {
 // them through detail::to_float_odd, not through the nearest float.
 template <class To, class From>
 REPRISE_HD To convert(From v) {
-  constexpr bool kFromHalf = std::is_same_v<From, bfloat16> || std::is_same_v<From, float16>;
-  constexpr bool kToHalf = std::is_same_v<To, bfloat16> || std::is_same_v<To, float16>;
+  constexpr bool kFromHalf = is_16bit_float_v<From>;
+  constexpr bool kToHalf = is_16bit_float_v<To>;
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (kFromHalf) {

@@ -22,7 +22,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "engine/half.h"
 #include "engine/hd.h"
@@ -333,7 +332,7 @@ REPRISE_HD uint64_t splitmix64(uint64_t x) {
 // zeros count as one). The caller keeps v where the result is not finite.
 template <class F>
 REPRISE_HD F step_ulps(F v, int64_t d) {
-  if constexpr (std::is_same_v<F, bfloat16> || std::is_same_v<F, float16>) {
+  if constexpr (is_16bit_float_v<F>) {
     const int64_t magnitude = v.bits & 0x7fff;
     const int64_t moved = ((v.bits & 0x8000) ? -magnitude : magnitude) + d;
     if (moved > 0x7fff || moved < -0x7fff) return v;
@@ -349,7 +348,7 @@ REPRISE_HD F step_ulps(F v, int64_t d) {
 // Whether v is finite, for any floating element type.
 template <class F>
 REPRISE_HD bool is_finite(F v) {
-  if constexpr (std::is_same_v<F, bfloat16> || std::is_same_v<F, float16>) {
+  if constexpr (is_16bit_float_v<F>) {
     return std::isfinite(static_cast<float>(v));
   } else {
     return std::isfinite(v);

@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine/hd.h"
 
@@ -98,5 +99,10 @@ struct float16 {
     return h;
   }
 };
+
+// Whether T is bf16 or f16: a 16-bit storage type whose arithmetic goes
+// through float (is_16bit_float for a runtime DType).
+template <class T>
+inline constexpr bool is_16bit_float_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
 }  // namespace reprise
