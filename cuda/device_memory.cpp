@@ -2,8 +2,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <map>
-#include <mutex>
 #include <vector>
 
 #include "cuda/runtime.h"
@@ -63,14 +61,8 @@ DeviceMemory::DeviceMemory(Device device)
     : device_(device), api_(new Api(device)), allocator_(*api_) {}
 
 DeviceMemory& DeviceMemory::of(Device device) {
-  // One per device, never destroyed: storage that outlives static
-  // destruction still frees through it.
-  static std::mutex mutex;
-  static auto* all = new std::map<int, DeviceMemory*>;
-  const std::lock_guard<std::mutex> lock(mutex);
-  DeviceMemory*& m = (*all)[device.index()];
-  if (m == nullptr) m = new DeviceMemory(device);
-  return *m;
+  // Storage that outlives static destruction still frees through it.
+  return one_per_device<DeviceMemory>(device, [](Device d) { return new DeviceMemory(d); });
 }
 
 void* DeviceMemory::try_allocate(size_t nbytes) {

@@ -25,6 +25,7 @@
 #include "cuda/device_memory.h"
 #include "cuda/kernels/matmul.h"
 #include "cuda/launch.cuh"
+#include "cuda/runtime.h"
 
 namespace reprise::cuda {
 namespace {
@@ -91,13 +92,7 @@ class Gemm {
   }
 
   static Gemm& of(Device device) {
-    // One per device, never destroyed (kernels may still be queued at exit).
-    static std::mutex mutex;
-    static auto* all = new std::map<int, Gemm*>;
-    const std::lock_guard<std::mutex> lock(mutex);
-    Gemm*& g = (*all)[device.index()];
-    if (g == nullptr) g = new Gemm(device);
-    return *g;
+    return one_per_device<Gemm>(device, [](Device d) { return new Gemm(d); });
   }
 
   void run(const GemmProblem& p, cudaStream_t stream) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "cuda/runtime.h"
 
@@ -20,13 +19,8 @@ PinnedStaging::PinnedStaging(Device device) : device_(device) {
 }
 
 PinnedStaging& PinnedStaging::of(Device device) {
-  // One per device, never destroyed (pinned memory goes back at exit).
-  static std::mutex mutex;
-  static auto* all = new std::map<int, PinnedStaging*>;
-  const std::lock_guard<std::mutex> lock(mutex);
-  PinnedStaging*& s = (*all)[device.index()];
-  if (s == nullptr) s = new PinnedStaging(device);
-  return *s;
+  // Pinned memory goes back at exit.
+  return one_per_device<PinnedStaging>(device, [](Device d) { return new PinnedStaging(d); });
 }
 
 void PinnedStaging::upload(void* dst, const void* host_src, size_t nbytes, cudaStream_t stream) {

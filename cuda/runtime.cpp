@@ -1,8 +1,6 @@
 #include "cuda/runtime.h"
 
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "engine/error.h"
 
@@ -25,16 +23,11 @@ DeviceGuard::~DeviceGuard() {
 }
 
 const cudaDeviceProp& properties(Device device) {
-  static std::mutex mutex;
-  static auto* cache = new std::map<int, std::unique_ptr<cudaDeviceProp>>;
-  const std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = (*cache)[device.index()];
-  if (!slot) {
+  return one_per_device<cudaDeviceProp>(device, [](Device d) {
     auto prop = std::make_unique<cudaDeviceProp>();
-    check(cudaGetDeviceProperties(prop.get(), device.index()), "cudaGetDeviceProperties", device);
-    slot = std::move(prop);
-  }
-  return *slot;
+    check(cudaGetDeviceProperties(prop.get(), d.index()), "cudaGetDeviceProperties", d);
+    return prop.release();
+  });
 }
 
 }  // namespace reprise::cuda

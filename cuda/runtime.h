@@ -5,6 +5,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
+
 #include "engine/device.h"
 
 namespace reprise::cuda {
@@ -27,5 +30,18 @@ class DeviceGuard {
 
 // The device's properties, read once.
 const cudaDeviceProp& properties(Device device);
+
+// The one T of `device`: made by make(device) (a new T) on first use, under
+// a lock, and never destroyed, since work may still be queued on the
+// device, or storage freed through it, when static destructors run.
+template <class T, class Make>
+T& one_per_device(Device device, Make make) {
+  static std::mutex mutex;
+  static auto* all = new std::map<int, T*>;
+  const std::lock_guard<std::mutex> lock(mutex);
+  T*& one = (*all)[device.index()];
+  if (one == nullptr) one = make(device);
+  return *one;
+}
 
 }  // namespace reprise::cuda

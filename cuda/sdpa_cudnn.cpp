@@ -69,12 +69,7 @@ struct Built {
 class Attention {
  public:
   static Attention& of(Device device) {
-    static std::mutex mutex;
-    static auto* all = new std::map<int, Attention*>;
-    const std::lock_guard<std::mutex> lock(mutex);
-    Attention*& a = (*all)[device.index()];
-    if (a == nullptr) a = new Attention(device);
-    return *a;
+    return one_per_device<Attention>(device, [](Device d) { return new Attention(d); });
   }
 
   // The handle, set to this thread's current stream of the device.
