@@ -1,6 +1,7 @@
 #include "io/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,6 +103,34 @@ bool write_all(int fd, const void* src, size_t n) {
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
+// read_into copies this many source bytes at a time, then releases their
+// pages: the mapped bytes resident at once stay a few megabytes whatever
+// the tensor's size. A multiple of every element size.
+constexpr size_t kReadChunkBytes = size_t(4) << 20;
+
+// Drops the pages that hold [p, p + n) from the resident set. They are
+// clean pages of a read-only file mapping, so a later read of them (another
+// tensor's bytes in a shared page, another thread) faults them back in from
+// the file: this only frees memory. A failure only leaves them resident.
+void release_pages(const uint8_t* p, size_t n, const uint8_t* map, size_t map_bytes) {
+  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = std::max(uintptr_t(p) & ~(page - 1), uintptr_t(map));
+  const uintptr_t hi =
+      std::min((uintptr_t(p) + n + page - 1) & ~(page - 1), uintptr_t(map) + map_bytes);
+  if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
+// n elements of From at `in` (any alignment: a header of any length puts
+// the buffer at any offset) converted into `out`.
+template <class To, class From>
+void convert_elements(To* out, const uint8_t* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    From v;
+    std::memcpy(&v, in + i * sizeof(From), sizeof(From));
+    out[i] = convert<To>(v);
+  }
+}
+
 // A non-negative integer from the header, or an Error saying what it is.
 uint64_t header_uint(const json::Value& v, const std::string& where) {
   REPRISE_CHECK(v.is_int(), where, ": expected a non-negative integer, got ",
@@ -185,11 +214,16 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept { *this = std
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   if (this != &other) {
+    unmap();
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
+    file_size_ = other.file_size_;
     data_start_ = other.data_start_;
     data_bytes_ = other.data_bytes_;
+    map_ = std::exchange(other.map_, nullptr);
+    map_bytes_ = std::exchange(other.map_bytes_, 0);
+    data_ = std::exchange(other.data_, nullptr);
     names_ = std::move(other.names_);
     infos_ = std::move(other.infos_);
     metadata_ = std::move(other.metadata_);
@@ -198,7 +232,15 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
 }
 
 SafetensorsFile::~SafetensorsFile() {
+  unmap();
   if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsFile::unmap() {
+  if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), map_bytes_);
+  map_ = nullptr;
+  data_ = nullptr;
+  map_bytes_ = 0;
 }
 
 bool SafetensorsFile::contains(const std::string& name) const { return infos_.count(name) != 0; }
@@ -217,25 +259,74 @@ const TensorInfo& SafetensorsFile::info(const std::string& name) const {
                names_.empty() ? "" : ": " + known);
 }
 
+void SafetensorsFile::check_unchanged(const std::string& name) const {
+  struct stat st;
+  REPRISE_CHECK(::fstat(fd_, &st) == 0, "safetensors: ", path_, ": reading tensor ", quoted(name),
+                " failed: cannot stat the file: ", errno_text());
+  const uint64_t now = uint64_t(st.st_size);
+  REPRISE_CHECK(now == file_size_, "safetensors: ", path_, ": reading tensor ", quoted(name),
+                " failed: the file is ", now < file_size_ ? "shorter" : "longer",
+                " than when it was opened (", file_size_, " bytes then, ", now,
+                " now); another process is rewriting it in place");
+}
+
 Tensor SafetensorsFile::get(const std::string& name) const {
   const TensorInfo& ti = info(name);
   REPRISE_CHECK(ti.dtype.has_value(), "safetensors: ", path_, ": tensor ", quoted(name),
                 " has dtype ", ti.dtype_name,
                 ", which reprise cannot load (supported: F64, F32, BF16, F16, I64, I32, BOOL)");
   Tensor t = Tensor::empty(ti.shape, *ti.dtype);
-  size_t n = size_t(ti.end - ti.begin);
-  REPRISE_CHECK(pread_all(fd_, t.raw_data(), n, data_start_ + ti.begin), "safetensors: ", path_,
-                ": reading tensor ", quoted(name),
-                " failed: the file is shorter than when it was opened");
-  if (ti.dtype == DType::boolean) {
-    // A bool byte other than 0 or 1 is undefined behaviour once read as bool.
-    const auto* bytes = static_cast<const uint8_t*>(t.raw_data());
-    for (size_t i = 0; i < n; ++i) {
-      REPRISE_CHECK(bytes[i] <= 1, "safetensors: ", path_, ": BOOL tensor ", quoted(name),
-                    " has byte value ", int(bytes[i]), " at element ", i, " (expected 0 or 1)");
-    }
-  }
+  read_into(name, t);
   return t;
+}
+
+void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
+  const TensorInfo& ti = info(name);
+  const std::string where = "safetensors: " + path_ + ": tensor " + quoted(name);
+  REPRISE_CHECK(ti.dtype.has_value(), where, " has dtype ", ti.dtype_name,
+                ", which reprise cannot load (supported: F64, F32, BF16, F16, I64, I32, BOOL)");
+  const DType from = *ti.dtype;
+  REPRISE_CHECK(dst.defined(), where, ": read_into: the destination tensor is undefined");
+  const std::string stored = ti.dtype_name + to_string(ti.shape);
+  REPRISE_CHECK(dst.device().is_cpu() && dst.is_contiguous(), where, " (", stored,
+                "): read_into needs a contiguous CPU destination, got ", dst.describe(),
+                dst.is_contiguous() ? "" : " with strides " + to_string(dst.strides()));
+  REPRISE_CHECK(dst.shape() == ti.shape, where, " is ", stored, " but the destination is ",
+                dst.describe(), ": the shapes differ");
+  REPRISE_CHECK(from == dst.dtype() || (is_floating(from) && is_floating(dst.dtype())), where,
+                " is ", stored, " but the destination is ", dst.describe(),
+                ": read_into converts between F32, F64, BF16 and F16 (into f32, f64, bf16 or f16) "
+                "and reads I64, I32 and BOOL only into their own dtype");
+  check_unchanged(name);
+
+  const size_t n = size_t(ti.end - ti.begin);
+  const size_t from_size = dtype_size(from);
+  const uint8_t* src = data_ + ti.begin;
+  auto* out = static_cast<uint8_t*>(dst.raw_data());
+  for (size_t done = 0; done < n; done += kReadChunkBytes) {
+    const size_t len = std::min(kReadChunkBytes, n - done);
+    const uint8_t* chunk = src + done;
+    if (from == DType::boolean) {
+      // A bool byte other than 0 or 1 is undefined behaviour once read as bool.
+      for (size_t i = 0; i < len; ++i) {
+        REPRISE_CHECK(chunk[i] <= 1, "safetensors: ", path_, ": BOOL tensor ", quoted(name),
+                      " has byte value ", int(chunk[i]), " at element ", done + i,
+                      " (expected 0 or 1)");
+      }
+    }
+    const size_t first = done / from_size;  // the chunk's first element
+    if (from == dst.dtype()) {
+      std::memcpy(out + done, chunk, len);
+    } else {
+      dispatch_any_float(dst.dtype(), "safetensors read_into", [&]<class To>() {
+        dispatch_any_float(from, "safetensors read_into", [&]<class From>() {
+          convert_elements<To, From>(reinterpret_cast<To*>(out) + first, chunk, len / from_size);
+        });
+      });
+    }
+    release_pages(chunk, len, map_, map_bytes_);
+  }
+  dst.storage()->bump_version();
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
@@ -326,6 +417,20 @@ SafetensorsFile read_safetensors(const std::string& path) {
                 " bytes but the data buffer has ", buffer_size,
                 " (bytes past the last tensor belong to no tensor)");
   file.data_bytes_ = buffer_size;
+  file.file_size_ = file_size;
+
+  // Map from the page that holds the buffer's first byte (mmap offsets are
+  // page-aligned) to the end of the file. An empty buffer needs no mapping.
+  if (buffer_size > 0) {
+    const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+    const uint64_t map_start = file.data_start_ & ~(page - 1);
+    file.map_bytes_ = size_t(file_size - map_start);
+    void* map = ::mmap(nullptr, file.map_bytes_, PROT_READ, MAP_SHARED, file.fd_, off_t(map_start));
+    REPRISE_CHECK(map != MAP_FAILED, "safetensors: ", path, ": cannot map its ", buffer_size,
+                  "-byte data buffer: ", errno_text());
+    file.map_ = static_cast<const uint8_t*>(map);
+    file.data_ = file.map_ + (file.data_start_ - map_start);
+  }
   return file;
 }
 

@@ -10,15 +10,24 @@
 //              are row-major little-endian, and together they cover the
 //              buffer exactly (no holes, no overlaps).
 //
-// Reading opens the file, reads and validates the header and keeps the file
-// open; get() reads one tensor's bytes straight into a new CPU tensor with
-// pread. Why not read the whole file or mmap it: a model checkpoint is as
-// large as the model, so reading it whole doubles peak memory while it
-// loads; an mmap'd file that another process truncates kills the reader
-// with SIGBUS, and its pages alias the file rather than the 64-byte aligned,
-// MemoryStats-counted storage every other tensor has. pread costs one copy,
-// the same copy either alternative needs to produce owned tensors, and a
-// file that shrinks under us becomes a short read, hence an Error.
+// Reading opens the file, reads and validates the header with pread, and
+// maps the data region read-only; get() and read_into() copy one tensor's
+// bytes out of the mapping into tensor storage, converting the dtype on
+// the way when asked, and then drop those pages from the process's
+// resident set. Why map rather than read: a model checkpoint is as large
+// as the model, and loading bf16 weights into f32 tensors through a read
+// buffer would hold the buffer and the tensor at once; from the mapping,
+// the pages are converted a few megabytes at a time and released, so
+// loading peaks near the tensors' own bytes. The tensors stay 64-byte
+// aligned, MemoryStats-counted storage like every other: the mapping is
+// never handed out. The price of a mapping is SIGBUS: a file that another
+// process truncates while a tensor is being copied out of it kills the
+// reader. So each read first checks that the file still has the size it
+// had when it was opened, which turns a truncation before the read into
+// an Error; only one during the copy itself still raises SIGBUS. Writers
+// that replace a file by rename, as write_safetensors does, never truncate
+// the file a reader holds open; writers that rewrite it in place (Python's
+// safetensors.save_file) must not run while it is being read.
 
 #include <cstdint>
 #include <map>
@@ -72,15 +81,39 @@ class SafetensorsFile {
   // the name is absent, its dtype has no reprise type, or the file changed
   // size since it was opened. Safe to call from several threads at once.
   Tensor get(const std::string& name) const;
+  // Copies tensor `name` into `dst`, a contiguous CPU tensor of the stored
+  // shape, converting from the stored dtype to dst's: F32, F64, BF16 and
+  // F16 into f32, f64, bf16 or f16 (engine/dtype.h convert, the rounding
+  // Tensor::to uses: 16-bit widening is exact, narrowing rounds to nearest
+  // even), I64, I32 and BOOL only into their own dtype; the same dtype is a
+  // byte copy. Reads straight from the mapping and releases each page it
+  // read (madvise MADV_DONTNEED), so the file's bytes do not stay in the
+  // process's RSS. Raises an Error naming the file, the tensor, the stored
+  // and the destination shapes and dtypes when dst does not fit, when the
+  // name is absent, or when the file changed size since it was opened;
+  // after an Error raised while copying (a BOOL byte other than 0 or 1)
+  // dst's contents are unspecified. Safe to call from several threads at
+  // once, into distinct destinations.
+  void read_into(const std::string& name, Tensor& dst) const;
 
  private:
   friend SafetensorsFile read_safetensors(const std::string& path);
   SafetensorsFile() = default;
 
+  // Fails unless the file still has the size it had when it was opened.
+  void check_unchanged(const std::string& name) const;
+  void unmap();
+
   std::string path_;
   int fd_ = -1;
+  uint64_t file_size_ = 0;   // at open
   uint64_t data_start_ = 0;  // 8 + N
   uint64_t data_bytes_ = 0;
+  // The read-only mapping of the file from the page that holds data_start_
+  // to its end; null when the data buffer is empty.
+  const uint8_t* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const uint8_t* data_ = nullptr;  // the data buffer's first byte, inside the mapping
   std::vector<std::string> names_;
   std::map<std::string, TensorInfo> infos_;
   std::map<std::string, std::string> metadata_;

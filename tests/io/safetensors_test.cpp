@@ -1,7 +1,8 @@
 // io/safetensors: bitwise round trips, reading a file written by Python's
 // safetensors, one test per malformed-file check, a truncation/corruption
-// sweep (run it under ASan too), the atomicity of writes, and reads of one
-// file from several threads (run under TSan by scripts/tsan.sh).
+// sweep (run it under ASan too), the atomicity of writes, reads of one
+// file from several threads (run under TSan by scripts/tsan.sh), and
+// read_into's dtype conversions, checks and chunked copies.
 
 #include "io/safetensors.h"
 
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -629,6 +631,224 @@ TEST_F(SafetensorsTest, DataBytesIsTheSizeOfTheTensorsTogether) {
   write_safetensors(path("w.safetensors"),
                     {{"a", Tensor::ones({3})}, {"b", Tensor::ones({2, 2}, DType::f64)}});
   EXPECT_EQ(read_safetensors(path("w.safetensors")).data_bytes(), 3u * 4 + 4u * 8);
+}
+
+// ---- read_into: into a caller's tensor, converting between float dtypes ----
+
+constexpr DType kFloatDTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
+
+// n elements of `dtype`: random bytes (NaN payloads included), then signed
+// zeros, infinities, values at bf16 and f16 rounding ties, subnormals of
+// every width and values past the 16-bit ranges at the front.
+Tensor float_values(DType dtype, int64_t n, uint32_t seed) {
+  Tensor t = pattern(dtype, {n}, seed);
+  const std::vector<double> special = {
+      0.0,           -0.0,      INFINITY,       -INFINITY,      NAN,    1.0 + 0x1p-8, 1.0 + 3e-3,
+      1.0 + 0x1p-11, 1.0 / 3.0, 0x1p-140,       0x1p-1074,      6e-8,   65504.0,      65520.0,
+      3.0e38,        1e300,     -1.5 * 0x1p-24, 0x1.fffffep127, 1e-310, -2.5};
+  Tensor front = Tensor::from_vector<double>(special, {int64_t(special.size())}).to(dtype);
+  std::memcpy(t.raw_data(), front.raw_data(), front.nbytes());
+  return t;
+}
+
+TEST_F(SafetensorsTest, ReadIntoConvertsBetweenFloatDTypesAsTensorToDoes) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (DType from : kFloatDTypes)
+    tensors.emplace_back(dtype_name(from),
+                         float_values(from, 3 * 257, uint32_t(from)).view({3, 257}));
+  write_safetensors(path("floats.safetensors"), tensors);
+  const SafetensorsFile file = read_safetensors(path("floats.safetensors"));
+  for (const auto& [name, stored] : tensors) {
+    for (DType to : kFloatDTypes) {
+      Tensor dst = Tensor::zeros({3, 257}, to);
+      file.read_into(name, dst);
+      EXPECT_TRUE(same_bytes(dst, stored.to(to))) << name << " into " << dtype_name(to);
+    }
+  }
+}
+
+TEST_F(SafetensorsTest, ReadIntoWidensEvery16BitPatternExactly) {
+  Tensor bf16 = Tensor::empty({65536}, DType::bf16), f16 = Tensor::empty({65536}, DType::f16);
+  for (uint32_t i = 0; i < 65536; ++i) {
+    bf16.data<bfloat16>()[i].bits = uint16_t(i);
+    f16.data<float16>()[i].bits = uint16_t(i);
+  }
+  write_safetensors(path("h.safetensors"), {{"bf16", bf16}, {"f16", f16}});
+  const SafetensorsFile file = read_safetensors(path("h.safetensors"));
+  Tensor wide = Tensor::empty({65536}, DType::f32);
+  file.read_into("bf16", wide);
+  for (uint32_t i = 0; i < 65536; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(wide.data<float>()[i]), i << 16) << "bf16 bits " << i;
+  // Exact: every f16 that is not NaN comes back from its f32 unchanged.
+  file.read_into("f16", wide);
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float v = wide.data<float>()[i];
+    if (std::isnan(v)) {
+      EXPECT_GT(i & 0x7fffu, 0x7c00u) << "f16 bits " << i << " are not a NaN";
+    } else {
+      ASSERT_EQ(float16(v).bits, i) << "f16 bits " << i;
+    }
+  }
+}
+
+TEST_F(SafetensorsTest, ReadIntoNarrowsF32ToBf16AsTensorToDoes) {
+  // 1 + 2^-8 is a tie that rounds to even (1.0); 1 + 3 * 2^-8 a tie that
+  // rounds up; 1 + 2^-8 + 2^-20 lies above the tie.
+  Tensor f32 = Tensor::from_vector<float>(
+      {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -0.0f, 3.4e38f}, {5});
+  write_safetensors(path("n.safetensors"), {{"w", f32}});
+  Tensor dst = Tensor::empty({5}, DType::bf16);
+  read_safetensors(path("n.safetensors")).read_into("w", dst);
+  EXPECT_TRUE(same_bytes(dst, f32.to(DType::bf16)));
+  const bfloat16* b = dst.data<bfloat16>();
+  EXPECT_EQ(b[0].bits, 0x3f80);
+  EXPECT_EQ(b[1].bits, 0x3f82);
+  EXPECT_EQ(b[2].bits, 0x3f81);
+  EXPECT_EQ(b[3].bits, 0x8000);
+  EXPECT_EQ(b[4].bits, 0x7f80);  // past bf16's largest finite value: infinity
+}
+
+TEST_F(SafetensorsTest, ReadIntoTheSameDTypeCopiesTheBytes) {
+  std::vector<std::pair<std::string, Tensor>> tensors = {
+      {"i64", pattern(DType::i64, {9}, 1)},        {"i32", pattern(DType::i32, {2, 5}, 2)},
+      {"bool", pattern(DType::boolean, {7}, 3)},   {"f32", pattern(DType::f32, {11}, 4)},
+      {"bf16", pattern(DType::bf16, {13}, 5)},     {"empty", Tensor::empty({0, 4}, DType::f16)},
+      {"scalar", Tensor::scalar(-2.0, DType::f64)}};
+  write_safetensors(path("same.safetensors"), tensors);
+  const SafetensorsFile file = read_safetensors(path("same.safetensors"));
+  for (const auto& [name, written] : tensors) {
+    Tensor dst = Tensor::zeros(written.shape(), written.dtype());
+    const uint64_t version = dst.version();
+    file.read_into(name, dst);
+    EXPECT_TRUE(same_bytes(dst, written)) << name;
+    EXPECT_GT(dst.version(), version) << name << ": an in-place write bumps the version";
+  }
+}
+
+TEST_F(SafetensorsTest, ReadIntoRefusesADestinationThatDoesNotFit) {
+  write_safetensors(path("f.safetensors"), {{"w", Tensor::ones({3, 5})},
+                                            {"i", Tensor::from_vector<int64_t>({1, 2}, {2})},
+                                            {"m", Tensor::zeros({2}, DType::boolean)}});
+  write_bytes(path("u8.safetensors"),
+              file_bytes(R"({"u":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})", "abc"));
+  const SafetensorsFile file = read_safetensors(path("f.safetensors"));
+  const std::string at = "safetensors: " + path("f.safetensors") + ": tensor ";
+
+  Tensor wrong_shape = Tensor::zeros({5, 3});
+  EXPECT_EQ(error_of([&] { file.read_into("w", wrong_shape); }),
+            at + "'w' is F32[3, 5] but the destination is f32[5, 3] cpu: the shapes differ");
+  const std::string rule =
+      ": read_into converts between F32, F64, BF16 and F16 (into f32, f64, bf16 or f16) and "
+      "reads I64, I32 and BOOL only into their own dtype";
+  Tensor f32 = Tensor::zeros({2});
+  EXPECT_EQ(error_of([&] { file.read_into("i", f32); }),
+            at + "'i' is I64[2] but the destination is f32[2] cpu" + rule);
+  EXPECT_EQ(error_of([&] { file.read_into("m", f32); }),
+            at + "'m' is BOOL[2] but the destination is f32[2] cpu" + rule);
+  Tensor i32 = Tensor::zeros({3, 5}, DType::i32);
+  EXPECT_EQ(error_of([&] { file.read_into("w", i32); }),
+            at + "'w' is F32[3, 5] but the destination is i32[3, 5] cpu" + rule);
+  EXPECT_EQ(i32.to_vector<int32_t>(), std::vector<int32_t>(15, 0)) << "a refused dst is untouched";
+
+  Tensor transposed = Tensor::zeros({5, 3}).transpose(0, 1);
+  EXPECT_EQ(error_of([&] { file.read_into("w", transposed); }),
+            at + "'w' (F32[3, 5]): read_into needs a contiguous CPU destination, got f32[3, 5] "
+                 "cpu with strides [1, 3]");
+  Tensor undefined;
+  EXPECT_EQ(error_of([&] { file.read_into("w", undefined); }),
+            at + "'w': read_into: the destination tensor is undefined");
+  EXPECT_HAS(error_of([&] { file.read_into("nope", f32); }), "no tensor 'nope'; the file has 3");
+  Tensor u8 = Tensor::zeros({3});
+  EXPECT_HAS(error_of([&] { read_safetensors(path("u8.safetensors")).read_into("u", u8); }),
+             "tensor 'u' has dtype U8, which reprise cannot load");
+}
+
+// The buffer starts wherever the header ends: a header whose length is not
+// a multiple of 8 (the format allows it) puts every tensor at an odd
+// address. Run under UBSan, a misaligned load would be reported here.
+TEST_F(SafetensorsTest, ReadIntoReadsABufferAtAnyOffset) {
+  const std::vector<float> values = {1.5f, -2.0f, 0x1p-149f};
+  std::string data(12, '\0');
+  std::memcpy(data.data(), values.data(), 12);
+  for (int pad = 0; pad < 8; ++pad) {
+    const std::string header = R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})" +
+                               std::string(size_t(pad), ' ');
+    write_bytes(path("odd.safetensors"), file_bytes(header, data));
+    const SafetensorsFile file = read_safetensors(path("odd.safetensors"));
+    Tensor f32 = Tensor::empty({3}), f64 = Tensor::empty({3}, DType::f64);
+    file.read_into("w", f32);
+    file.read_into("w", f64);
+    EXPECT_EQ(f32.to_vector<float>(), values) << "header of " << header.size() << " bytes";
+    EXPECT_EQ(f64.to_vector<double>(), (std::vector<double>{1.5, -2.0, 0x1p-149}));
+  }
+}
+
+// read_into copies a few megabytes at a time; tensors longer than that
+// convert and validate across the pieces as one.
+TEST_F(SafetensorsTest, ReadIntoTensorsOfManyMegabytes) {
+  const Tensor bf16 = float_values(DType::bf16, 3'000'001, 9);  // 6 MB
+  const Tensor f32 = float_values(DType::f32, 1'500'007, 10);   // 6 MB
+  Tensor mask = Tensor::zeros({5'000'000}, DType::boolean);
+  write_safetensors(path("big.safetensors"), {{"bf16", bf16}, {"f32", f32}, {"mask", mask}});
+  {
+    const SafetensorsFile file = read_safetensors(path("big.safetensors"));
+    Tensor wide = Tensor::empty(bf16.shape(), DType::f32);
+    file.read_into("bf16", wide);
+    EXPECT_TRUE(same_bytes(wide, bf16.to(DType::f32)));
+    Tensor narrow = Tensor::empty(f32.shape(), DType::f16);
+    file.read_into("f32", narrow);
+    EXPECT_TRUE(same_bytes(narrow, f32.to(DType::f16)));
+  }
+  // A bad BOOL byte past the first piece is found and named by its element.
+  std::string bytes = read_bytes(path("big.safetensors"));
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | uint8_t(bytes[size_t(i)]);
+  bytes[8 + header_len + bf16.nbytes() + f32.nbytes() + 4'700'000] = 2;
+  write_bytes(path("big.safetensors"), bytes);
+  EXPECT_HAS(error_of([&] { read_safetensors(path("big.safetensors")).get("mask"); }),
+             "BOOL tensor 'mask' has byte value 2 at element 4700000 (expected 0 or 1)");
+}
+
+TEST_F(SafetensorsTest, ReadIntoAfterAMoveAndAfterTheFileGrew) {
+  write_safetensors(path("g.safetensors"), {{"w", Tensor::full({4}, 3.0)}});
+  SafetensorsFile opened = read_safetensors(path("g.safetensors"));
+  const SafetensorsFile file = std::move(opened);  // the mapping moves with it
+  Tensor dst = Tensor::empty({4}, DType::f64);
+  file.read_into("w", dst);
+  EXPECT_EQ(dst.to_vector<double>(), std::vector<double>(4, 3.0));
+  const uintmax_t size = fs::file_size(path("g.safetensors"));
+  fs::resize_file(path("g.safetensors"), size + 100);
+  EXPECT_EQ(error_of([&] { file.read_into("w", dst); }),
+            "safetensors: " + path("g.safetensors") +
+                ": reading tensor 'w' failed: the file is longer than when it was opened (" +
+                std::to_string(size) + " bytes then, " + std::to_string(size + 100) +
+                " now); another process is rewriting it in place");
+}
+
+// Several threads converting out of one mapping, each releasing pages that
+// the others may be reading (run under TSan by scripts/tsan.sh).
+TEST_F(SafetensorsTest, ConcurrentReadIntoWithConversion) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (uint32_t i = 0; i < 6; ++i)
+    tensors.emplace_back(std::string(1, char('a' + i)), float_values(DType::bf16, 1000 + i, i));
+  write_safetensors(path("c.safetensors"), tensors);
+  const SafetensorsFile file = read_safetensors(path("c.safetensors"));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          const auto& [name, written] = tensors[(i + size_t(r)) % tensors.size()];
+          Tensor dst = Tensor::empty(written.shape(), DType::f32);
+          file.read_into(name, dst);
+          mismatches += !same_bytes(dst, written.to(DType::f32));
+        }
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
