@@ -16,9 +16,12 @@
 // Backward accumulates dK and dV of each key block over query heads, then
 // query blocks, and dQ of each query block over key blocks, always in that
 // order and each sum owned by one task, so no result depends on threads
-// (see backward_kernel for the two schedules). The tile products are
-// cpu/tile_product.h's, the exponentials engine/functors.h's, the row
-// reductions cpu/rows.h's: every CPU capability gives the same bits.
+// (see backward_kernel for the two schedules). Tiles that none of their
+// queries sees (past the causal bound, before the window) are skipped in
+// every pass: they would add only zeros, and a window W costs O(T W), not
+// O(T S). The tile products are cpu/tile_product.h's, the exponentials
+// engine/functors.h's, the row reductions cpu/rows.h's: every CPU
+// capability gives the same bits.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -81,32 +84,66 @@ T exp_shift_sum(T* x, int64_t n, T shift) {
   return fold_sum(acc);
 }
 
-// Scales the first `valid` scores by `scale` and masks the rest of the n
-// (a multiple of W) with -inf.
+// The keys [first, end) of a tile row that its query sees.
+struct KeyRange {
+  int64_t first, end;
+};
+
+// Lanes l with first <= l < end.
 template <class T>
-void scale_mask(T* x, int64_t n, int64_t valid, T scale) {
+M16<T> lanes_between(int64_t first, int64_t end) {
+  T index[W];
+  for (int l = 0; l < W; ++l) index[l] = T(l);
+  const V16<T> lane = V16<T>::load(index);
+  return (lane >= V16<T>::splat(double(first))) & (lane < V16<T>::splat(double(end)));
+}
+
+// Scales the scores in `keys` by `scale` and masks the rest of the n (a
+// multiple of W) with -inf.
+template <class T>
+void scale_mask(T* x, int64_t n, KeyRange keys, T scale) {
   const V16<T> s = V16<T>::splat(scale), neg_inf = V16<T>::splat(-INFINITY);
   for (int64_t j = 0; j < n; j += W) {
-    select(first_lanes<T>(valid - j), V16<T>::load(x + j) * s, neg_inf).store(x + j);
+    select(lanes_between<T>(keys.first - j, keys.end - j), V16<T>::load(x + j) * s, neg_inf)
+        .store(x + j);
   }
 }
 
-// x[j] = exp(x[j] * scale - shift) for the first `valid` of n values (a
+// x[j] = exp(x[j] * scale - shift) for the j in `keys` of n values (a
 // multiple of W), 0 for the rest: a tile's probabilities from its scores.
 template <class T>
-void probabilities(T* x, int64_t n, int64_t valid, T scale, T shift) {
+void probabilities(T* x, int64_t n, KeyRange keys, T scale, T shift) {
   const V16<T> s = V16<T>::splat(scale), sh = V16<T>::splat(shift), zero = V16<T>::splat(0);
   for (int64_t j = 0; j < n; j += W) {
     const V16<T> e = exp_of(V16<T>::load(x + j) * s - sh);
-    select(first_lanes<T>(valid - j), e, zero).store(x + j);
+    select(lanes_between<T>(keys.first - j, keys.end - j), e, zero).store(x + j);
   }
 }
 
-// How many keys of the block starting at j0 (nj keys) query i sees: under
-// a causal mask, keys j <= i + off.
-int64_t visible_keys(bool causal, int64_t off, int64_t i, int64_t j0, int64_t nj) {
-  return causal ? std::clamp<int64_t>(i + off - j0 + 1, 0, nj) : nj;
-}
+// Which keys query i sees: under a causal mask j <= i + off, and with a
+// window also j > i + off - window.
+struct Mask {
+  bool causal;
+  int64_t off;     // causal offset
+  int64_t window;  // 0: none
+
+  // The first key query i sees.
+  int64_t first_key(int64_t i) const {
+    return window > 0 ? std::max<int64_t>(0, i + off - window + 1) : 0;
+  }
+  // The keys of the block starting at j0 (nj keys) query i sees, from j0.
+  KeyRange visible(int64_t i, int64_t j0, int64_t nj) const {
+    return {std::clamp<int64_t>(first_key(i) - j0, 0, nj),
+            causal ? std::clamp<int64_t>(i + off - j0 + 1, 0, nj) : nj};
+  }
+  // Whether the window of query block i0 reaches key block j0: its first
+  // query's window starts before the block ends (later ones start later).
+  // Every pass visits exactly the tiles where this holds and j0 < i0 + Br +
+  // off (causal), so each dQ sums the same tiles in both schedules.
+  bool reaches(int64_t i0, int64_t j0) const { return first_key(i0) < j0 + kBc; }
+  // The first key block query block i0 reaches.
+  int64_t first_block(int64_t i0) const { return first_key(i0) / kBc * kBc; }
+};
 
 struct Dims {
   int64_t B, Hq, Hkv, T, S, D, Dv;
@@ -166,8 +203,7 @@ void dropout_factors(const Dropout& dr, int64_t S, int64_t row, int64_t j0, int6
 
 template <class T>
 void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, const Rows<T>& vb,
-                    int64_t Dvp, T scale, bool causal, int64_t off, const Dropout* drop, T* out,
-                    T* lse) {
+                    int64_t Dvp, T scale, const Mask& mask, const Dropout* drop, T* out, T* lse) {
   const int64_t nqb = ceil_div(d.T, kBr);
   const double task_flops = 2.0 * double(std::min(kBr, d.T) * d.S * (d.D + d.Dv));
   threads::parallel_for(d.B * d.Hq * nqb, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
@@ -178,22 +214,25 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
       const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, g = h / d.group();
       const int64_t i0 = w % nqb * kBr, nr = std::min(kBr, d.T - i0);
       const int64_t row0 = (b * d.Hq + h) * d.T + i0;
-      const int64_t kend = causal ? std::min(d.S, i0 + nr + off) : d.S;  // later ones masked
+      const int64_t kend = mask.causal ? std::min(d.S, i0 + nr + mask.off) : d.S;  // later masked
       const T* qrow = q.at(b, h, i0);
       const T* ktg = kt + (b * d.Hkv + g) * d.D * Sp;  // (D, Sp)
       std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
       std::fill(l.begin(), l.end(), T(0));
       std::fill(o.begin(), o.end(), T(0));
-      for (int64_t j0 = 0; j0 < kend; j0 += kBc) {
+      for (int64_t j0 = mask.first_block(i0); j0 < kend; j0 += kBc) {
         const int64_t nj = std::min(kBc, kend - j0), nch = ceil_div(nj, W), ncol = nch * W;
         strided_product(nr, ncol, d.D, qrow, q.sr, q.sc, ktg + j0, Sp, s.data(), kBc, false);
         for (int64_t r = 0; r < nr; ++r) {
           T* row = s.data() + r * kBc;
-          scale_mask(row, ncol, visible_keys(causal, off, i0 + r, j0, nj), scale);
-          // Key 0 is in every row's first block, so m_new is finite from then on.
+          scale_mask(row, ncol, mask.visible(i0 + r, j0, nj), scale);
+          // m_new stays -inf only while a row's window has not begun (without
+          // a window key 0 is in every row's first block): shifting by 0 then
+          // keeps its weights, l and O at 0, where -inf - -inf would be NaN.
           const T m_new = std::max(m[r], tile_row_max(row, ncol));
-          const T alpha = fn::exp_of(m[r] - m_new);
-          l[r] = l[r] * alpha + exp_shift_sum(row, ncol, m_new);  // l sums undropped weights
+          const T shift = m_new == -std::numeric_limits<T>::infinity() ? T(0) : m_new;
+          const T alpha = fn::exp_of(m[r] - shift);
+          l[r] = l[r] * alpha + exp_shift_sum(row, ncol, shift);  // l sums undropped weights
           m[r] = m_new;
           if (alpha != T(1)) {
             T* orow = o.data() + r * Dvp;
@@ -218,8 +257,8 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
 
 // q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> {out (B, Hq, T, Dv),
 // lse (B, Hq, T)}.
-Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
-                     int64_t off, const Dropout* drop) {
+Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                     const Mask& mask, const Dropout* drop) {
   const Dims d = dims_of(q, v);
   Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q.dtype());
   Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, q.dtype());
@@ -227,8 +266,8 @@ Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double s
     const int64_t Sp = round_up(d.S, W), Dvp = round_up(d.Dv, W);
     Tensor kt = transpose_padded(k, Sp);
     Tensor vb = as_b_operand(v, Dvp);
-    forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), causal,
-                      off, drop, out.data<T>(), lse.data<T>());
+    forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), mask, drop,
+                      out.data<T>(), lse.data<T>());
   });
   return {out, lse};
 }
@@ -241,8 +280,7 @@ template <class T>
 struct BackwardArgs {
   Dims d;
   T scale;
-  bool causal;
-  int64_t off;  // causal offset: query i sees keys j <= i + off
+  Mask mask;
   const Dropout* drop;
   int64_t Sp, Dp, Dvp;
   Rows<T> q, qb, kb, dout, dob;
@@ -290,8 +328,7 @@ void backward_tile(const BackwardArgs<T>& a, BackwardScratch<T>& s, int64_t b, i
   strided_product(nr, ncol, d.D, a.q.at(b, h, i0), a.q.sr, a.q.sc, ktg + j0, a.Sp, p, kBc, false);
   for (int64_t r = 0; r < nr; ++r) {
     T* row = p + r * kBc;
-    const int64_t valid = visible_keys(a.causal, a.off, i0 + r, j0, nj);
-    probabilities(row, ncol, valid, a.scale, a.lse[row0 + r]);
+    probabilities(row, ncol, a.mask.visible(i0 + r, j0, nj), a.scale, a.lse[row0 + r]);
     if (a.drop) {
       T* zr = s.z.data() + r * kBc;
       dropout_factors(*a.drop, d.S, row0 + r, j0, nj, ncol, s.words.data(), zr);
@@ -333,10 +370,12 @@ void key_block(const BackwardArgs<T>& a, BackwardScratch<T>& s, std::vector<T>& 
   const Dims& d = a.d;
   std::fill(dk_acc.begin(), dk_acc.end(), T(0));
   std::fill(dv_acc.begin(), dv_acc.end(), T(0));
+  const Mask& mask = a.mask;
   for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
-    // Causal: queries before j0 - off see nothing of this block.
-    for (int64_t i0 = a.causal ? std::max<int64_t>(0, j0 - a.off) / kBr * kBr : 0; i0 < d.T;
-         i0 += kBr) {
+    // Causal: queries before j0 - off see nothing of this block; with a
+    // window, nor do the blocks past the last whose window reaches it.
+    for (int64_t i0 = mask.causal ? std::max<int64_t>(0, j0 - mask.off) / kBr * kBr : 0;
+         i0 < d.T && mask.reaches(i0, j0); i0 += kBr) {
       T* dq = with_dq && a.dq ? a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp : nullptr;
       backward_tile(a, s, b, h, i0, j0, a.dk ? dk_acc.data() : nullptr, dv_acc.data(), dq);
     }
@@ -382,13 +421,18 @@ void backward_kernel(const BackwardArgs<T>& a) {
     BackwardScratch<T> s(a.drop != nullptr);
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t b = w / (d.Hq * nqb), h = w / nqb % d.Hq, i0 = w % nqb * kBr;
-      // The tiles key_block visits: causal ones only where j0 < i0 + Br + off.
-      const int64_t kend = a.causal ? std::min(d.S, i0 + kBr + a.off) : d.S;
+      // The tiles key_block visits: causal ones only where j0 < i0 + Br + off,
+      // windowed ones from the first block the window reaches.
+      const int64_t kend = a.mask.causal ? std::min(d.S, i0 + kBr + a.mask.off) : d.S;
       T* dq = a.dq + ((b * d.Hq + h) * d.T + i0) * a.Dp;
-      for (int64_t j0 = 0; j0 < kend; j0 += kBc)
+      for (int64_t j0 = a.mask.first_block(i0); j0 < kend; j0 += kBc)
         backward_tile<T>(a, s, b, h, i0, j0, nullptr, nullptr, dq);
     }
   });
+}
+
+Mask mask_of(const AttentionParams& params) {
+  return {.causal = params.causal, .off = params.causal_offset, .window = params.window};
 }
 
 // Di = rowsum(dO * O) per query row. dout, out: (B, Hq, T, Dv) -> (B, Hq, T).
@@ -413,12 +457,12 @@ Tensor row_dot(const Dims& d, const Rows<T>& dout, const Tensor& out) {
 
 // Gradients {dq, dk, dv}; dq and dk stay undefined when not needed.
 Tensors backward_pass(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                      const Tensor& lse, const Tensor& dout, double scale, bool causal, int64_t off,
+                      const Tensor& lse, const Tensor& dout, double scale, const Mask& mask,
                       const Dropout* drop, bool need_dq, bool need_dk) {
   const Dims d = dims_of(q, v);
   Tensors grads(3);
   dispatch_float(q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
-    BackwardArgs<T> a{.d = d, .scale = T(scale), .causal = causal, .off = off, .drop = drop};
+    BackwardArgs<T> a{.d = d, .scale = T(scale), .mask = mask, .drop = drop};
     a.Sp = round_up(d.S, W);
     a.Dp = round_up(d.D, W);
     a.Dvp = round_up(d.Dv, W);
@@ -463,8 +507,7 @@ Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
   }
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
-  return sdpa_forward(q, k, v, params.scale, params.causal, params.causal_offset,
-                      drop ? &*drop : nullptr);
+  return sdpa_forward(q, k, v, params.scale, mask_of(params), drop ? &*drop : nullptr);
 }
 
 Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -481,7 +524,7 @@ Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor
   }
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
-  return backward_pass(q, k, v, out, lse, dout, params.scale, params.causal, params.causal_offset,
+  return backward_pass(q, k, v, out, lse, dout, params.scale, mask_of(params),
                        drop ? &*drop : nullptr, need_dq, need_dk);
 }
 

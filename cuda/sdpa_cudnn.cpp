@@ -25,6 +25,8 @@ std::string describe(const SdpaGraphKey& key) {
          std::to_string(key.hq) + ", " + std::to_string(key.t) + ", " + std::to_string(key.d) +
          "), k/v (" + std::to_string(key.hkv) + " heads, " + std::to_string(key.s) + " keys, Dv " +
          std::to_string(key.dv) + ")" + (key.causal ? ", causal" : "") +
+         (key.causal_offset > 0 ? " offset " + std::to_string(key.causal_offset) : "") +
+         (key.window > 0 ? ", window " + std::to_string(key.window) : "") +
          (key.dropout_p > 0 ? ", dropout" : "");
 }
 
@@ -122,8 +124,11 @@ class Attention {
   static void set_mask_and_dropout(fe::graph::Graph& g, const SdpaGraphKey& key, Options& o) {
     o.set_attn_scale(float(key.scale));
     if (key.causal) {
-      o.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT)
-          .set_diagonal_band_right_bound(int(key.causal_offset));
+      const CudnnBand band = cudnn_sdpa_band(key);
+      o.set_diagonal_alignment(band.bottom_right ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
+                                                 : fe::DiagonalAlignment_t::TOP_LEFT)
+          .set_diagonal_band_right_bound(int(band.right));
+      if (band.left > 0) o.set_diagonal_band_left_bound(int(band.left));
     }
     if (key.dropout_p > 0) {
       o.set_dropout(float(key.dropout_p), scalar_i64(g, "seed", kSeed),

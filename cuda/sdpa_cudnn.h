@@ -12,6 +12,9 @@
 // - Dropout is cuDNN's, keyed by the op's recorded reservation
 //   (cudnn_dropout_seed): a replay regenerates its forward's mask, but the
 //   mask is not the CPU's.
+// - The causal mask and a sliding window are cuDNN's diagonal band
+//   (cudnn_sdpa_band in cuda/sdpa_graph_key.h); a window the band cannot
+//   state is an Error naming it.
 // - Not the CPU's bits in general: cuDNN sums in its own order and rounds
 //   P to 16 bits before P V.
 //

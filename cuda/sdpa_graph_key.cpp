@@ -32,9 +32,19 @@ SdpaGraphKey sdpa_graph_key(const Tensor& q, const Tensor& k, const Tensor& v,
       .v_stride = strides4(v),
       .causal = params.causal,
       .causal_offset = params.causal ? params.causal_offset : 0,
+      .window = params.causal ? params.window : 0,
       .scale = params.scale,
       .dropout_p = params.dropout ? params.dropout->p : 0.0,
   };
+}
+
+CudnnBand cudnn_sdpa_band(const SdpaGraphKey& key) {
+  if (key.window == 0 || key.window > key.causal_offset) {
+    return {.bottom_right = false,
+            .right = key.causal_offset,
+            .left = key.window > 0 ? key.window - key.causal_offset : 0};
+  }
+  return {.bottom_right = true, .right = 0, .left = key.window};
 }
 
 std::string cudnn_sdpa_unsupported(const SdpaGraphKey& key) {
@@ -46,6 +56,17 @@ std::string cudnn_sdpa_unsupported(const SdpaGraphKey& key) {
         << " (cuDNN's fused attention needs multiples of 8 from 8 to 256)";
   } else if (key.q_stride[3] != 1 || key.k_stride[3] != 1 || key.v_stride[3] != 1) {
     why << "a head dimension that is not contiguous";
+  } else if (key.window > 0 && key.t > key.s) {
+    why << "a sliding window with more queries than keys (T = " << key.t << ", S = " << key.s
+        << "; cuDNN's sliding window needs T <= S)";
+  } else if (key.window > 0 && cudnn_sdpa_band(key).bottom_right &&
+             key.causal_offset != key.s - key.t) {
+    why << "a sliding window of " << key.window << " keys with causal_offset " << key.causal_offset
+        << " (cuDNN's band needs window > causal_offset, or causal_offset = S - T = "
+        << key.s - key.t << ")";
+  } else if (key.window > 0 && cudnn_sdpa_band(key).bottom_right && key.dropout_p > 0) {
+    why << "dropout with a sliding window of " << key.window << " keys and causal_offset "
+        << key.causal_offset << " = S - T (cuDNN's bottom-right band takes no dropout)";
   }
   return why.str();
 }

@@ -23,6 +23,7 @@ struct SdpaGraphKey {
   std::array<int64_t, 4> q_stride, k_stride, v_stride;
   bool causal;
   int64_t causal_offset;  // query i sees keys j <= i + causal_offset
+  int64_t window;         // > 0: also j > i + causal_offset - window; 0 without causal
   double scale;
   double dropout_p;  // 0: none
 
@@ -33,9 +34,27 @@ struct SdpaGraphKey {
 SdpaGraphKey sdpa_graph_key(const Tensor& q, const Tensor& k, const Tensor& v,
                             const AttentionParams& params, bool backward);
 
+// How cuDNN's diagonal band states a causal key's mask: query i keeps key j
+// when j <= i + shift + right and, with a left bound, j > i + shift - left,
+// where shift is 0 aligned top-left and S - T aligned bottom-right.
+struct CudnnBand {
+  bool bottom_right;
+  int64_t right;
+  int64_t left;  // 0: no left bound
+};
+
+// The band of a causal key: top-left with right = causal_offset, and left =
+// window - causal_offset when there is a window; a window of at most
+// causal_offset (cuDNN takes only left > 0) bottom-right with right = 0 and
+// left = window, when causal_offset = S - T (the KV cache's alignment).
+// Meaningful when cudnn_sdpa_unsupported(key) is "".
+CudnnBand cudnn_sdpa_band(const SdpaGraphKey& key);
+
 // Why cuDNN's fused attention cannot run `key`, or "" when it can: q, k, v
 // must be bf16 or f16, head sizes multiples of 8 up to 256, the last dim of
-// each operand contiguous.
+// each operand contiguous; a sliding window needs T <= S and a band
+// (cudnn_sdpa_band) that states it, and no dropout when that band is
+// aligned bottom-right.
 std::string cudnn_sdpa_unsupported(const SdpaGraphKey& key);
 
 // cuDNN's dropout is Philox keyed by a 64-bit seed, counting from an offset;

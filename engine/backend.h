@@ -65,6 +65,7 @@ struct AttentionParams {
   double scale;
   bool causal;                // query i sees keys j <= i + causal_offset
   int64_t causal_offset = 0;  // >= 0
+  int64_t window = 0;  // > 0 (with causal): query i also needs j > i + causal_offset - window
   std::optional<AttentionDropout> dropout;
 };
 

@@ -49,15 +49,28 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
                 opt.scale.value_or(0.0));
   REPRISE_CHECK(opt.dropout_p >= 0.0 && opt.dropout_p < 1.0, kOpName,
                 ": dropout_p must lie in [0, 1), got ", opt.dropout_p);
-  REPRISE_CHECK(opt.causal_offset >= 0, kOpName, ": causal_offset must be >= 0 (every query ",
-                "sees key 0), got ", opt.causal_offset, " for ", shapes);
+  REPRISE_CHECK(opt.causal_offset >= 0, kOpName, ": causal_offset must be >= 0, got ",
+                opt.causal_offset, " for ", shapes);
+  REPRISE_CHECK(opt.window >= 0, kOpName, ": window must be >= 0 (0: none), got ", opt.window,
+                " for ", shapes);
+  if (opt.window == 0) return;
+  REPRISE_CHECK(opt.causal, kOpName, ": window = ", opt.window,
+                " needs causal = true (a sliding window bounds a causal mask), for ", shapes);
+  // The last query's window starts at T - 1 + causal_offset - window + 1.
+  const int64_t T = q.size(2), S = k.size(2);
+  REPRISE_CHECK(T == 0 || T + opt.causal_offset - opt.window < S, kOpName,
+                ": with window = ", opt.window, " and causal_offset = ", opt.causal_offset,
+                " the last query (", T - 1, ") sees no key (its window starts at ",
+                T + opt.causal_offset - opt.window, ", past the last key ", S - 1,
+                "); expected T + causal_offset - window < S, for ", shapes);
 }
 
-// The kernel's parameters for a forward or replay; with dropout, p and the
-// words it was given, which must cover every (b, h, i, j).
-AttentionParams params_of(double scale, bool causal, int64_t offset, double p,
-                          const rng::Reservation* r, const Tensor& q, const Tensor& k) {
-  AttentionParams params{.scale = scale, .causal = causal, .causal_offset = causal ? offset : 0};
+// The kernel's parameters for a forward or replay: `mask` (scale, causal
+// mask and window) and, with dropout, p and the words it was given, which
+// must cover every (b, h, i, j).
+AttentionParams params_of(const AttentionParams& mask, double p, const rng::Reservation* r,
+                          const Tensor& q, const Tensor& k) {
+  AttentionParams params = mask;
   if (p == 0) return params;
   const uint64_t need = sdpa_dropout_words(q.size(0), q.size(1), q.size(2), k.size(2));
   REPRISE_CHECK(r != nullptr && r->count >= need, kOpName, ": dropout_p = ", p, " needs ", need,
@@ -76,9 +89,13 @@ uint64_t sdpa_dropout_words(int64_t B, int64_t Hq, int64_t T, int64_t S) {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
   check_inputs(q, k, v, options);
-  const double scale = options.scale.value_or(1.0 / std::sqrt(double(q.size(3))));
-  const bool causal = options.causal;
-  const int64_t offset = options.causal_offset;
+  // What the recorded closures capture, so a replay computes the same mask.
+  const AttentionParams mask{
+      .scale = options.scale.value_or(1.0 / std::sqrt(double(q.size(3)))),
+      .causal = options.causal,
+      .causal_offset = options.causal ? options.causal_offset : 0,
+      .window = options.window,
+  };
   const double p = options.dropout_p;
   std::optional<rng::Reservation> words;
   if (p > 0) {
@@ -95,15 +112,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       .inputs = {q, k, v},
       // Replay passes the recorded reservation (or, on purpose, another one) as r.
       .forward =
-          [scale, causal, offset, p](const Tensors& in, const rng::Reservation* r) {
-            const AttentionParams params = params_of(scale, causal, offset, p, r, in[0], in[1]);
+          [mask, p](const Tensors& in, const rng::Reservation* r) {
+            const AttentionParams params = params_of(mask, p, r, in[0], in[1]);
             return backend_of(in[0]).sdpa(in[0], in[1], in[2], params);
           },
       .backward =
-          [scale, causal, offset, p](Node& node, const Tensors& g) {
+          [mask, p](Node& node, const Tensors& g) {
             const Tensor q = node.saved_input(0), k = node.saved_input(1);
             const AttentionParams params =
-                params_of(scale, causal, offset, p, node.rng ? &*node.rng : nullptr, q, k);
+                params_of(mask, p, node.rng ? &*node.rng : nullptr, q, k);
             return backend_of(g[0]).sdpa_backward(
                 q, k, node.saved_input(2), node.saved_output(0), node.saved_output(1), g[0], params,
                 node.needs_input_grad(0), node.needs_input_grad(1));

@@ -7,8 +7,9 @@
 //
 // The kernel walks (64 query x 64 key) tiles with an online softmax and
 // never holds a T x S matrix: forward keeps only the per-row logsumexp, and
-// backward recomputes the probabilities tile by tile from q, k and it.
-// Results do not depend on the thread count.
+// backward recomputes the probabilities tile by tile from q, k and it. Tiles
+// wholly outside the causal mask or the window are skipped, so a window W
+// costs O(T W). Results do not depend on the thread count.
 
 #include <cstdint>
 #include <optional>
@@ -27,10 +28,16 @@ struct AttentionOptions {
   // Query i attends keys j <= i + causal_offset. With the offset 0 (torch's
   // is_causal) the mask is aligned top-left when T != S (row i sees keys
   // 0..i); with S - T it is aligned bottom-right: the queries are the last T
-  // of S positions, as when a KV cache holds the first S - T. Every row sees
-  // at least key 0.
+  // of S positions, as when a KV cache holds the first S - T. Without a
+  // window every row sees at least key 0.
   bool causal = false;
   int64_t causal_offset = 0;  // >= 0; read only when causal
+  // Sliding-window attention (Mistral's, transformers' sliding_window): with
+  // window W > 0 (causal only) query i also needs j > i + causal_offset - W,
+  // so it sees at most W keys, itself included, at any causal_offset (a KV
+  // cache's queries keep the window of their positions). 0: no window. Every
+  // query must see a key: T + causal_offset - W < S.
+  int64_t window = 0;
   // Multiplies q.k before the softmax; 1/sqrt(D) when unset.
   std::optional<double> scale;
   // Probability of zeroing an attention weight (after the softmax; kept

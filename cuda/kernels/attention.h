@@ -24,6 +24,8 @@
 //   dQ: a block per (b, h, 32 queries), over the key blocks in order,
 //     recomputing P and dS: dQ += dS K.
 // Each sum has one owner that adds its terms in one order: no atomics.
+// Every pass skips the tiles the CPU skips (past the causal bound, before
+// the sliding window): they would add only zeros.
 // Dropout factors Z come from the op's reservation exactly as on the CPU
 // (backend.h's AttentionDropout: word ((b Hq + h) T + i) S + j).
 
@@ -80,13 +82,31 @@ struct AttnDropout {
   }
 };
 
-// How many keys of the block at j0 (nj keys) query i sees: under a causal
-// mask, keys j <= i + off.
-REPRISE_HD int64_t visible_keys(bool causal, int64_t off, int64_t i, int64_t j0, int64_t nj) {
-  if (!causal) return nj;
-  const int64_t v = i + off - j0 + 1;
-  return v < 0 ? 0 : (v > nj ? nj : v);
-}
+REPRISE_HD int64_t clamp_to(int64_t x, int64_t hi) { return x < 0 ? 0 : (x > hi ? hi : x); }
+
+// Which keys query i sees, as cpu/attention.cpp's Mask: under a causal mask
+// j <= i + off, and with a window also j > i + off - window.
+struct AttnMask {
+  bool causal;
+  int64_t off;     // causal offset
+  int64_t window;  // 0: none
+
+  REPRISE_HD int64_t first_key(int64_t i) const {
+    return window > 0 && i + off - window + 1 > 0 ? i + off - window + 1 : 0;
+  }
+  // Query i sees keys [j0 + first, j0 + end) of the block at j0 (nj keys).
+  REPRISE_HD int64_t first(int64_t i, int64_t j0, int64_t nj) const {
+    return clamp_to(first_key(i) - j0, nj);
+  }
+  REPRISE_HD int64_t end(int64_t i, int64_t j0, int64_t nj) const {
+    return causal ? clamp_to(i + off - j0 + 1, nj) : nj;
+  }
+  // Whether query i's window (or a later query's, which starts later)
+  // reaches the key block at j0.
+  REPRISE_HD bool reaches(int64_t i, int64_t j0) const { return first_key(i) < j0 + kKeyBlock; }
+  // The first key block query i's window reaches.
+  REPRISE_HD int64_t first_block(int64_t i) const { return first_key(i) / kKeyBlock * kKeyBlock; }
+};
 
 // scale * (q row) . (k row), one FMA chain over d from 0.
 template <class T>
@@ -106,8 +126,7 @@ struct AttnForwardKernel {
   T* lse;  // (B, Hq, T)
   AttnShape s;
   T scale;
-  bool causal;
-  int64_t off;  // causal offset: query i sees keys j <= i + off
+  AttnMask mask;
   AttnDropout<T> drop;
 
   // Shared memory: the query tile, a key block (k, then v; rows padded by
@@ -143,7 +162,8 @@ struct AttnForwardKernel {
       const int64_t i0 = w % nqb * kFwdRows;
       const int64_t nr = s.T - i0 < kFwdRows ? s.T - i0 : kFwdRows;
       const int64_t row0 = (b * s.Hq + h) * s.T + i0;
-      const int64_t kend = causal ? (s.S < i0 + nr + off ? s.S : i0 + nr + off) : s.S;
+      const int64_t kend =
+          mask.causal ? (s.S < i0 + nr + mask.off ? s.S : i0 + nr + mask.off) : s.S;
       ctx.threads([&](int t) {
         for (int64_t e = t; e < nr * s.D; e += kThreads)
           sm.q[e] = q.at(b, h, i0 + e / s.D)[e % s.D * q.sc];
@@ -153,7 +173,7 @@ struct AttnForwardKernel {
           sm.l[r] = T(0);
         }
       });
-      for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
+      for (int64_t j0 = mask.first_block(i0); j0 < kend; j0 += kKeyBlock) {
         const int64_t nj = kend - j0 < kKeyBlock ? kend - j0 : kKeyBlock;
         ctx.sync();  // the previous block's readers are done with kv
         ctx.threads([&](int t) {
@@ -165,10 +185,10 @@ struct AttnForwardKernel {
         ctx.threads([&](int t) {
           for (int64_t e = t; e < nr * kKeyBlock; e += kThreads) {
             const int64_t r = e / kKeyBlock, j = e % kKeyBlock;
-            const int64_t valid = visible_keys(causal, off, i0 + r, j0, nj);
+            const bool seen = j >= mask.first(i0 + r, j0, nj) && j < mask.end(i0 + r, j0, nj);
             sm.p[r * P + j] =
-                j < valid ? dot_chain(sm.q + r * s.D, int64_t(1), sm.kv + j * sm.kvw, s.D) * scale
-                          : -std::numeric_limits<T>::infinity();
+                seen ? dot_chain(sm.q + r * s.D, int64_t(1), sm.kv + j * sm.kvw, s.D) * scale
+                     : -std::numeric_limits<T>::infinity();
           }
         });
         ctx.sync();
@@ -189,18 +209,22 @@ struct AttnForwardKernel {
             mx[t] = a;
           });
           fold16_max(ctx, mx);
+          // m_new, and the shift of the exponentials: 0 while a row's
+          // window has not begun (m_new = -inf), as on the CPU.
           auto m_new = local<T>(ctx);
+          auto shift = local<T>(ctx);
           ctx.threads([&](int t) {
             if (!active(t)) return;
             const T m_old = sm.m[r0 + t / kLanes];
             m_new[t] = m_old < mx[t] ? mx[t] : m_old;  // std::max(m_old, tile max)
+            shift[t] = m_new[t] == -std::numeric_limits<T>::infinity() ? T(0) : m_new[t];
           });
           auto sum = local<T>(ctx);
           ctx.threads([&](int t) {
             T a = T(0);
             if (active(t)) {
               for (int64_t j = t % kLanes; j < kKeyBlock; j += kLanes) {
-                const T e = fn::exp_of(row(t)[j] - m_new[t]);
+                const T e = fn::exp_of(row(t)[j] - shift[t]);
                 row(t)[j] = e;
                 a = a + e;
               }
@@ -216,7 +240,7 @@ struct AttnForwardKernel {
                 row(t)[j] *= j < nj ? drop.factor(row0 + r, s.S, j0 + j) : T(0);
             }
             if (t % kLanes != 0) return;
-            const T alpha = fn::exp_of(sm.m[r] - m_new[t]);
+            const T alpha = fn::exp_of(sm.m[r] - shift[t]);
             sm.alpha[r] = alpha;
             sm.l[r] = sm.l[r] * alpha + sum[t];
             sm.m[r] = m_new[t];
@@ -279,8 +303,7 @@ struct AttnBackwardArgs {
   const T* delta;  // (B, Hq, T)
   AttnShape s;
   T scale;
-  bool causal;
-  int64_t off;  // causal offset
+  AttnMask mask;
   AttnDropout<T> drop;
 };
 
@@ -356,9 +379,8 @@ REPRISE_HD void tile_gradients(Ctx& ctx, const AttnBackwardArgs<T>& a, const Att
   ctx.threads([&](int t) {
     for (int64_t e = t; e < nr * nj; e += Ctx::kThreads) {
       const int64_t r = e / nj, j = e % nj;
-      const int64_t valid = visible_keys(a.causal, a.off, i0 + r, j0, nj);
       const T p =
-          j < valid
+          j >= a.mask.first(i0 + r, j0, nj) && j < a.mask.end(i0 + r, j0, nj)
               ? fn::exp_of(dot_chain(sm.q + r * s.D, int64_t(1), sm.k + j * sm.kw, s.D) * a.scale -
                            sm.lse[r])
               : T(0);
@@ -405,9 +427,11 @@ struct AttnKeyGradKernel {  // dK and dV
         for (int64_t e = t; e < nj * s.Dv; e += kThreads) sm.acc1[e] = T(0);
       });
       for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
-        // Causal: queries before j0 - off see nothing of this block.
-        const int64_t first = a.causal && j0 > a.off ? j0 - a.off : 0;
-        for (int64_t i0 = first / kBwdRows * kBwdRows; i0 < s.T; i0 += kBwdRows) {
+        // Causal: queries before j0 - off see nothing of this block; with a
+        // window, nor do the tiles past the last whose window reaches it.
+        const int64_t first = a.mask.causal && j0 > a.mask.off ? j0 - a.mask.off : 0;
+        for (int64_t i0 = first / kBwdRows * kBwdRows; i0 < s.T && a.mask.reaches(i0, j0);
+             i0 += kBwdRows) {
           const int64_t nr = s.T - i0 < kBwdRows ? s.T - i0 : kBwdRows;
           ctx.sync();
           load_query_tile(ctx, a, sm, b, h, i0, nr);
@@ -468,13 +492,13 @@ struct AttnQueryGradKernel {  // dQ
       const int64_t nr = s.T - i0 < kBwdRows ? s.T - i0 : kBwdRows;
       // The key blocks the CPU's 64-row tile of these rows visits.
       const int64_t tile0 = i0 / kKeyBlock * kKeyBlock;
-      const int64_t kend_tile = tile0 + kKeyBlock + a.off;
-      const int64_t kend = a.causal ? (s.S < kend_tile ? s.S : kend_tile) : s.S;
+      const int64_t kend_tile = tile0 + kKeyBlock + a.mask.off;
+      const int64_t kend = a.mask.causal ? (s.S < kend_tile ? s.S : kend_tile) : s.S;
       load_query_tile(ctx, a, sm, b, h, i0, nr);
       ctx.threads([&](int t) {
         for (int64_t e = t; e < nr * s.D; e += kThreads) sm.acc0[e] = T(0);
       });
-      for (int64_t j0 = 0; j0 < kend; j0 += kKeyBlock) {
+      for (int64_t j0 = a.mask.first_block(tile0); j0 < kend; j0 += kKeyBlock) {
         const int64_t nj = s.S - j0 < kKeyBlock ? s.S - j0 : kKeyBlock;
         ctx.sync();
         load_key_block(ctx, a, sm, b, g, j0, nj);
@@ -505,6 +529,10 @@ struct AttnQueryGradKernel {  // dQ
 
 inline AttnShape attn_shape(const Tensor& q, const Tensor& v) {
   return {q.size(0), q.size(1), v.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};
+}
+
+inline AttnMask attn_mask(const AttentionParams& params) {
+  return {.causal = params.causal, .off = params.causal_offset, .window = params.window};
 }
 
 template <class T>
@@ -546,8 +574,7 @@ Tensors sdpa(const Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v,
                 .lse = lse.data<T>(),
                 .s = s,
                 .scale = T(params.scale),
-                .causal = params.causal,
-                .off = params.causal_offset,
+                .mask = attn_mask(params),
                 .drop = attn_dropout<T>(params)},
               attn_blocks(s.B * s.Hq * ((s.T + kFwdRows - 1) / kFwdRows)), bytes);
   });
@@ -582,8 +609,7 @@ Tensors sdpa_backward(const Exec& ex, const Tensor& q, const Tensor& k, const Te
                                 .delta = delta.data<T>(),
                                 .s = s,
                                 .scale = T(params.scale),
-                                .causal = params.causal,
-                                .off = params.causal_offset,
+                                .mask = attn_mask(params),
                                 .drop = attn_dropout<T>(params)};
     const size_t key_bytes = AttnKeyGradKernel<T>::shared_bytes(s);
     check_shared(key_bytes, ex.max_shared_bytes(), s, q.dtype());

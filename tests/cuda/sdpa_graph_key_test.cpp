@@ -33,6 +33,11 @@ TEST(SdpaGraphKey, EveryPropertyOfTheProblemIsPartOfTheKey) {
   other.causal_offset = 3;
   add(sdpa_graph_key(q, k, v, other, false));
   other = plain;
+  other.window = 16;
+  add(sdpa_graph_key(q, k, v, other, false));
+  other.window = 17;
+  add(sdpa_graph_key(q, k, v, other, false));
+  other = plain;
   other.scale = 0.1;
   add(sdpa_graph_key(q, k, v, other, false));
   other = plain;
@@ -44,8 +49,47 @@ TEST(SdpaGraphKey, EveryPropertyOfTheProblemIsPartOfTheKey) {
   EXPECT_EQ(sdpa_graph_key(q, k, v, again, false), sdpa_graph_key(q, k, v, other, false));
   // Without a causal mask the offset does not matter.
   AttentionParams a{.scale = 0.125, .causal = false, .causal_offset = 0};
-  AttentionParams b{.scale = 0.125, .causal = false, .causal_offset = 5};
+  AttentionParams b{.scale = 0.125, .causal = false, .causal_offset = 5, .window = 3};
   EXPECT_EQ(sdpa_graph_key(q, k, v, a, false), sdpa_graph_key(q, k, v, b, false));
+}
+
+// Whether cuDNN's band keeps key j for query i, as sdpa_graph_key.h states
+// it: j <= i + shift + right and j > i + shift - left, shift = S - T when
+// aligned bottom-right.
+bool band_keeps(const CudnnBand& band, int64_t T, int64_t S, int64_t i, int64_t j) {
+  const int64_t shift = band.bottom_right ? S - T : 0;
+  return j <= i + shift + band.right && (band.left == 0 || j > i + shift - band.left);
+}
+
+// The band keeps exactly the keys the op's mask keeps: j <= i + offset and
+// j > i + offset - window, top-left while window > offset, bottom-right
+// (the KV cache's alignment, offset = S - T) otherwise.
+TEST(SdpaGraphKey, TheBandStatesTheCausalMaskAndTheWindow) {
+  struct Case {
+    int64_t T, S, offset, window;
+    bool bottom_right;
+  };
+  for (Case c : {Case{64, 64, 0, 0, false}, Case{64, 64, 0, 16, false}, Case{8, 64, 5, 0, false},
+                 Case{8, 64, 5, 6, false}, Case{8, 64, 56, 100, false}, Case{8, 64, 56, 16, true},
+                 Case{1, 64, 63, 63, true}, Case{1, 64, 63, 1, true}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << c.T << " S " << c.S << " offset " << c.offset
+                                      << " window " << c.window);
+    const AttentionParams p{
+        .scale = 0.125, .causal = true, .causal_offset = c.offset, .window = c.window};
+    const SdpaGraphKey key = sdpa_graph_key(bf16({1, 2, c.T, 64}), bf16({1, 2, c.S, 64}),
+                                            bf16({1, 2, c.S, 64}), p, false);
+    ASSERT_EQ(cudnn_sdpa_unsupported(key), "");
+    const CudnnBand band = cudnn_sdpa_band(key);
+    EXPECT_EQ(band.bottom_right, c.bottom_right);
+    EXPECT_GE(band.right, 0);
+    EXPECT_EQ(band.left > 0, c.window > 0);
+    for (int64_t i = 0; i < c.T; ++i) {
+      for (int64_t j = 0; j < c.S; ++j) {
+        const bool want = j <= i + c.offset && (c.window == 0 || j > i + c.offset - c.window);
+        ASSERT_EQ(band_keeps(band, c.T, c.S, i, j), want) << "query " << i << " key " << j;
+      }
+    }
+  }
 }
 
 TEST(SdpaGraphKey, TheSupportCheckNamesWhatCudnnCannotRun) {
@@ -64,6 +108,24 @@ TEST(SdpaGraphKey, TheSupportCheckNamesWhatCudnnCannotRun) {
   const Tensor strided = ops::transpose(bf16({1, 4, 64, 16}), 2, 3);  // (1, 4, 16, 64), D strided
   const std::string s = cudnn_sdpa_unsupported(sdpa_graph_key(strided, k, v, p, false));
   EXPECT_NE(s.find("not contiguous"), std::string::npos) << s;
+  // Sliding windows the band cannot state.
+  AttentionParams w = p;
+  w.window = 4;
+  const std::string more = cudnn_sdpa_unsupported(
+      sdpa_graph_key(bf16({1, 4, 32, 64}), k, v, w, false));  // T = 32 > S = 16
+  EXPECT_NE(more.find("T = 32, S = 16"), std::string::npos) << more;
+  w.causal_offset = 6;  // window <= offset, and offset != S - T = 8
+  const std::string off =
+      cudnn_sdpa_unsupported(sdpa_graph_key(bf16({1, 4, 8, 64}), k, v, w, false));
+  EXPECT_NE(off.find("window of 4 keys with causal_offset 6"), std::string::npos) << off;
+  w.causal_offset = 8;
+  EXPECT_EQ(cudnn_sdpa_unsupported(sdpa_graph_key(bf16({1, 4, 8, 64}), k, v, w, false)), "");
+  w.dropout = AttentionDropout{.words = {.seed = 1, .count = 1 << 20}, .p = 0.1};
+  const std::string drop =
+      cudnn_sdpa_unsupported(sdpa_graph_key(bf16({1, 4, 8, 64}), k, v, w, false));
+  EXPECT_NE(drop.find("dropout with a sliding window"), std::string::npos) << drop;
+  w.window = 9;  // past the offset: top-left, which takes dropout
+  EXPECT_EQ(cudnn_sdpa_unsupported(sdpa_graph_key(bf16({1, 4, 8, 64}), k, v, w, false)), "");
 }
 
 TEST(SdpaGraphKey, DropoutGetsAPhiloxKeyOfItsOwnPerReservation) {

@@ -1,5 +1,7 @@
 // Fused attention: gradcheck cases (f64), a naive f64 reference, PyTorch
-// golden values (f32), thread-count independence, memory and bad input.
+// golden values (f32), thread-count independence, memory and bad input;
+// sliding windows against the reference forward and backward, and their
+// bits across capabilities, threads and KV-cache offsets.
 #include "ops/attention.h"
 
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "rng/distributions.h"
 #include "rng/generator.h"
 #include "rng/philox.h"
+#include "tests/support/capabilities.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
@@ -47,11 +50,17 @@ rng::Reservation fixed_words(Sizes z, uint64_t seed) {
           .count = ops::sdpa_dropout_words(z.B, z.Hq, z.T, z.S)};
 }
 
-AttentionOptions dropout_options(double p, Sizes z, bool causal, int64_t offset = 0) {
+AttentionOptions dropout_options(double p, Sizes z, bool causal, int64_t offset = 0,
+                                 int64_t window = 0) {
   return {.causal = causal,
           .causal_offset = offset,
+          .window = window,
           .dropout_p = p,
           .dropout_rng = fixed_words(z, 2026)};
+}
+
+AttentionOptions window_options(int64_t window, int64_t offset = 0) {
+  return {.causal = true, .causal_offset = offset, .window = window};
 }
 
 const Sizes kSmall{2, 4, 2, 7, 7, 5, 5};  // B, Hq, Hkv, T, S, D, Dv
@@ -81,6 +90,17 @@ const RegisterOpCases attention_cases({
               dropout_options(0.5, {1, 2, 1, 70, 70, 3, 3}, true)),
     sdpa_case("dropout_causal_offset", {1, 2, 1, 5, 9, 4, 3},
               dropout_options(0.3, {1, 2, 1, 5, 9, 4, 3}, true, 4)),
+    // Sliding windows: one key, a few, smaller than a tile and larger than
+    // one (tiles before the window skipped), with the KV cache's offset S - T
+    // and more queries than keys.
+    sdpa_case("window_1", kSmall, window_options(1)),
+    sdpa_case("window_3", kSmall, window_options(3)),
+    sdpa_case("window_20_blocks_70x70", {1, 2, 1, 70, 70, 3, 3}, window_options(20)),
+    sdpa_case("window_70_blocks_150x150", {1, 1, 1, 150, 150, 2, 2}, window_options(70)),
+    sdpa_case("window_66_kv_cache", {1, 2, 1, 5, 140, 4, 3}, window_options(66, 135)),
+    sdpa_case("window_7_t_gt_s", {1, 2, 2, 9, 5, 4, 6}, window_options(7)),
+    sdpa_case("dropout_window_20_blocks_70x70", {1, 2, 1, 70, 70, 3, 3},
+              dropout_options(0.5, {1, 2, 1, 70, 70, 3, 3}, true, 0, 20)),
     // Strided inputs: q and v read through transposed views (B, T, H, D).
     {"sdpa/strided_views",
      [] {
@@ -92,16 +112,44 @@ const RegisterOpCases attention_cases({
      }},
 });
 
-// softmax(scale q k^T + mask) v by explicit loops in f64, the causal mask
-// hiding keys j > i + offset; with dropout, weight (b, h, i, j) is kept by
-// word ((b Hq + h) T + i) S + j of `words`.
-Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       double dropout_p = 0, rng::Reservation words = {}, int64_t offset = 0) {
+// The reference's mask and dropout: query i sees keys j <= i + offset
+// (causal) and j > i + offset - window (window > 0); with dropout, weight
+// (b, h, i, j) is kept by word ((b Hq + h) T + i) S + j of `words`.
+struct NaiveMask {
+  bool causal = false;
+  int64_t offset = 0;
+  int64_t window = 0;
+  double dropout_p = 0;
+  rng::Reservation words = {};
+};
+
+// softmax(scale q k^T + mask) v by explicit loops in f64, scale 1/sqrt(D):
+// {out}, and with dout defined also {dq, dk, dv} from the textbook rules
+// (P the softmax, Z the dropout factors, O = (P Z) V): dV = (P Z)^T dO,
+// dP = Z (dO V^T), dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale
+// dS^T Q.
+std::vector<Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& v, const NaiveMask& m,
+                          const Tensor& dout = {}) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t Hkv = k.size(1), S = k.size(2), Dv = v.size(3);
+  const double scale = 1 / std::sqrt(double(D));
   std::vector<double> qv = q.to_vector<double>(), kv = k.to_vector<double>(),
                       vv = v.to_vector<double>(), out(size_t(B * Hq * T * Dv));
-  std::vector<double> p(static_cast<size_t>(S));
+  std::vector<double> go = dout.defined() ? dout.to_vector<double>() : std::vector<double>();
+  std::vector<double> dq(qv.size()), dk(kv.size()), dv(vv.size());
+  std::vector<double> p(static_cast<size_t>(S)), z(p), dp(p);
+  auto qi = [&](int64_t b, int64_t h, int64_t i, int64_t c) {
+    return size_t(((b * Hq + h) * T + i) * D + c);
+  };
+  auto ki = [&](int64_t b, int64_t g, int64_t j, int64_t c) {
+    return size_t(((b * Hkv + g) * S + j) * D + c);
+  };
+  auto vi = [&](int64_t b, int64_t g, int64_t j, int64_t c) {
+    return size_t(((b * Hkv + g) * S + j) * Dv + c);
+  };
+  auto oi = [&](int64_t b, int64_t h, int64_t i, int64_t c) {
+    return size_t(((b * Hq + h) * T + i) * Dv + c);
+  };
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t g = h / (Hq / Hkv);
@@ -109,29 +157,60 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < S; ++j) {
           double s = 0;
-          for (int64_t c = 0; c < D; ++c)
-            s += qv[size_t(((b * Hq + h) * T + i) * D + c)] *
-                 kv[size_t(((b * Hkv + g) * S + j) * D + c)];
-          p[size_t(j)] = causal && j > i + offset ? -INFINITY : s / std::sqrt(double(D));
+          for (int64_t c = 0; c < D; ++c) s += qv[qi(b, h, i, c)] * kv[ki(b, g, j, c)];
+          const bool seen =
+              (!m.causal || j <= i + m.offset) && (m.window == 0 || j > i + m.offset - m.window);
+          p[size_t(j)] = seen ? s * scale : -INFINITY;
           mx = std::max(mx, p[size_t(j)]);
         }
         for (double& x : p) sum += (x = std::exp(x - mx));
-        for (int64_t j = 0; j < S && dropout_p > 0; ++j) {
-          const uint64_t word = words.offset + uint64_t(((b * Hq + h) * T + i) * S + j);
-          const bool keep = rng::bernoulli(rng::stream_word(words.seed, words.subsequence, word),
-                                           rng::bernoulli_threshold(1 - dropout_p));
-          p[size_t(j)] *= keep ? 1 / (1 - dropout_p) : 0.0;
+        for (double& x : p) x /= sum;
+        for (int64_t j = 0; j < S; ++j) {
+          const uint64_t word = m.words.offset + uint64_t(((b * Hq + h) * T + i) * S + j);
+          const bool keep =
+              m.dropout_p == 0 ||
+              rng::bernoulli(rng::stream_word(m.words.seed, m.words.subsequence, word),
+                             rng::bernoulli_threshold(1 - m.dropout_p));
+          z[size_t(j)] = keep ? 1 / (1 - m.dropout_p) : 0.0;
         }
         for (int64_t c = 0; c < Dv; ++c) {
           double o = 0;
-          for (int64_t j = 0; j < S; ++j)
-            o += p[size_t(j)] * vv[size_t(((b * Hkv + g) * S + j) * Dv + c)];
-          out[size_t(((b * Hq + h) * T + i) * Dv + c)] = o / sum;
+          for (int64_t j = 0; j < S; ++j) o += p[size_t(j)] * z[size_t(j)] * vv[vi(b, g, j, c)];
+          out[oi(b, h, i, c)] = o;
+        }
+        if (go.empty()) continue;
+        double pdp = 0;
+        for (int64_t j = 0; j < S; ++j) {
+          double x = 0;
+          for (int64_t c = 0; c < Dv; ++c) {
+            x += go[oi(b, h, i, c)] * vv[vi(b, g, j, c)];
+            dv[vi(b, g, j, c)] += p[size_t(j)] * z[size_t(j)] * go[oi(b, h, i, c)];
+          }
+          dp[size_t(j)] = z[size_t(j)] * x;
+          pdp += p[size_t(j)] * dp[size_t(j)];
+        }
+        for (int64_t j = 0; j < S; ++j) {
+          const double ds = p[size_t(j)] * (dp[size_t(j)] - pdp) * scale;
+          for (int64_t c = 0; c < D; ++c) {
+            dq[qi(b, h, i, c)] += ds * kv[ki(b, g, j, c)];
+            dk[ki(b, g, j, c)] += ds * qv[qi(b, h, i, c)];
+          }
         }
       }
     }
   }
-  return Tensor::from_vector(out, {B, Hq, T, Dv});
+  std::vector<Tensor> r{Tensor::from_vector(out, {B, Hq, T, Dv})};
+  if (go.empty()) return r;
+  r.push_back(Tensor::from_vector(dq, q.shape()));
+  r.push_back(Tensor::from_vector(dk, k.shape()));
+  r.push_back(Tensor::from_vector(dv, v.shape()));
+  return r;
+}
+
+Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                       double dropout_p = 0, rng::Reservation words = {}, int64_t offset = 0) {
+  return naive(q, k, v,
+               {.causal = causal, .offset = offset, .dropout_p = dropout_p, .words = words})[0];
 }
 
 TEST(AttentionForward, MatchesNaiveReferenceInF64) {
@@ -235,14 +314,14 @@ TEST(AttentionGolden, ForwardAndBackwardMatchTorchInF32) {
 }
 
 std::vector<float> forward_backward_bits(int threads, Sizes z, bool causal, double dropout_p,
-                                         int64_t offset) {
+                                         int64_t offset, int64_t window = 0) {
   threads::set_num_threads(threads);
   Tensor q = uniform({z.B, z.Hq, z.T, z.D}, -2, 2, 71, DType::f32).requires_grad(true);
   Tensor k = uniform({z.B, z.Hkv, z.S, z.D}, -2, 2, 72, DType::f32).requires_grad(true);
   Tensor v = uniform({z.B, z.Hkv, z.S, z.Dv}, -2, 2, 73, DType::f32).requires_grad(true);
   Tensor dout = uniform({z.B, z.Hq, z.T, z.Dv}, -1, 1, 74, DType::f32);
-  AttentionOptions opt{.causal = causal, .causal_offset = offset};
-  if (dropout_p > 0) opt = dropout_options(dropout_p, z, causal, offset);
+  AttentionOptions opt{.causal = causal, .causal_offset = offset, .window = window};
+  if (dropout_p > 0) opt = dropout_options(dropout_p, z, causal, offset, window);
   Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
   autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
   std::vector<float> bits = out.to_vector<float>();
@@ -274,6 +353,158 @@ TEST(AttentionDeterminism, OneAndTwoThreadsGiveTheSameBits) {
     }
   }
   threads::set_num_threads(saved);
+}
+
+// Sliding windows of one key, less than a tile, about one and more than one,
+// at top-left, KV-cache (S - T) and in-between offsets, more queries than
+// keys, and a window as wide as everything (each row's whole causal range):
+// forward and all three gradients against the f64 reference.
+TEST(AttentionWindow, ForwardAndBackwardMatchNaiveReferenceInF64) {
+  struct Case {
+    int64_t T, S, offset, window;
+  };
+  for (Case c :
+       {Case{130, 130, 0, 1}, Case{130, 130, 0, 20}, Case{130, 130, 0, 64}, Case{130, 130, 0, 100},
+        Case{130, 130, 0, 130}, Case{70, 140, 70, 30}, Case{67, 131, 64, 80}, Case{5, 140, 135, 66},
+        Case{1, 200, 199, 17}, Case{90, 75, 0, 30}, Case{70, 140, 20, 45}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << c.T << " S " << c.S << " offset " << c.offset
+                                      << " window " << c.window);
+    Tensor q = uniform({1, 4, c.T, 6}, -2, 2, 61).requires_grad(true);
+    Tensor k = uniform({1, 2, c.S, 6}, -2, 2, 62).requires_grad(true);
+    Tensor v = uniform({1, 2, c.S, 7}, -2, 2, 63).requires_grad(true);
+    Tensor dout = uniform({1, 4, c.T, 7}, -1, 1, 64);
+    Tensor out = ops::scaled_dot_product_attention(q, k, v, window_options(c.window, c.offset));
+    autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
+    const std::vector<Tensor> want =
+        naive(q, k, v, {.causal = true, .offset = c.offset, .window = c.window}, dout);
+    EXPECT_TRUE(all_close(out, want[0], 1e-13, 1e-12));
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(all_close(grads[i], want[i + 1], 1e-12, 1e-11)) << i;
+  }
+}
+
+TEST(AttentionWindow, DropoutMatchesNaiveReferenceForwardAndBackward) {
+  const Sizes z{2, 4, 2, 130, 150, 6, 7};
+  Tensor q = uniform({2, 4, 130, 6}, -2, 2, 64).requires_grad(true);
+  Tensor k = uniform({2, 2, 150, 6}, -2, 2, 65).requires_grad(true);
+  Tensor v = uniform({2, 2, 150, 7}, -2, 2, 66).requires_grad(true);
+  Tensor dout = uniform({2, 4, 130, 7}, -1, 1, 67);
+  const AttentionOptions opt = dropout_options(0.25, z, true, 20, 50);
+  Tensor out = ops::scaled_dot_product_attention(q, k, v, opt);
+  autograd::Tensors grads = autograd::grad({out}, {q, k, v}, {dout});
+  const std::vector<Tensor> want = naive(
+      q, k, v,
+      {.causal = true, .offset = 20, .window = 50, .dropout_p = 0.25, .words = *opt.dropout_rng},
+      dout);
+  EXPECT_TRUE(all_close(out, want[0], 1e-13, 1e-12));
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(all_close(grads[i], want[i + 1], 1e-12, 1e-11)) << i;
+}
+
+// A window that holds every key of every row's causal range (W >= T +
+// offset) is no window: the same bits forward and backward, with dropout too.
+TEST(AttentionWindow, AWindowWiderThanEveryRowGivesTheBitsOfNoWindow) {
+  const int saved = threads::num_threads();
+  struct Case {
+    Sizes z;
+    int64_t offset;
+    double p;
+  };
+  for (Case c :
+       {Case{{1, 2, 1, 150, 150, 16, 16}, 0, 0.0}, Case{{1, 2, 1, 150, 150, 16, 16}, 0, 0.2},
+        Case{{1, 2, 2, 5, 150, 16, 8}, 145, 0.0}, Case{{1, 2, 1, 70, 131, 8, 8}, 61, 0.0}}) {
+    const std::vector<float> none = forward_backward_bits(2, c.z, true, c.p, c.offset);
+    for (int64_t window : {c.z.T + c.offset, c.z.S, c.z.S + 100}) {
+      const std::vector<float> wide = forward_backward_bits(2, c.z, true, c.p, c.offset, window);
+      ASSERT_EQ(wide.size(), none.size());
+      EXPECT_EQ(std::memcmp(wide.data(), none.data(), none.size() * sizeof(float)), 0)
+          << "T " << c.z.T << " offset " << c.offset << " window " << window << " p " << c.p;
+    }
+    // One key fewer than that changes the last row.
+    const std::vector<float> narrower =
+        forward_backward_bits(2, c.z, true, c.p, c.offset, c.z.T + c.offset - 1);
+    EXPECT_NE(std::memcmp(narrower.data(), none.data(), none.size() * sizeof(float)), 0);
+  }
+  threads::set_num_threads(saved);
+}
+
+// Windowed forward and backward bits at every CPU capability and 1, 2 and 3
+// threads (B Hkv = 4: one backward task per kv head; B Hkv = 1: the key-block
+// and query-block schedule at 2 and 3 threads).
+TEST(AttentionWindow, TheSameBitsAtEveryCapabilityAndThreadCount) {
+  const int saved = threads::num_threads();
+  struct Case {
+    Sizes z;
+    int64_t offset, window;
+    double p;
+  };
+  for (Case c :
+       {Case{{2, 4, 2, 200, 200, 16, 16}, 0, 70, 0.0}, Case{{2, 4, 2, 200, 200, 16, 16}, 0, 1, 0.2},
+        Case{{1, 3, 1, 150, 300, 16, 8}, 150, 100, 0.2},
+        Case{{1, 3, 1, 200, 230, 8, 8}, 30, 40, 0.0}}) {
+    std::vector<float> reference;
+    for_each_capability([&](CpuCapability cap) {
+      for (int threads : {1, 2, 3}) {
+        const std::vector<float> got =
+            forward_backward_bits(threads, c.z, true, c.p, c.offset, c.window);
+        if (reference.empty()) {
+          reference = got;
+          continue;
+        }
+        ASSERT_EQ(got.size(), reference.size());
+        EXPECT_EQ(std::memcmp(got.data(), reference.data(), got.size() * sizeof(float)), 0)
+            << to_string(cap) << " threads " << threads << " window " << c.window << " offset "
+            << c.offset << " p " << c.p;
+      }
+    });
+  }
+  threads::set_num_threads(saved);
+}
+
+// Decoding through a KV cache: queries [first, last) against keys [0, last)
+// with offset first give, bit for bit, those rows of the full windowed call
+// (so do single decode steps, last = first + 1), backward's dq rows too.
+TEST(AttentionWindow, QueriesWithAnOffsetGiveTheBitsOfTheFullCall) {
+  const int64_t S = 200;
+  Tensor q = uniform({1, 4, S, 16}, -2, 2, 64, DType::f32),
+         k = uniform({1, 2, S, 16}, -2, 2, 65, DType::f32),
+         v = uniform({1, 2, S, 16}, -2, 2, 66, DType::f32);
+  Tensor dout = uniform({1, 4, S, 16}, -1, 1, 67, DType::f32);
+  for (int64_t window : {1, 20, 64, 100}) {
+    const Tensor qf = q.clone().requires_grad(true);
+    const Tensor full = ops::scaled_dot_product_attention(qf, k, v, window_options(window));
+    const Tensor full_dq = autograd::grad({full}, {qf}, {dout})[0];
+    for (auto [first, last] : {std::pair<int64_t, int64_t>{0, S},
+                               {1, S},
+                               {63, S},
+                               {64, S},
+                               {100, S},
+                               {S - 1, S},
+                               {70, 71},
+                               {120, 150},
+                               {5, 6}}) {
+      const Tensor qp = q.slice(2, first, last).contiguous().requires_grad(true);
+      const Tensor part = ops::scaled_dot_product_attention(
+          qp, k.slice(2, 0, last), v.slice(2, 0, last), window_options(window, first));
+      EXPECT_EQ(part.to_vector<float>(),
+                full.detach().slice(2, first, last).contiguous().to_vector<float>())
+          << "window " << window << " queries " << first << ".." << last;
+      const Tensor part_dq = autograd::grad({part}, {qp}, {dout.slice(2, first, last)})[0];
+      EXPECT_EQ(part_dq.to_vector<float>(),
+                full_dq.slice(2, first, last).contiguous().to_vector<float>())
+          << "window " << window << " queries " << first << ".." << last;
+    }
+  }
+}
+
+// The recorded forward keeps the window: a replay (as a checkpointed region
+// runs it) gives the first run's bits, which are not the unwindowed ones.
+TEST(AttentionWindow, TheRecordedForwardReplaysTheWindow) {
+  Tensor q = param({1, 2, 90, 8}, 67), k = param({1, 1, 90, 8}, 68), v = param({1, 1, 90, 8}, 69);
+  const Tensor out = ops::scaled_dot_product_attention(q, k, v, window_options(10));
+  NoGradGuard no_grad;
+  const Tensor replay = out.grad_fn()->forward({q, k, v}, nullptr)[0];
+  EXPECT_TRUE(same_bits(replay, out));
+  const Tensor causal = ops::scaled_dot_product_attention(q, k, v, {.causal = true});
+  EXPECT_GT(max_abs_diff(causal, out), 1e-3);
 }
 
 TEST(AttentionMemory, SavesInputsOutputAndLogsumexpOnly) {
@@ -332,6 +563,13 @@ TEST(AttentionBadInput, NamesTheOpAndTheShapes) {
   expect_sdpa_error(call(q, Tensor::zeros({2, 2, 0, 5}), Tensor::zeros({2, 2, 0, 5})), {"S = 0"});
   expect_sdpa_error(call(q, k, v, {.dropout_p = 1.5}), {"dropout_p"});
   expect_sdpa_error(call(q, k, v, {.causal = true, .causal_offset = -1}), {"causal_offset", "-1"});
+  expect_sdpa_error(call(q, k, v, {.causal = true, .window = -2}),
+                    {"window must be >= 0", "-2", "f32[2, 4, 7, 5] cpu"});
+  expect_sdpa_error(call(q, k, v, {.window = 3}), {"window = 3", "causal", "f32[2, 4, 7, 5] cpu"});
+  // T + offset - window = 7 + 3 - 3 = 7 = S: query 6's window starts past key 6.
+  expect_sdpa_error(call(q, k, v, {.causal = true, .causal_offset = 3, .window = 3}),
+                    {"last query (6) sees no key", "starts at 7", "T + causal_offset - window < S",
+                     "f32[2, 2, 7, 5] cpu"});
   // A reservation short of B Hq T S = 392 words.
   expect_sdpa_error(
       call(q, k, v, {.dropout_p = 0.1, .dropout_rng = rng::Reservation{.count = 391}}),
