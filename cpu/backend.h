@@ -37,7 +37,8 @@ class CpuBackend final : public CpuBackendBase {
   Tensors layernorm_backward(const Tensor& x, const Tensor& w, const Tensor& mean,
                              const Tensor& rstd, const Tensor& g, bool need_dx, bool need_dw,
                              bool need_db) override;
-  Tensor rotary(const Tensor& x, const Tensor& positions, double theta, int sign) override;
+  Tensor rotary(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, double scaling,
+                int sign) override;
   IndexRange index_range(const Tensor& index) override;
   Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) override;
   void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) override;
@@ -50,9 +51,9 @@ class CpuBackend final : public CpuBackendBase {
   Tensors sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& dout, const AttentionParams& params,
                         bool need_dq, bool need_dk) override;
-  Tensors moe_route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacity) override;
+  Tensors moe_route(const Tensor& scores, const Tensor& bias, const RouteParams& params) override;
   Tensor moe_route_backward(const Tensor& grad_weights, const Tensor& indices, const Tensor& slot,
-                            const Tensor& top, int64_t E, bool renormalize) override;
+                            const Tensor& top, int64_t E, const RouteParams& params) override;
   void fill_uniform(const Tensor& t, const rng::Reservation& r, double low, double high) override;
   void fill_normal(const Tensor& t, const rng::Reservation& r, double mean, double std) override;
   void fill_bernoulli(const Tensor& t, const rng::Reservation& r, double p) override;

@@ -1,12 +1,14 @@
-// moe_route on the CPU: top-k per token, gates, and the counting sort of
+// moe_route on the CPU: top-k per token (within the best groups, by
+// biased scores when there is a bias), gates, and the counting sort of
 // assignments by expert; and its backward.
 //
-// Per token n with top-k scores v_j (j < k) at experts i_j:
-//   S = sum_j v_j,  g_j = v_j / S (renormalize) or v_j
+// Per token n with chosen scores v_j (j < k) at experts i_j and scale c:
+//   S = sum_j v_j,  g_j = (v_j / S) c (renormalize) or v_j c
 // and the output weights are the g of the kept assignments in dispatch
 // order. Backward, with dg scattered back to (N, k) (zero where dropped):
-//   renormalize: dv_j = (dg_j - sum_l dg_l g_l) / S,  else dv_j = dg_j
+//   renormalize: dv_j = c ((dg_j - sum_l dg_l v_l / S) / S),  else dv_j = c dg_j
 //   dscores[n, i_j] = dv_j, zero elsewhere.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -15,36 +17,75 @@
 REPRISE_CPU_BEGIN
 namespace {
 
+// Inserts (v, e) into the best-first list val/idx of `filled` of at most k
+// entries: larger values first, equal values by lower index (ops::topk's
+// order). Returns the new fill.
 template <class T>
-Tensors route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacity) {
+int64_t insert_best(T v, int64_t e, T* val, int64_t* idx, int64_t filled, int64_t k) {
+  if (filled == k && !(v > val[k - 1])) return filled;
+  int64_t p = filled < k ? filled++ : k - 1;
+  while (p > 0 && v > val[p - 1]) {
+    val[p] = val[p - 1];
+    idx[p] = idx[p - 1];
+    --p;
+  }
+  val[p] = v;
+  idx[p] = e;
+  return filled;
+}
+
+template <class T>
+Tensors route(const Tensor& scores, const Tensor& bias_in, const RouteParams& rp) {
   const Tensor s = scores.contiguous();
-  const int64_t N = s.size(0), E = s.size(1);
+  const int64_t N = s.size(0), E = s.size(1), k = rp.k, capacity = rp.capacity;
+  const int64_t G = rp.n_group, per_group = E / G;
   const T* ps = s.data<T>();
+  const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
+  const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+  for (int64_t e = 0; pb && e < E; ++e) {
+    REPRISE_CHECK(!std::isnan(pb[e]), "moe_route: bias of expert ", e, " is NaN");
+  }
   Tensor indices = Tensor::empty({N, k}, DType::i64);
   Tensor top = Tensor::empty({N, k}, s.dtype());  // the chosen scores, best first
   int64_t* pi = indices.data<int64_t>();
   T* pt = top.data<T>();
-  // Top-k by insertion: larger score first, equal scores by lower expert
-  // (ops::topk's order).
+  std::vector<T> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(G)), pair(2);
+  std::vector<T> best(static_cast<size_t>(std::max(k, rp.topk_group)));
+  std::vector<int64_t> group_pick(static_cast<size_t>(rp.topk_group)), pair_idx(2);
+  std::vector<char> allowed(static_cast<size_t>(E), 1);
   for (int64_t n = 0; n < N; ++n) {
     const T* row = ps + n * E;
+    for (int64_t e = 0; e < E; ++e) {
+      REPRISE_CHECK(!std::isnan(row[e]), "moe_route: score of token ", n, " for expert ", e,
+                    " is NaN (scores ", scores.describe(), ")");
+      choice[size_t(e)] = pb ? row[e] + pb[e] : row[e];
+    }
+    if (G > 1) {
+      // A group's score: its two best choice values, best + second.
+      for (int64_t g = 0; g < G; ++g) {
+        int64_t filled = 0;
+        for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+          filled = insert_best(choice[size_t(e)], e, pair.data(), pair_idx.data(), filled, 2);
+        }
+        group_score[size_t(g)] = pair[0] + pair[1];
+      }
+      int64_t filled = 0;
+      for (int64_t g = 0; g < G; ++g) {
+        filled = insert_best(group_score[size_t(g)], g, best.data(), group_pick.data(), filled,
+                             rp.topk_group);
+      }
+      std::fill(allowed.begin(), allowed.end(), 0);
+      for (const int64_t g : group_pick) {
+        std::fill_n(allowed.begin() + g * per_group, per_group, 1);
+      }
+    }
     int64_t* idx = pi + n * k;
-    T* val = pt + n * k;
     int64_t filled = 0;
     for (int64_t e = 0; e < E; ++e) {
-      const T v = row[e];
-      REPRISE_CHECK(!std::isnan(v), "moe_route: score of token ", n, " for expert ", e,
-                    " is NaN (scores ", scores.describe(), ")");
-      if (filled == k && !(v > val[k - 1])) continue;
-      int64_t p = filled < k ? filled++ : k - 1;
-      while (p > 0 && v > val[p - 1]) {
-        val[p] = val[p - 1];
-        idx[p] = idx[p - 1];
-        --p;
-      }
-      val[p] = v;
-      idx[p] = e;
+      if (allowed[size_t(e)])
+        filled = insert_best(choice[size_t(e)], e, best.data(), idx, filled, k);
     }
+    for (int64_t j = 0; j < k; ++j) pt[n * k + j] = row[idx[j]];
   }
   // Counting sort by expert, stable in (token, rank) order; over capacity
   // an expert keeps its earliest tokens.
@@ -70,6 +111,7 @@ Tensors route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacit
   int64_t* pk = token.data<int64_t>();
   int64_t* pl = slot.data<int64_t>();
   std::vector<int64_t> seen(size_t(E), 0);
+  const T scale = T(rp.scale);
   for (int64_t n = 0; n < N; ++n) {
     T sum = T(0);
     for (int64_t j = 0; j < k; ++j) sum += pt[n * k + j];
@@ -77,7 +119,7 @@ Tensors route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacit
       const int64_t a = n * k + j, e = pi[a];
       if (seen[size_t(e)]++ >= pc[e]) continue;  // dropped
       const int64_t m = next[size_t(e)]++;
-      pw[m] = renormalize ? pt[a] / sum : pt[a];
+      pw[m] = (rp.renormalize ? pt[a] / sum : pt[a]) * scale;
       pk[m] = n;
       pl[m] = a;
     }
@@ -87,7 +129,7 @@ Tensors route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacit
 
 template <class T>
 Tensor route_backward(const Tensor& gw, const Tensor& indices, const Tensor& slot,
-                      const Tensor& top, int64_t E, bool renormalize) {
+                      const Tensor& top, int64_t E, const RouteParams& rp) {
   const int64_t N = indices.size(0), k = indices.size(1), M = slot.size(0);
   const Tensor g = gw.contiguous();
   std::vector<T> gg(size_t(N * k), T(0));  // dg at (N, k), zero where dropped
@@ -98,6 +140,7 @@ Tensor route_backward(const Tensor& gw, const Tensor& indices, const Tensor& slo
   T* pd = dx.data<T>();
   const T* pt = top.data<T>();
   const int64_t* pi = indices.data<int64_t>();
+  const T scale = T(rp.scale);
   for (int64_t n = 0; n < N; ++n) {
     const T* v = pt + n * k;
     const T* d = gg.data() + n * k;
@@ -105,7 +148,7 @@ Tensor route_backward(const Tensor& gw, const Tensor& indices, const Tensor& slo
     for (int64_t j = 0; j < k; ++j) sum += v[j];
     for (int64_t j = 0; j < k; ++j) dot += d[j] * (v[j] / sum);
     for (int64_t j = 0; j < k; ++j) {
-      pd[n * E + pi[n * k + j]] = renormalize ? (d[j] - dot) / sum : d[j];
+      pd[n * E + pi[n * k + j]] = scale * (rp.renormalize ? (d[j] - dot) / sum : d[j]);
     }
   }
   return dx;
@@ -113,16 +156,16 @@ Tensor route_backward(const Tensor& gw, const Tensor& indices, const Tensor& slo
 
 }  // namespace
 
-Tensors CpuBackend::moe_route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacity) {
+Tensors CpuBackend::moe_route(const Tensor& scores, const Tensor& bias, const RouteParams& params) {
   return dispatch_float(scores.dtype(), "moe_route",
-                        [&]<class T>() { return route<T>(scores, k, renormalize, capacity); });
+                        [&]<class T>() { return route<T>(scores, bias, params); });
 }
 
 Tensor CpuBackend::moe_route_backward(const Tensor& grad_weights, const Tensor& indices,
                                       const Tensor& slot, const Tensor& top, int64_t E,
-                                      bool renormalize) {
+                                      const RouteParams& params) {
   return dispatch_float(grad_weights.dtype(), "moe_route", [&]<class T>() {
-    return route_backward<T>(grad_weights, indices, slot, top, E, renormalize);
+    return route_backward<T>(grad_weights, indices, slot, top, E, params);
   });
 }
 

@@ -2,8 +2,9 @@
 // its angle; the backward is the inverse rotation (sign -1). The cos/sin
 // tables, P * half sincos pairs for P position rows, cost about as much as
 // rotating a few heads, so each thread keeps the last tables it built and
-// reuses them while positions, D and theta match: q and k, forward and
-// backward, and every layer of a model rotate by the same tables.
+// reuses them while the positions, the frequencies and the scaling match: q
+// and k, forward and backward, and every layer of a model rotate by the
+// same tables.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -14,67 +15,65 @@
 REPRISE_CPU_BEGIN
 namespace {
 
-// cos(a) and sin(a) for a = positions[p] * inv_freq[i]: (P, half) each.
+// cos(a) * scaling and sin(a) * scaling for a = positions[p] * inv_freq[i]:
+// (P, half) each.
 template <class T>
 struct Tables {
   std::vector<T> cos, sin;
 };
 
 template <class T>
-Tables<T> make_tables(const std::vector<int64_t>& pos, int64_t D, double theta) {
-  const int64_t half = D / 2, P = int64_t(pos.size());
-  // HF: inv_freq = 1 / theta ** (arange(0, D, 2).float() / D), all in f32
-  // for f32 (each step rounded to T).
-  std::vector<T> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    inv_freq[size_t(i)] = T(1) / std::pow(T(theta), T(2 * i) / T(D));
-  }
+Tables<T> make_tables(const std::vector<int64_t>& pos, const std::vector<T>& inv_freq, T scaling) {
+  const int64_t half = int64_t(inv_freq.size()), P = int64_t(pos.size());
   Tables<T> tab{std::vector<T>(size_t(P * half)), std::vector<T>(size_t(P * half))};
   threads::parallel_for(P, std::max<int64_t>(1, 2048 / half), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      // HF's freqs = inv_freq @ position_ids.float(): one product rounded to T.
+      // HF's freqs = inv_freq @ position_ids.float(): one product rounded to
+      // T; then cos() * attention_scaling, rounded again.
       const T fp = T(pos[size_t(p)]);
       for (int64_t i = 0; i < half; ++i) {
         const T a = inv_freq[size_t(i)] * fp;
-        tab.cos[size_t(p * half + i)] = std::cos(a);
-        tab.sin[size_t(p * half + i)] = std::sin(a);
+        tab.cos[size_t(p * half + i)] = std::cos(a) * scaling;
+        tab.sin[size_t(p * half + i)] = std::sin(a) * scaling;
       }
     }
   });
   return tab;
 }
 
-// The tables for (positions, D, theta), from this thread's one-entry cache.
-// Reuse gives the same bits as rebuilding.
+// The tables for (positions, inv_freq, scaling), from this thread's
+// one-entry cache. Reuse gives the same bits as rebuilding.
 template <class T>
-const Tables<T>& tables_for(const Tensor& positions, int64_t D, double theta) {
+const Tables<T>& tables_for(const Tensor& positions, const Tensor& inv_freq, double scaling) {
   struct Entry {
     std::vector<int64_t> pos;
-    int64_t D = -1;
-    double theta = 0;
+    std::vector<T> inv_freq;
+    double scaling = 0;
     Tables<T> tab;
   };
   thread_local Entry cache;
   std::vector<int64_t> pos = positions.to_vector<int64_t>();
-  if (cache.D != D || cache.theta != theta || cache.pos != pos) {
-    cache.tab = make_tables<T>(pos, D, theta);
+  std::vector<T> freq = inv_freq.to_vector<T>();
+  if (cache.scaling != scaling || cache.inv_freq != freq || cache.pos != pos) {
+    cache.tab = make_tables<T>(pos, freq, T(scaling));
     cache.pos = std::move(pos);
-    cache.D = D;
-    cache.theta = theta;
+    cache.inv_freq = std::move(freq);
+    cache.scaling = scaling;
   }
   return cache.tab;
 }
 
 }  // namespace
 
-Tensor CpuBackend::rotary(const Tensor& x_in, const Tensor& positions, double theta, int sign) {
+Tensor CpuBackend::rotary(const Tensor& x_in, const Tensor& positions, const Tensor& inv_freq,
+                          double scaling, int sign) {
   const Tensor x = x_in.stride(3) == 1 ? x_in : x_in.contiguous();
   const int64_t B = x.size(0), H = x.size(1), T_ = x.size(2), D = x.size(3), half = D / 2;
   const int64_t sb = x.stride(0), sh = x.stride(1), st = x.stride(2);
   const bool per_batch = positions.dim() == 2;
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "rotary", [&]<class T>() {
-    const Tables<T>& tab = tables_for<T>(positions, D, theta);
+    const Tables<T>& tab = tables_for<T>(positions, inv_freq, scaling);
     const T* px = x.data<T>();
     T* py = y.data<T>();
     const T sg = T(sign);

@@ -5,8 +5,9 @@
 
 namespace reprise::cuda {
 
-Tensor CudaBackend::rotary(const Tensor& x, const Tensor& positions, double theta, int sign) {
-  return cuda::rotary(exec_for(device()), x, positions, theta, sign);
+Tensor CudaBackend::rotary(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+                           double scaling, int sign) {
+  return cuda::rotary(exec_for(device()), x, positions, inv_freq, scaling, sign);
 }
 
 }  // namespace reprise::cuda

@@ -94,7 +94,9 @@ Tensors Backend::layernorm_backward(const Tensor&, const Tensor&, const Tensor&,
                                     const Tensor&, bool, bool, bool) {
   missing("layernorm_backward");
 }
-Tensor Backend::rotary(const Tensor&, const Tensor&, double, int) { missing("rotary"); }
+Tensor Backend::rotary(const Tensor&, const Tensor&, const Tensor&, double, int) {
+  missing("rotary");
+}
 IndexRange Backend::index_range(const Tensor&) { missing("index_range"); }
 Tensor Backend::gather(const Tensor&, int64_t, const Tensor&) { missing("gather"); }
 void Backend::scatter_add(const Tensor&, int64_t, const Tensor&, const Tensor&) {
@@ -113,9 +115,11 @@ Tensors Backend::sdpa_backward(const Tensor&, const Tensor&, const Tensor&, cons
                                const Tensor&, const Tensor&, const AttentionParams&, bool, bool) {
   missing("sdpa_backward");
 }
-Tensors Backend::moe_route(const Tensor&, int64_t, bool, int64_t) { missing("moe_route"); }
+Tensors Backend::moe_route(const Tensor&, const Tensor&, const RouteParams&) {
+  missing("moe_route");
+}
 Tensor Backend::moe_route_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                   int64_t, bool) {
+                                   int64_t, const RouteParams&) {
   missing("moe_route_backward");
 }
 void Backend::fill_uniform(const Tensor&, const rng::Reservation&, double, double) {

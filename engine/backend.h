@@ -69,6 +69,18 @@ struct AttentionParams {
   std::optional<AttentionDropout> dropout;
 };
 
+// ops::moe_route's rule (ops/moe_route.h): the k experts per token, among
+// the topk_group best of n_group groups, the gates renormalized or not,
+// times scale; at most `capacity` assignments per expert (-1: no limit).
+struct RouteParams {
+  int64_t k;
+  bool renormalize;
+  int64_t capacity = -1;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double scale = 1.0;
+};
+
 // The smallest and largest value of an index tensor (min > max when empty).
 struct IndexRange {
   int64_t min;
@@ -191,9 +203,10 @@ class Backend {
   virtual Tensors layernorm_backward(const Tensor& x, const Tensor& w, const Tensor& mean,
                                      const Tensor& rstd, const Tensor& g, bool need_dx,
                                      bool need_dw, bool need_db);
-  // x (B, H, T, D) rotated by the angles of positions ((T) or (B, T)):
-  // sign 1 forward, -1 back.
-  virtual Tensor rotary(const Tensor& x, const Tensor& positions, double theta, int sign);
+  // x (B, H, T, D) rotated by the angles positions ((T) or (B, T)) times
+  // inv_freq (D/2), cos and sin times scaling: sign 1 forward, -1 back.
+  virtual Tensor rotary(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+                        double scaling, int sign);
 
   // ---- indexing ------------------------------------------------------------
   virtual IndexRange index_range(const Tensor& index);
@@ -224,12 +237,12 @@ class Backend {
                                 const AttentionParams& params, bool need_dq, bool need_dk);
 
   // ---- mixture of experts --------------------------------------------------
-  // scores (N, E) -> ops::moe_route's outputs {weights, indices, token,
-  // counts, routed} then {slot, top} for backward.
-  virtual Tensors moe_route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacity);
+  // scores (N, E), bias (E) or undefined -> ops::moe_route's outputs
+  // {weights, indices, token, counts, routed} then {slot, top} for backward.
+  virtual Tensors moe_route(const Tensor& scores, const Tensor& bias, const RouteParams& params);
   virtual Tensor moe_route_backward(const Tensor& grad_weights, const Tensor& indices,
                                     const Tensor& slot, const Tensor& top, int64_t E,
-                                    bool renormalize);
+                                    const RouteParams& params);
 
   // ---- random (t contiguous f32 or f64; words as rng/distributions.h) ------
   // U(low, high]: low + (high - low) u by one fma (u ~ U(0, 1]).

@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!(nn::llama_config_from_json(nn::llama_config_to_json(config)) == config)) {
       __builtin_trap();
     }
-    nn::load_llama(dir);
+    nn::load_model(dir);
   } catch (const Error&) {
   }
   return 0;

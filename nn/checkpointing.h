@@ -42,7 +42,7 @@ struct CheckpointConfig {
   int recompute_noise_ulps = 0;
   uint64_t noise_seed = autograd::CheckpointOptions{}.noise_seed;  // study: one draw of noise
   std::string noise_scopes = "*";  // study: perturb only under these scopes
-  // MoE: the outputs of every node under "*.block_sparse_moe.gate" (router
+  // MoE: the outputs of every node under "*.<moe block>.gate" (router
   // logits, scores, the routing decision) are force-saved, combined with the
   // layer policy, so a recompute never re-decides routing; false recomputes
   // the router like everything else the policy recomputes.
@@ -85,8 +85,11 @@ std::vector<std::string> op_sac_ops();
 class LayerCheckpointing {
  public:
   // `generator` is what the stash and fresh replay modes draw from (the
-  // model's dropout generator); it must outlive this object.
-  LayerCheckpointing(CheckpointConfig config, rng::Generator& generator, bool moe);
+  // model's dropout generator); it must outlive this object. `moe_block`:
+  // the module name of the model's MoE layers ("block_sparse_moe", "mlp":
+  // FamilyInfo::moe_block), empty for a dense model.
+  LayerCheckpointing(CheckpointConfig config, rng::Generator& generator,
+                     const std::string& moe_block = "");
 
   // LlamaForCausalLM's LayerRunner: runs `layer` (decoder layer i) under
   // `scope`.

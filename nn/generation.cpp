@@ -22,8 +22,9 @@ const char* stop_reason_name(StopReason r) {
 void check_prompt(const LlamaConfig& c, const std::vector<int64_t>& prompt) {
   const int64_t P = int64_t(prompt.size()), V = c.vocab_size;
   REPRISE_CHECK(P >= 1, "generate: the prompt is empty (no tokens to start from)");
-  REPRISE_CHECK(P <= c.max_position_embeddings, "generate: the prompt's ", P,
-                " tokens exceed the model's max_position_embeddings = ", c.max_position_embeddings);
+  REPRISE_CHECK(P <= c.max_sequence_length(), "generate: the prompt's ", P,
+                " tokens exceed the model's longest sequence, ", c.max_sequence_length(),
+                " (max_position_embeddings = ", c.max_position_embeddings, ")");
   for (int64_t t = 0; t < P; ++t) {
     const int64_t id = prompt[size_t(t)];
     REPRISE_CHECK(id >= 0 && id < V, "generate: prompt token ", t, " is id ", id,
@@ -49,7 +50,7 @@ GenerationResult generate(const LlamaForCausalLM& model, const std::vector<int64
 
   const Device device = model.model.embed_tokens.weight().device();
   // The prompt and every new token but the last are fed.
-  KvCache cache(c, 1, std::min(c.max_position_embeddings, P + options.max_new_tokens - 1), device);
+  KvCache cache(c, 1, std::min(c.max_sequence_length(), P + options.max_new_tokens - 1), device);
   const int64_t limit = options.choose_below > 0 ? options.choose_below : V;
   using Clock = std::chrono::steady_clock;
   auto choose = [&](const Tensor& logits) {  // (1, 1, V)
@@ -71,7 +72,7 @@ GenerationResult generate(const LlamaForCausalLM& model, const std::vector<int64
       break;
     }
     if (int64_t(result.tokens.size()) == options.max_new_tokens) break;
-    if (cache.length() == c.max_position_embeddings) {
+    if (cache.length() == c.max_sequence_length()) {
       result.stop = StopReason::context;
       break;
     }

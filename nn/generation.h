@@ -28,7 +28,7 @@ struct GenerationOptions {
 enum class StopReason {
   max_new_tokens,
   eos,
-  context,  // the sequence reached max_position_embeddings
+  context,  // the sequence reached the model's longest (max_sequence_length)
 };
 const char* stop_reason_name(StopReason r);  // "max new tokens", "EOS", "context full"
 
@@ -42,7 +42,7 @@ struct GenerationResult {
 };
 
 // Raises an Error unless `prompt` has at least one and at most
-// max_position_embeddings ids, each in [0, vocab_size) (naming the
+// max_sequence_length() ids, each in [0, vocab_size) (naming the
 // position and the id of the first that is not).
 void check_prompt(const LlamaConfig& config, const std::vector<int64_t>& prompt);
 

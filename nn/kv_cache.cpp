@@ -8,13 +8,18 @@ KvCache::KvCache(const LlamaConfig& config, int64_t batch, int64_t capacity, Dev
     : batch_(batch), capacity_(capacity) {
   config.validate();
   REPRISE_CHECK(batch >= 1, "KvCache: batch must be >= 1, got ", batch);
-  REPRISE_CHECK(capacity >= 1 && capacity <= config.max_position_embeddings,
-                "KvCache: capacity must be in [1, max_position_embeddings = ",
-                config.max_position_embeddings, "], got ", capacity);
-  const Shape shape{batch, config.num_key_value_heads, capacity, config.resolved_head_dim()};
+  REPRISE_CHECK(capacity >= 1 && capacity <= config.max_sequence_length(),
+                "KvCache: capacity must be in [1, ", config.max_sequence_length(),
+                "] (the model's longest sequence; max_position_embeddings = ",
+                config.max_position_embeddings, "), got ", capacity);
+  // Grouped-query attention keeps keys and values; MLA its latent and the
+  // rotated shared key (nn/llama.h's LayerKv).
+  const Shape k =
+      config.mla ? Shape{batch, capacity, config.mla->kv_lora_rank}
+                 : Shape{batch, config.num_key_value_heads, capacity, config.resolved_head_dim()};
+  const Shape v = config.mla ? Shape{batch, 1, capacity, config.mla->qk_rope_head_dim} : k;
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    layers_.push_back(
-        {Tensor::empty(shape, DType::f32, device), Tensor::empty(shape, DType::f32, device)});
+    layers_.push_back({Tensor::empty(k, DType::f32, device), Tensor::empty(v, DType::f32, device)});
   }
 }
 

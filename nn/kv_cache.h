@@ -1,13 +1,16 @@
 #pragma once
-// The keys and values a Llama's attention layers computed for the positions
-// seen so far, so that generation feeds each new token alone instead of the
-// whole sequence again (LlamaForCausalLM::forward_cached).
+// What a model's attention layers computed for the positions seen so far,
+// so that generation feeds each new token alone instead of the whole
+// sequence again (LlamaForCausalLM::forward_cached).
 //
 // B = batch, Hkv = num_key_value_heads, P = capacity (positions), D =
-// head_dim. Each layer has two buffers (B, Hkv, P, D) on the model's device;
-// positions [0, length()) hold the keys (after RoPE) and values of the
-// tokens fed so far. A forward of T tokens writes positions [length(),
-// length() + T) of every layer, then advance(T) counts them.
+// head_dim. Each layer has two buffers on the model's device: keys (after
+// RoPE) and values (B, Hkv, P, D) for grouped-query attention; for
+// DeepSeek's MLA the compressed latent (B, P, kv_lora_rank) and the rotated
+// shared key (B, 1, P, qk_rope_head_dim), R + dr numbers per position
+// instead of Hq (dn + dr + dv). Positions [0, length()) hold the tokens fed
+// so far. A forward of T tokens writes positions [length(), length() + T)
+// of every layer, then advance(T) counts them.
 
 #include <cstdint>
 #include <vector>
@@ -21,7 +24,7 @@ namespace reprise::nn {
 class KvCache {
  public:
   // Room for `capacity` positions (at most the config's
-  // max_position_embeddings) of `batch` sequences, f32 on `device`.
+  // max_sequence_length()) of `batch` sequences, f32 on `device`.
   KvCache(const LlamaConfig& config, int64_t batch, int64_t capacity,
           Device device = Device::cpu());
 

@@ -1,7 +1,9 @@
 #include "nn/layers.h"
 
 #include "autograd/scope.h"
+#include "engine/grad_mode.h"
 #include "nn/autocast.h"
+#include "ops/binary.h"
 #include "ops/embedding.h"
 #include "ops/norm.h"
 #include "ops/random.h"
@@ -18,20 +20,30 @@ void check_positive(const char* layer, const std::string& name, const char* what
 
 // ---- Linear -----------------------------------------------------------------
 
-Linear::Linear(std::string name, int64_t in_features, int64_t out_features)
+Linear::Linear(std::string name, int64_t in_features, int64_t out_features, bool bias)
     : Module(std::move(name)) {
   check_positive("Linear", this->name(), "in_features", in_features);
   check_positive("Linear", this->name(), "out_features", out_features);
   weight_ = register_parameter("weight", {out_features, in_features});
+  if (bias) bias_ = register_parameter("bias", {out_features}, /*decay=*/false);
 }
 
 Tensor Linear::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return autocast_linear(x, weight_);
+  return project(x);
+}
+
+Tensor Linear::project(const Tensor& x) const {
+  Tensor y = autocast_linear(x, weight_);
+  return bias_.defined() ? ops::add(y, bias_) : y;
 }
 
 void Linear::reset_parameters(double std, rng::Generator& gen, std::string_view stream) {
   ops::normal_(weight_, 0.0, std, gen, stream);
+  if (bias_.defined()) {
+    NoGradGuard no_grad;
+    bias_.fill_(0.0);
+  }
 }
 
 // ---- Embedding --------------------------------------------------------------
@@ -73,11 +85,11 @@ void RMSNorm::reset_parameters() {
 
 // ---- SwiGluMLP --------------------------------------------------------------
 
-SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size)
+SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size, bool bias)
     : Module(std::move(name)),
-      gate_proj("gate_proj", hidden_size, intermediate_size),
-      up_proj("up_proj", hidden_size, intermediate_size),
-      down_proj("down_proj", intermediate_size, hidden_size) {
+      gate_proj("gate_proj", hidden_size, intermediate_size, bias),
+      up_proj("up_proj", hidden_size, intermediate_size, bias),
+      down_proj("down_proj", intermediate_size, hidden_size, bias) {
   register_module(gate_proj);
   register_module(up_proj);
   register_module(down_proj);
@@ -85,8 +97,9 @@ SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate
 
 Tensor SwiGluMLP::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return swiglu_ffn(autocast_operand(x), gate_proj.weight(), up_proj.weight(), down_proj.weight(),
-                    {"gate_proj", "up_proj", "down_proj"}, autocast_linear);
+  auto project = [](const Tensor& in, const Linear* layer) { return layer->project(in); };
+  return swiglu_ffn(autocast_operand(x), &gate_proj, &up_proj, &down_proj,
+                    {"gate_proj", "up_proj", "down_proj"}, project);
 }
 
 }  // namespace reprise::nn

@@ -1,7 +1,7 @@
 #pragma once
-// The basic layers of a Llama: Linear (no bias), Embedding and RMSNorm. Each
-// owns one parameter named "weight", with PyTorch's layout, and runs its
-// forward under Scope(name()).
+// The basic layers of a Llama: Linear, Embedding and RMSNorm. Each owns a
+// parameter named "weight" (and a Linear with a bias one named "bias"),
+// with PyTorch's layout, and runs its forward under Scope(name()).
 //
 // B = batch, T = sequence, C = in features / channels, N = out features,
 // V = vocabulary.
@@ -16,22 +16,29 @@
 
 namespace reprise::nn {
 
-// y = x @ weight^T, weight (N, C) as torch.nn.Linear(C, N, bias=False).
+// y = x @ weight^T (+ bias), weight (N, C) as torch.nn.Linear(C, N, bias).
+// The product runs under autocast (nn/autocast.h); the bias is added after
+// it in the weight's dtype, and is not weight-decayed by default.
 class Linear : public Module {
  public:
-  Linear(std::string name, int64_t in_features, int64_t out_features);
+  Linear(std::string name, int64_t in_features, int64_t out_features, bool bias = false);
 
   // x: (..., C) -> (..., N)
   Tensor forward(const Tensor& x) const;
-  // normal(0, std^2) from `stream` of `gen`, as HF's _init_weights.
+  // forward() in the caller's scope (for a caller that names the scope).
+  Tensor project(const Tensor& x) const;
+  // The weight normal(0, std^2) from `stream` of `gen`, the bias zero, as
+  // HF's _init_weights.
   void reset_parameters(double std, rng::Generator& gen, std::string_view stream = "init");
 
   const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }  // (N), undefined without a bias
   int64_t in_features() const { return weight_.size(1); }
   int64_t out_features() const { return weight_.size(0); }
 
  private:
   Tensor weight_;  // (N, C)
+  Tensor bias_;    // (N)
 };
 
 // out[..., :] = weight[ids[...], :], weight (V, C). Not weight-decayed by
@@ -69,10 +76,11 @@ class RMSNorm : public Module {
 };
 
 // down_proj(silu(gate_proj(x)) * up_proj(x)): Llama's MLP (LlamaMLP in
-// Hugging Face) and the shared experts of an MoE layer, with their names.
+// Hugging Face, with its biases when mlp_bias) and the shared experts of an
+// MoE layer, with their names.
 class SwiGluMLP : public Module {
  public:
-  SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size);
+  SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size, bool bias = false);
   // x: (..., C) -> (..., C)
   Tensor forward(const Tensor& x) const;
 

@@ -16,115 +16,117 @@
 #include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/rotary.h"
+#include "ops/shape.h"
 #include "ops/views.h"
 
 namespace reprise::nn {
 
-// ---- LlamaConfig ------------------------------------------------------------
+// ---- RoPE --------------------------------------------------------------------
 
-int64_t LlamaConfig::resolved_head_dim() const {
-  if (head_dim != 0) return head_dim;
-  return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;
+RopeTable rope_table(const LlamaConfig& c, int64_t length, Device device) {
+  const RopeFrequencies f = rope_frequencies(c.rope_scaling, c.rope_theta, c.rope_dim(),
+                                             c.max_position_embeddings, length);
+  return {.inv_freq = Tensor::from_vector(f.inv_freq, {int64_t(f.inv_freq.size())}).to(device),
+          .scaling = double(f.attention_scaling)};
 }
 
-void LlamaConfig::validate() const {
-  auto positive = [](const char* field, int64_t v) {
-    REPRISE_CHECK(v > 0, "LlamaConfig: ", field, " must be positive, got ", v);
+namespace {
+
+void check_attention_input(const Tensor& x, const std::string& name) {
+  REPRISE_CHECK(x.dim() == 3, "attention '", name, "': expected x of shape (B, T, C), got ",
+                x.describe());
+}
+
+// The cache buffers a forward of T tokens at kv.start writes and reads:
+// checked against the shapes `want` (positions in dimension `pos_dim`).
+void check_cache(const LayerKv& kv, const Shape& want_k, const Shape& want_v, int64_t pos_dim,
+                 int64_t T, DType dtype, const std::string& name) {
+  auto fits = [&](const Tensor& t, const Shape& want) {
+    return t.defined() && t.shape() == want && t.dtype() == dtype;
   };
-  positive("vocab_size", vocab_size);
-  positive("hidden_size", hidden_size);
-  positive("intermediate_size", intermediate_size);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
-  positive("num_key_value_heads", num_key_value_heads);
-  positive("max_position_embeddings", max_position_embeddings);
-  REPRISE_CHECK(head_dim >= 0, "LlamaConfig: head_dim must be positive (or 0 for hidden_size / ",
-                "num_attention_heads), got ", head_dim);
-  REPRISE_CHECK(head_dim != 0 || hidden_size % num_attention_heads == 0,
-                "LlamaConfig: hidden_size ", hidden_size,
-                " is not a multiple of num_attention_heads ", num_attention_heads,
-                " (set head_dim)");
-  REPRISE_CHECK(resolved_head_dim() % 2 == 0, "LlamaConfig: head_dim ", resolved_head_dim(),
-                " must be even for rotary embeddings");
-  REPRISE_CHECK(num_attention_heads % num_key_value_heads == 0, "LlamaConfig: num_attention_heads ",
-                num_attention_heads, " is not a multiple of num_key_value_heads ",
-                num_key_value_heads);
-  REPRISE_CHECK(rms_norm_eps > 0 && std::isfinite(rms_norm_eps),
-                "LlamaConfig: rms_norm_eps must be positive, got ", rms_norm_eps);
-  REPRISE_CHECK(rope_theta > 0 && std::isfinite(rope_theta),
-                "LlamaConfig: rope_theta must be positive, got ", rope_theta);
-  REPRISE_CHECK(initializer_range >= 0 && std::isfinite(initializer_range),
-                "LlamaConfig: initializer_range must be >= 0, got ", initializer_range);
-  REPRISE_CHECK(attention_dropout >= 0 && attention_dropout < 1,
-                "LlamaConfig: attention_dropout must be in [0, 1), got ", attention_dropout);
-  REPRISE_CHECK(dropout >= 0 && dropout < 1, "LlamaConfig: dropout must be in [0, 1), got ",
-                dropout);
-  if (moe) moe->validate();
+  REPRISE_CHECK(fits(kv.k, want_k) && fits(kv.v, want_v), "attention '", name,
+                "': expected KV cache buffers of shapes ", to_string(want_k), " and ",
+                to_string(want_v), " and dtype ", dtype_name(dtype), ", got ",
+                kv.k.defined() ? kv.k.describe() : "undefined", " and ",
+                kv.v.defined() ? kv.v.describe() : "undefined");
+  REPRISE_CHECK(kv.start >= 0 && kv.start + T <= want_k[size_t(pos_dim)], "attention '", name,
+                "': positions ", kv.start, " .. ", kv.start + T - 1, " do not fit a KV cache of ",
+                want_k[size_t(pos_dim)]);
+  REPRISE_CHECK(!GradMode::enabled(), "attention '", name,
+                "': a forward through a KV cache runs without grad (NoGradGuard)");
 }
 
-std::string LlamaConfig::describe() const {
-  std::ostringstream s;
-  s << "hidden " << hidden_size << ", " << num_hidden_layers << " layers, " << num_attention_heads
-    << " heads (" << num_key_value_heads << " kv) of " << resolved_head_dim() << ", ffn "
-    << intermediate_size << ", vocab " << vocab_size;
-  if (tie_word_embeddings) s << ", tied embeddings";
-  if (moe) s << ", " << moe->describe();
-  return s.str();
+// Writes `fresh` (T positions along pos_dim) at kv_buffer's [start, start +
+// T) and returns the buffer's [0, start + T): the earlier positions and these.
+Tensor through_cache(const Tensor& buffer, const Tensor& fresh, int64_t pos_dim, int64_t start) {
+  const int64_t T = fresh.size(pos_dim);
+  buffer.slice(pos_dim, start, start + T).copy_(fresh);
+  return buffer.slice(pos_dim, 0, start + T);
 }
+
+}  // namespace
 
 // ---- LlamaAttention ---------------------------------------------------------
 
-LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c)
-    : Module(std::move(name)),
-      q_proj("q_proj", c.hidden_size, c.num_attention_heads * c.resolved_head_dim()),
-      k_proj("k_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim()),
-      v_proj("v_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim()),
-      o_proj("o_proj", c.num_attention_heads * c.resolved_head_dim(), c.hidden_size),
+LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c, int64_t layer)
+    : Attention(std::move(name)),
+      q_proj("q_proj", c.hidden_size, c.num_attention_heads * c.resolved_head_dim(), c.qkv_bias),
+      k_proj("k_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim(), c.qkv_bias),
+      v_proj("v_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim(), c.qkv_bias),
+      o_proj("o_proj", c.num_attention_heads * c.resolved_head_dim(), c.hidden_size, c.o_bias),
+      config_(c),
       heads_(c.num_attention_heads),
       kv_heads_(c.num_key_value_heads),
       head_dim_(c.resolved_head_dim()),
-      rope_theta_(c.rope_theta),
-      dropout_p_(c.attention_dropout) {
+      window_(c.attention_window(layer)) {
   register_module(q_proj);
   register_module(k_proj);
   register_module(v_proj);
   register_module(o_proj);
+  if (c.qk_norm != QkNorm::none) {
+    const bool per_head = c.qk_norm == QkNorm::per_head;
+    q_norm = std::make_unique<RMSNorm>("q_norm", per_head ? head_dim_ : heads_ * head_dim_,
+                                       c.rms_norm_eps);
+    k_norm = std::make_unique<RMSNorm>("k_norm", per_head ? head_dim_ : kv_heads_ * head_dim_,
+                                       c.rms_norm_eps);
+    register_module(*q_norm);
+    register_module(*k_norm);
+  }
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const LayerKv* kv) const {
   autograd::Scope scope(name());
-  REPRISE_CHECK(x.dim() == 3, "LlamaAttention '", name(), "': expected x of shape (B, T, C), got ",
-                x.describe());
+  check_attention_input(x, name());
   const int64_t B = x.size(0), T = x.size(1), start = kv ? kv->start : 0;
+  const bool per_head = config_.qk_norm == QkNorm::per_head;
+  const bool whole = config_.qk_norm == QkNorm::projection;
   // (B, T, H D) -> (B, H, T, D): views; sdpa and rotary read any strides.
-  auto split_heads = [&](const Tensor& y, int64_t h) {
-    return ops::transpose(ops::reshape(y, {B, T, h, head_dim_}), 1, 2);
+  // A norm per head runs on (B, T, H, D) before the transpose, as HF's.
+  auto split_heads = [&](const Tensor& y, int64_t h, const RMSNorm* norm) {
+    Tensor heads = ops::reshape(y, {B, T, h, head_dim_});
+    if (norm != nullptr && per_head) heads = norm->forward(heads);
+    return ops::transpose(heads, 1, 2);
+  };
+  auto projected = [&](const Linear& proj, const RMSNorm* norm, const Tensor& in) {
+    Tensor y = proj.forward(in);  // (B, T, H D)
+    return norm != nullptr && whole ? norm->forward(y) : y;
   };
   const Tensor in = autocast_operand(x);  // one 16-bit copy for q, k and v under Autocast
-  Tensor q = ops::rotary(split_heads(q_proj.forward(in), heads_), start, rope_theta_);
-  Tensor k = ops::rotary(split_heads(k_proj.forward(in), kv_heads_), start, rope_theta_);
-  Tensor v = split_heads(v_proj.forward(in), kv_heads_);
-  ops::AttentionOptions options{.causal = true};
+  const RopeTable rope = rope_table(config_, start + T, x.device());
+  Tensor q = ops::rotary(split_heads(projected(q_proj, q_norm.get(), in), heads_, q_norm.get()),
+                         start, rope.inv_freq, rope.scaling);
+  Tensor k = ops::rotary(split_heads(projected(k_proj, k_norm.get(), in), kv_heads_, k_norm.get()),
+                         start, rope.inv_freq, rope.scaling);
+  Tensor v = split_heads(v_proj.forward(in), kv_heads_, nullptr);
+  ops::AttentionOptions options{.causal = true, .window = window_};
   if (kv) {
     const Shape want{B, kv_heads_, kv->k.defined() ? kv->k.size(2) : 0, head_dim_};
-    REPRISE_CHECK(kv->k.defined() && kv->v.defined() && kv->k.shape() == want &&
-                      kv->v.shape() == want && kv->k.dtype() == q.dtype() &&
-                      kv->v.dtype() == q.dtype(),
-                  "LlamaAttention '", name(), "': expected KV cache buffers of shape ",
-                  to_string(want), " and dtype ", dtype_name(q.dtype()), ", got ",
-                  kv->k.defined() ? kv->k.describe() : "undefined", " and ",
-                  kv->v.defined() ? kv->v.describe() : "undefined");
-    REPRISE_CHECK(start >= 0 && start + T <= want[2], "LlamaAttention '", name(), "': positions ",
-                  start, " .. ", start + T - 1, " do not fit a KV cache of ", want[2]);
-    REPRISE_CHECK(!GradMode::enabled(), "LlamaAttention '", name(),
-                  "': a forward through a KV cache runs without grad (NoGradGuard)");
-    kv->k.slice(2, start, start + T).copy_(k);
-    kv->v.slice(2, start, start + T).copy_(v);
-    k = kv->k.slice(2, 0, start + T);  // (B, Hkv, start + T, D)
-    v = kv->v.slice(2, 0, start + T);
+    check_cache(*kv, want, want, 2, T, q.dtype(), name());
+    k = through_cache(kv->k, k, 2, start);  // (B, Hkv, start + T, D)
+    v = through_cache(kv->v, v, 2, start);
     options.causal_offset = start;  // query t is position start + t
-  } else if (training() && dropout_p_ > 0) {
-    options.dropout_p = dropout_p_;
+  } else if (training() && config_.attention_dropout > 0) {
+    options.dropout_p = config_.attention_dropout;
     options.generator = &gen;
   }
   Tensor a = autocast_attention(q, k, v, options);                        // (B, Hq, T, D)
@@ -132,23 +134,133 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   return o_proj.forward(a);
 }
 
+// ---- MlaAttention -------------------------------------------------------------
+
+namespace {
+
+// DeepSeek-V3's latent norms keep RMSNorm's default eps whatever
+// rms_norm_eps says (transformers' DeepseekV3Attention).
+constexpr double kMlaNormEps = 1e-6;
+
+const MlaConfig& mla_of(const LlamaConfig& c) {
+  REPRISE_CHECK(c.mla.has_value(), "MlaAttention: the config has no mla settings");
+  return *c.mla;
+}
+
+// HF's apply_rotary_pos_emb_interleave: dims stored as pairs (x0, x1),
+// (x2, x3), ... become (x0, x2, ..., x1, x3, ...), the rotate-half layout.
+// x: (B, H, T, d) -> (B, H, T, d).
+Tensor deinterleave(const Tensor& x) {
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), d = x.size(3);
+  return ops::reshape(ops::transpose(ops::reshape(x, {B, H, T, d / 2, 2}), 3, 4), {B, H, T, d});
+}
+
+}  // namespace
+
+MlaAttention::MlaAttention(std::string name, const LlamaConfig& c)
+    : Attention(std::move(name)),
+      kv_a_proj_with_mqa("kv_a_proj_with_mqa", c.hidden_size,
+                         mla_of(c).kv_lora_rank + mla_of(c).qk_rope_head_dim),
+      kv_a_layernorm("kv_a_layernorm", mla_of(c).kv_lora_rank, kMlaNormEps),
+      kv_b_proj("kv_b_proj", mla_of(c).kv_lora_rank,
+                c.num_attention_heads * (mla_of(c).qk_nope_head_dim + mla_of(c).v_head_dim)),
+      o_proj("o_proj", c.num_attention_heads * mla_of(c).v_head_dim, c.hidden_size),
+      config_(c),
+      scale_(1.0 / std::sqrt(double(mla_of(c).qk_head_dim())) *
+             rope_softmax_scale_factor(c.rope_scaling)) {
+  const MlaConfig& m = *c.mla;
+  const int64_t q_width = c.num_attention_heads * m.qk_head_dim();
+  // HF's registration order.
+  if (m.q_lora_rank > 0) {
+    q_a_proj = std::make_unique<Linear>("q_a_proj", c.hidden_size, m.q_lora_rank);
+    q_a_layernorm = std::make_unique<RMSNorm>("q_a_layernorm", m.q_lora_rank, kMlaNormEps);
+    q_b_proj = std::make_unique<Linear>("q_b_proj", m.q_lora_rank, q_width);
+    register_module(*q_a_proj);
+    register_module(*q_a_layernorm);
+    register_module(*q_b_proj);
+  } else {
+    q_proj = std::make_unique<Linear>("q_proj", c.hidden_size, q_width);
+    register_module(*q_proj);
+  }
+  register_module(kv_a_proj_with_mqa);
+  register_module(kv_a_layernorm);
+  register_module(kv_b_proj);
+  register_module(o_proj);
+}
+
+Tensor MlaAttention::forward(const Tensor& x, rng::Generator& gen, const LayerKv* kv) const {
+  autograd::Scope scope(name());
+  check_attention_input(x, name());
+  const MlaConfig& m = *config_.mla;
+  const int64_t B = x.size(0), T = x.size(1), start = kv ? kv->start : 0;
+  const int64_t H = config_.num_attention_heads, dn = m.qk_nope_head_dim, dr = m.qk_rope_head_dim,
+                dv = m.v_head_dim, R = m.kv_lora_rank;
+  const Tensor in = autocast_operand(x);  // one 16-bit copy for q and the latent
+  // Queries: (B, T, H (dn + dr)) -> (B, H, T, dn + dr).
+  const Tensor q_flat = q_proj ? q_proj->forward(in)
+                               : q_b_proj->forward(q_a_layernorm->forward(q_a_proj->forward(in)));
+  const Tensor q = ops::transpose(ops::reshape(q_flat, {B, T, H, dn + dr}), 1, 2);
+  // The latent and the shared rotary key: (B, T, R + dr).
+  const Tensor ckv = kv_a_proj_with_mqa.forward(in);
+  Tensor latent = kv_a_layernorm.forward(ops::slice(ckv, 2, 0, R));  // (B, T, R)
+  Tensor k_rot = ops::unsqueeze(ops::slice(ckv, 2, R, R + dr), 1);   // (B, 1, T, dr)
+  Tensor q_rot = ops::slice(q, 3, dn, dn + dr);                      // (B, H, T, dr)
+  if (m.rope_interleave) {
+    q_rot = deinterleave(q_rot);
+    k_rot = deinterleave(k_rot);
+  }
+  const RopeTable rope = rope_table(config_, start + T, x.device());
+  q_rot = ops::rotary(q_rot, start, rope.inv_freq, rope.scaling);
+  k_rot = ops::rotary(k_rot, start, rope.inv_freq, rope.scaling);
+  ops::AttentionOptions options{.causal = true, .scale = scale_};
+  if (kv) {
+    // The cache holds the latent and the rotated key of every position;
+    // keys and values are expanded from it for all of them again, each
+    // position by the same arithmetic as in a forward over the sequence.
+    const int64_t P = kv->k.defined() ? kv->k.size(1) : 0;
+    check_cache(*kv, {B, P, R}, {B, 1, P, dr}, 1, T, latent.dtype(), name());
+    latent = through_cache(kv->k, latent, 1, start);  // (B, start + T, R)
+    k_rot = through_cache(kv->v, k_rot, 2, start);    // (B, 1, start + T, dr)
+    options.causal_offset = start;
+  } else if (training() && config_.attention_dropout > 0) {
+    options.dropout_p = config_.attention_dropout;
+    options.generator = &gen;
+  }
+  const int64_t S = latent.size(1);
+  // Per-head keys and values from the latent: (B, S, H (dn + dv)) -> (B, H, S, dn + dv).
+  const Tensor kv_heads =
+      ops::transpose(ops::reshape(kv_b_proj.forward(latent), {B, S, H, dn + dv}), 1, 2);
+  const Tensor keys =
+      ops::cat({ops::slice(kv_heads, 3, 0, dn), ops::expand(k_rot, {B, H, S, dr})}, 3);
+  const Tensor queries = ops::cat({ops::slice(q, 3, 0, dn), q_rot}, 3);  // (B, H, T, dn + dr)
+  Tensor a = autocast_attention(queries, keys, ops::slice(kv_heads, 3, dn, dn + dv),
+                                options);                     // (B, H, T, dv)
+  a = ops::reshape(ops::transpose(a, 1, 2), {B, T, H * dv});  // (B, T, H dv)
+  return o_proj.forward(a);
+}
+
 // ---- LlamaDecoderLayer ------------------------------------------------------
 
-LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c,
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
                                      std::shared_ptr<const ExpertDispatch> experts)
-    : Module(std::move(name)),
+    : Module(std::to_string(index)),
       input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps),
-      self_attn("self_attn", c),
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps),
       dropout_p_(c.dropout) {
-  // Hugging Face's registration order, so parameters() lists its state dict order.
-  register_module(self_attn);
-  if (c.moe) {
-    block_sparse_moe = std::make_unique<SparseMoeBlock>(
-        "block_sparse_moe", c.hidden_size, c.intermediate_size, *c.moe, std::move(experts));
-    register_module(*block_sparse_moe);
+  if (c.mla) {
+    self_attn = std::make_unique<MlaAttention>("self_attn", c);
   } else {
-    mlp = std::make_unique<SwiGluMLP>("mlp", c.hidden_size, c.intermediate_size);
+    self_attn = std::make_unique<LlamaAttention>("self_attn", c, index);
+  }
+  // Hugging Face's registration order, so parameters() lists its state dict order.
+  register_module(*self_attn);
+  if (c.is_moe_layer(index)) {
+    const FamilyInfo& f = c.info();
+    moe = std::make_unique<SparseMoeBlock>(f.moe_block, c.hidden_size, c.intermediate_size, *c.moe,
+                                           std::move(experts), moe_names(f));
+    register_module(*moe);
+  } else {
+    mlp = std::make_unique<SwiGluMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias);
     register_module(*mlp);
   }
   register_module(input_layernorm);
@@ -158,7 +270,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(std::string name, const LlamaConfig& c,
 Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms,
                                   const LayerKv* kv) const {
   const bool drop = training() && dropout_p_ > 0 && kv == nullptr;
-  Tensor a = self_attn.forward(input_layernorm.forward(x), gen, kv);
+  Tensor a = self_attn->forward(input_layernorm.forward(x), gen, kv);
   if (drop) a = ops::dropout(a, dropout_p_, gen, true, "dropout");
   Tensor h = ops::add(x, a);
   Tensor n2 = post_attention_layernorm.forward(h);
@@ -166,7 +278,7 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRoute
   if (mlp) {
     m = mlp->forward(n2);
   } else {
-    MoeResult r = block_sparse_moe->forward(n2, /*limit_capacity=*/kv == nullptr);
+    MoeResult r = moe->forward(n2, /*limit_capacity=*/kv == nullptr);
     m = r.out;
     if (moe_terms) *moe_terms = std::move(r.terms);
   }
@@ -186,7 +298,7 @@ LlamaModel::LlamaModel(std::string name, const LlamaConfig& c,
   register_module(layers);
   register_module(norm);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    layers.append(std::make_unique<LlamaDecoderLayer>(std::to_string(i), c, experts));
+    layers.append(std::make_unique<LlamaDecoderLayer>(c, i, experts));
   }
 }
 
@@ -213,6 +325,7 @@ void init_tree(Module& m, double std, rng::Generator& gen, std::string_view stre
   if (auto* l = dynamic_cast<Linear*>(&m)) l->reset_parameters(std, gen, stream);
   if (auto* e = dynamic_cast<Embedding*>(&m)) e->reset_parameters(std, gen, stream);
   if (auto* n = dynamic_cast<RMSNorm*>(&m)) n->reset_parameters();
+  if (auto* r = dynamic_cast<SparseMoeBlock::Router*>(&m)) r->reset_parameters(std, gen, stream);
   const auto* moe = dynamic_cast<const SparseMoeBlock*>(&m);
   for (Module* c : m.children()) {
     if (moe && c == &moe->experts) {
@@ -230,6 +343,10 @@ void init_tree(Module& m, double std, rng::Generator& gen, std::string_view stre
 
 LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator& init,
                                    std::shared_ptr<const ExpertDispatch> experts)
+    : LlamaForCausalLM(config, &init, std::move(experts)) {}
+
+LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator* init,
+                                   std::shared_ptr<const ExpertDispatch> experts)
     : Module(""),
       model("model", validated(config), std::move(experts)),
       config_(config),
@@ -239,7 +356,7 @@ LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator& in
     lm_head_ = std::make_unique<Linear>("lm_head", config.hidden_size, config.vocab_size);
     register_module(*lm_head_);
   }
-  reset_parameters(init);
+  if (init) reset_parameters(*init);
 }
 
 void LlamaForCausalLM::reset_parameters(rng::Generator& gen, std::string_view stream) {
@@ -265,15 +382,16 @@ Tensor LlamaForCausalLM::head(const Tensor& h) const {
 CausalLMOutput LlamaForCausalLM::forward(const Tensor& input_ids,
                                          const LayerRunner& run_layer) const {
   check_input_ids(input_ids);
-  REPRISE_CHECK(input_ids.size(1) >= 1 && input_ids.size(1) <= config_.max_position_embeddings,
-                "LlamaForCausalLM: sequence length ", input_ids.size(1),
-                " must be in [1, max_position_embeddings = ", config_.max_position_embeddings, "]");
+  REPRISE_CHECK(input_ids.size(1) >= 1 && input_ids.size(1) <= config_.max_sequence_length(),
+                "LlamaForCausalLM: sequence length ", input_ids.size(1), " must be in [1, ",
+                config_.max_sequence_length(),
+                "] (max_position_embeddings = ", config_.max_position_embeddings, ")");
   CausalLMOutput out;
   Tensor h = embed(input_ids);  // (B, T, C)
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const LlamaDecoderLayer& layer = model.layers[i];
     const std::string scope = model.name() + "." + model.layers.name() + "." + layer.name();
-    MoeRouterTerms* terms = config_.moe ? &out.moe.emplace_back() : nullptr;
+    MoeRouterTerms* terms = layer.moe ? &out.moe.emplace_back() : nullptr;
     const std::function<Tensor()> body = [&] { return layer.forward(h, *dropout_gen_, terms); };
     if (run_layer) {
       h = run_layer(i, scope, body);
@@ -372,20 +490,32 @@ Tensor LlamaForCausalLM::causal_lm_loss(const CausalLMOutput& out, const Tensor&
 
 double LlamaForCausalLM::training_flops_per_token(int64_t T) const {
   double weights = 0;
-  // A token runs through k of the experts of an MoE layer; the experts a
-  // layer holds (all, or this process's share) stand for the whole layer.
-  const double active = config_.moe
-                            ? double(config_.moe->num_experts_per_tok) /
-                                  double(model.layers[0].block_sparse_moe->local_experts().count)
-                            : 1.0;
-  for (const NamedParameter& p : parameters()) {
-    if (p.value.dim() != 2 || p.name == "model.embed_tokens.weight") continue;
-    const bool expert = is_expert_parameter(p.name);
-    weights += double(p.value.numel()) * (expert ? active : 1.0);
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LlamaDecoderLayer& layer = model.layers[i];
+    // A token runs through k of an MoE layer's experts; the experts a layer
+    // holds (all, or this process's share) stand for the whole layer.
+    const double active = layer.moe ? double(config_.moe->num_experts_per_tok) /
+                                          double(layer.moe->local_experts().count)
+                                    : 1.0;
+    for (const NamedParameter& p : layer.parameters()) {
+      if (p.value.dim() != 2) continue;
+      weights += double(p.value.numel()) * (is_expert_parameter(p.name) ? active : 1.0);
+    }
   }
-  if (!lm_head_) weights += double(model.embed_tokens.weight().numel());  // the tied head
-  const double attention = double(config_.num_hidden_layers) * double(config_.num_attention_heads) *
-                           double(config_.resolved_head_dim()) * double(T) * 2.0;  // causal fwd
+  // The head, tied or not (the embedding lookup counts nothing).
+  weights += double(model.embed_tokens.weight().numel());
+  // Attention: per head, the scores and the weighted values, 2 (dqk + dv)
+  // flops per visible key, a causal query seeing T / 2 keys on average
+  // (W - W^2 / 2T within a window W < T); times 3 for forward and backward.
+  const int64_t H = config_.num_attention_heads;
+  const double dqk = double(config_.mla ? config_.mla->qk_head_dim() : config_.resolved_head_dim());
+  const double dv = double(config_.mla ? config_.mla->v_head_dim : config_.resolved_head_dim());
+  double attention = 0;
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    const double W = double(config_.attention_window(i)), t = double(T);
+    const double keys = W > 0 && W < t ? W - W * W / (2 * t) : t / 2;
+    attention += double(H) * 2 * (dqk + dv) * keys;
+  }
   return 6.0 * weights + 3.0 * attention;
 }
 

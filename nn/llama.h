@@ -1,36 +1,44 @@
 #pragma once
-// Llama for causal language modelling, with Hugging Face's module tree and
-// parameter names (transformers' LlamaForCausalLM), so a model folder
-// written by PyTorch loads as is (nn/hf.h):
+// A decoder-only transformer for causal language modelling, built from the
+// pieces its LlamaConfig names (nn/model_config.h), with transformers'
+// module tree and parameter names for the config's family, so a model
+// folder written by PyTorch loads as is (nn/hf.h). Llama's names:
 //
 //   model.embed_tokens.weight                      (V, C)
 //   model.layers.{i}.input_layernorm.weight        (C)
-//   model.layers.{i}.self_attn.q_proj.weight       (Hq D, C)
-//   model.layers.{i}.self_attn.k_proj.weight       (Hkv D, C)
-//   model.layers.{i}.self_attn.v_proj.weight       (Hkv D, C)
-//   model.layers.{i}.self_attn.o_proj.weight       (C, Hq D)
+//   model.layers.{i}.self_attn.q_proj.weight       (Hq D, C)   .bias (Hq D) with qkv_bias
+//   model.layers.{i}.self_attn.k_proj.weight       (Hkv D, C)  .bias with qkv_bias
+//   model.layers.{i}.self_attn.v_proj.weight       (Hkv D, C)  .bias with qkv_bias
+//   model.layers.{i}.self_attn.o_proj.weight       (C, Hq D)   .bias (C) with o_bias
+//   model.layers.{i}.self_attn.q_norm.weight       (D) per head (Qwen3), (Hq D) (OLMoE)
+//   model.layers.{i}.self_attn.k_norm.weight       (D) per head (Qwen3), (Hkv D) (OLMoE)
 //   model.layers.{i}.post_attention_layernorm.weight (C)
-//   model.layers.{i}.mlp.gate_proj.weight          (F, C)
+//   model.layers.{i}.mlp.gate_proj.weight          (F, C)      .bias with mlp_bias
 //   model.layers.{i}.mlp.up_proj.weight            (F, C)
 //   model.layers.{i}.mlp.down_proj.weight          (C, F)
-//   model.layers.{i}.block_sparse_moe.*            instead of mlp.* when config.moe is
-//                                                  set (Mixtral's names, nn/moe.h)
+//   model.layers.{i}.<moe block>.*                 instead of mlp.* on an MoE layer
+//                                                  (nn/moe.h; Mixtral's block_sparse_moe)
 //   model.norm.weight                              (C)
 //   lm_head.weight                                 (V, C), absent when tied
+//
+// DeepSeek-V3's attention (MlaAttention) holds q_a_proj, q_a_layernorm,
+// q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj and
+// o_proj instead.
 //
 // B = batch, T = sequence, C = hidden_size, F = intermediate_size,
 // V = vocab_size, Hq = num_attention_heads, Hkv = num_key_value_heads,
 // D = head_dim.
 //
 // A decoder layer is
-//   h   = x + dropout(o_proj(sdpa(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))))
-//   out = h + dropout(down_proj(silu(gate_proj(n2)) * up_proj(n2)))
+//   h   = x + dropout(attention(n1))
+//   out = h + dropout(mlp(n2))
 // with n1 = input_layernorm(x), n2 = post_attention_layernorm(h), causal
-// grouped-query attention with attention_dropout on its weights, and RoPE at
-// positions 0..T-1. With both dropouts 0 (Hugging Face's default) it is HF's
-// LlamaDecoderLayer; with config.moe set the MLP is a SparseMoeBlock and
-// the model is HF's MixtralForCausalLM (without a sliding window). Dropout masks come from the
-// stream "dropout" of the model's dropout generator, so a checkpointed layer replays them exactly.
+// attention (grouped-query with RoPE at positions 0..T-1, optional
+// sliding window, q/k norm and biases; or MLA) with attention_dropout on
+// its weights, and a SwiGLU MLP or a mixture of experts. With both
+// dropouts 0 (Hugging Face's default) it is the family's decoder layer in
+// transformers. Dropout masks come from the stream "dropout" of the
+// model's dropout generator, so a checkpointed layer replays them exactly.
 
 #include <cstdint>
 #include <functional>
@@ -40,6 +48,7 @@
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/model_config.h"
 #include "nn/module.h"
 #include "nn/moe.h"
 #include "rng/generator.h"
@@ -48,70 +57,82 @@ namespace reprise::nn {
 
 class KvCache;
 
-// Hugging Face LlamaConfig's fields (same names, same defaults) plus the
-// residual dropout that HF's Llama does not have.
-struct LlamaConfig {
-  int64_t vocab_size = 32000;
-  int64_t hidden_size = 4096;
-  int64_t intermediate_size = 11008;
-  int64_t num_hidden_layers = 32;
-  int64_t num_attention_heads = 32;
-  int64_t num_key_value_heads = 32;
-  int64_t head_dim = 0;  // 0: hidden_size / num_attention_heads (HF's default)
-  int64_t max_position_embeddings = 2048;
-  double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  double initializer_range = 0.02;
-  bool tie_word_embeddings = false;
-  double attention_dropout = 0.0;  // on the attention weights (HF's attention_dropout)
-  double dropout = 0.0;            // on each residual branch before the add (reprise's)
-  // Set: every decoder layer's MLP is a mixture of experts of
-  // intermediate_size each (HF's MixtralConfig); unset: dense (Llama).
-  std::optional<MoeConfig> moe;
-
-  // head_dim, or hidden_size / num_attention_heads when head_dim is 0.
-  int64_t resolved_head_dim() const;
-  // Raises an Error naming the first field that is out of range or
-  // inconsistent (heads not dividing, odd head_dim, probabilities outside
-  // [0, 1), ...), moe's fields included.
-  void validate() const;
-  // "hidden 64, 2 layers, 4 heads (2 kv) of 16, ffn 176, vocab 256"
-  std::string describe() const;
-  friend bool operator==(const LlamaConfig&, const LlamaConfig&) = default;
-};
-
 // One decoder layer's share of a KV cache in one forward (nn/kv_cache.h):
-// key and value buffers (B, Hkv, P, D) whose positions [0, start) hold
-// earlier tokens. The forward puts its T tokens at positions start ..
-// start + T - 1, writes their keys and values there and attends over
-// [0, start + T).
+// buffers whose positions [0, start) hold earlier tokens. The forward puts
+// its T tokens at positions start .. start + T - 1, writes what it keeps
+// of them there and attends over [0, start + T). Grouped-query attention
+// keeps keys (after RoPE) and values, (B, Hkv, P, D) each; MLA keeps its
+// compressed latent after kv_a_layernorm in k (B, P, R) and the rotated
+// shared key in v (B, 1, P, dr).
 struct LayerKv {
   Tensor k, v;
   int64_t start = 0;
 };
 
-// q/k/v/o projections and causal grouped-query attention with RoPE.
-class LlamaAttention : public Module {
+// A decoder layer's attention: x (B, T, C) -> (B, T, C) at positions
+// 0 .. T - 1, or with kv at kv->start .. through a KV cache (no dropout,
+// and grad mode must be off: the cache is written in place). Attention
+// dropout is drawn from `gen` when training and attention_dropout > 0.
+class Attention : public Module {
  public:
-  LlamaAttention(std::string name, const LlamaConfig& config);
-  // x: (B, T, C) -> (B, T, C), at positions 0 .. T - 1. Attention dropout
-  // is drawn from `gen` when training and attention_dropout > 0.
-  // With kv: at positions kv->start .. , through the cache (see LayerKv);
-  // no dropout, and grad mode must be off (the cache is written in place).
-  Tensor forward(const Tensor& x, rng::Generator& gen, const LayerKv* kv = nullptr) const;
-
-  Linear q_proj, k_proj, v_proj, o_proj;
-
- private:
-  int64_t heads_, kv_heads_, head_dim_;
-  double rope_theta_, dropout_p_;
+  using Module::Module;
+  virtual Tensor forward(const Tensor& x, rng::Generator& gen,
+                         const LayerKv* kv = nullptr) const = 0;
 };
 
-// SwiGLU feed-forward: down_proj(silu(gate_proj(x)) * up_proj(x)).
+// The RoPE frequencies a forward over positions below `length` rotates by
+// (nn/rope.h), as an ops::rotary input on `device`.
+struct RopeTable {
+  Tensor inv_freq;  // (rope_dim / 2) f32
+  double scaling = 1;
+};
+RopeTable rope_table(const LlamaConfig& config, int64_t length, Device device);
+
+// q/k/v/o projections (with the config's biases), optional q/k RMSNorm,
+// RoPE and causal grouped-query attention, within decoder layer `layer`'s
+// sliding window when it has one (Llama, Mistral, Qwen2/3, OLMoE, Mixtral).
+class LlamaAttention final : public Attention {
+ public:
+  LlamaAttention(std::string name, const LlamaConfig& config, int64_t layer);
+  Tensor forward(const Tensor& x, rng::Generator& gen, const LayerKv* kv = nullptr) const override;
+
+  Linear q_proj, k_proj, v_proj, o_proj;
+  std::unique_ptr<RMSNorm> q_norm, k_norm;  // nullptr without q/k norm
+
+ private:
+  LlamaConfig config_;
+  int64_t heads_, kv_heads_, head_dim_, window_;
+};
+
+// DeepSeek-V3's multi-head latent attention (MlaConfig in
+// nn/model_config.h): H = num_attention_heads heads of dn + dr query/key
+// dims and dv value dims; keys and values come from one latent of R dims
+// per position, so a KV cache holds R + dr numbers per position.
+class MlaAttention final : public Attention {
+ public:
+  MlaAttention(std::string name, const LlamaConfig& config);
+  Tensor forward(const Tensor& x, rng::Generator& gen, const LayerKv* kv = nullptr) const override;
+
+  // With q_lora_rank: q_a_proj (r, C), q_a_layernorm (r), q_b_proj
+  // (H (dn + dr), r); without: q_proj (H (dn + dr), C).
+  std::unique_ptr<Linear> q_a_proj, q_b_proj, q_proj;
+  std::unique_ptr<RMSNorm> q_a_layernorm;
+  Linear kv_a_proj_with_mqa;  // (R + dr, C)
+  RMSNorm kv_a_layernorm;     // (R)
+  Linear kv_b_proj;           // (H (dn + dv), R)
+  Linear o_proj;              // (C, H dv)
+
+ private:
+  LlamaConfig config_;
+  double scale_;  // the softmax scale: (dn + dr)^-1/2, times YaRN's mscale^2
+};
+
+// One decoder layer: attention and a SwiGLU MLP or a mixture of experts.
 class LlamaDecoderLayer : public Module {
  public:
-  // `experts`: where an MoE layer's experts run (nullptr: all here).
-  LlamaDecoderLayer(std::string name, const LlamaConfig& config,
+  // Decoder layer `index` of a model of `config`. `experts`: where an MoE
+  // layer's experts run (nullptr: all here).
+  LlamaDecoderLayer(const LlamaConfig& config, int64_t index,
                     std::shared_ptr<const ExpertDispatch> experts = nullptr);
   // x: (B, T, C) -> (B, T, C). Does not open Scope(name()) itself: the
   // caller runs it under Scope("model.layers.<i>") or inside a checkpoint
@@ -123,11 +144,12 @@ class LlamaDecoderLayer : public Module {
                  const LayerKv* kv = nullptr) const;
 
   RMSNorm input_layernorm;
-  LlamaAttention self_attn;
+  std::unique_ptr<Attention> self_attn;  // LlamaAttention or MlaAttention
   RMSNorm post_attention_layernorm;
-  // Exactly one is set: mlp for a dense config, block_sparse_moe with config.moe.
+  // Exactly one is set: mlp for a dense layer, moe for an MoE layer (named
+  // as the family names it: "block_sparse_moe" or "mlp").
   std::unique_ptr<SwiGluMLP> mlp;
-  std::unique_ptr<SparseMoeBlock> block_sparse_moe;
+  std::unique_ptr<SparseMoeBlock> moe;
 
  private:
   double dropout_p_;
@@ -174,6 +196,10 @@ class LlamaForCausalLM : public Module {
   explicit LlamaForCausalLM(const LlamaConfig& config,
                             rng::Generator& init = rng::default_generator(),
                             std::shared_ptr<const ExpertDispatch> experts = nullptr);
+  // With `init` null, the parameters stay zero and the norms one: a model
+  // whose weights are about to be loaded draws nothing.
+  LlamaForCausalLM(const LlamaConfig& config, rng::Generator* init,
+                   std::shared_ptr<const ExpertDispatch> experts = nullptr);
 
   const LlamaConfig& config() const { return config_; }
 
@@ -183,7 +209,7 @@ class LlamaForCausalLM : public Module {
   using LayerRunner = std::function<Tensor(size_t i, const std::string& scope,
                                            const std::function<Tensor()>& layer)>;
 
-  // input_ids: (B, T) i64 in [0, V), T <= max_position_embeddings
+  // input_ids: (B, T) i64 in [0, V), T <= config().max_sequence_length()
   // -> logits (B, T, V) f32, and the MoE layers' router terms.
   CausalLMOutput forward(const Tensor& input_ids, const LayerRunner& run_layer = {}) const;
 
@@ -200,7 +226,9 @@ class LlamaForCausalLM : public Module {
   // alone. Each row's arithmetic does not depend on the others' (products
   // are one FMA chain per element, attention rows are independent), so the
   // logits are bit for bit those of forward() over the whole sequence at
-  // these positions (for an MoE model, one without a capacity limit).
+  // these positions (for an MoE model, one without a capacity limit; with
+  // dynamic RoPE past max_position_embeddings each position is rotated by
+  // the frequencies of its own length, as in HF's generation).
   Tensor forward_cached(const Tensor& input_ids, KvCache& cache, bool last_only = false) const;
 
   // Hugging Face's causal-LM loss: the mean cross-entropy of logits[:, t]

@@ -18,6 +18,10 @@ void Module::check_new_name(const std::string& name) const {
     REPRISE_CHECK(p.name != name, "Module '", name_, "': a parameter named '", name,
                   "' already exists");
   }
+  for (const NamedBuffer& b : buffers_) {
+    REPRISE_CHECK(b.name != name, "Module '", name_, "': a buffer named '", name,
+                  "' already exists");
+  }
   for (const Module* c : children_) {
     REPRISE_CHECK(c->name() != name, "Module '", name_, "': a child named '", name,
                   "' already exists");
@@ -33,16 +37,45 @@ Tensor Module::register_parameter(std::string name, const Shape& shape, bool dec
   return t;
 }
 
+Tensor Module::register_buffer(std::string name, const Shape& shape) {
+  check_new_name(name);
+  Tensor t = Tensor::zeros(shape, DType::f32);
+  t.storage()->set_kind(MemoryKind::parameter);
+  buffers_.push_back({std::move(name), t});
+  return t;
+}
+
 void Module::register_module(Module& child) {
   check_new_name(child.name());
   children_.push_back(&child);
 }
 
+std::string Module::path(const std::string& prefix) const {
+  return name_.empty() ? prefix : (prefix.empty() ? name_ : prefix + "." + name_);
+}
+
 void Module::collect(const std::string& prefix, std::vector<NamedParameter>& out) const {
-  std::string here = name_.empty() ? prefix : (prefix.empty() ? name_ : prefix + "." + name_);
-  std::string dot = here.empty() ? "" : here + ".";
+  const std::string here = path(prefix), dot = here.empty() ? "" : here + ".";
   for (const Entry& p : params_) out.push_back({dot + p.name, p.value, p.decay});
   for (const Module* c : children_) c->collect(here, out);
+}
+
+void Module::collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out) const {
+  const std::string here = path(prefix), dot = here.empty() ? "" : here + ".";
+  for (const NamedBuffer& b : buffers_) out.push_back({dot + b.name, b.value});
+  for (const Module* c : children_) c->collect_buffers(here, out);
+}
+
+std::vector<NamedBuffer> Module::buffers() const {
+  std::vector<NamedBuffer> out;
+  collect_buffers("", out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_state() const {
+  std::vector<std::pair<std::string, Tensor>> out = named_parameters();
+  for (NamedBuffer& b : buffers()) out.emplace_back(std::move(b.name), b.value);
+  return out;
 }
 
 std::vector<NamedParameter> Module::parameters() const {

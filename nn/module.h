@@ -9,8 +9,11 @@
 // files do.
 //
 // Parameters are f32 leaves that require grad, stored as
-// MemoryKind::parameter. Modules are neither copyable nor movable: children
-// are registered by address.
+// MemoryKind::parameter. Buffers are f32 tensors of model state that no
+// optimizer updates and no gradient reaches (DeepSeek-V3's router bias),
+// named and stored like parameters and saved and loaded with them.
+// Modules are neither copyable nor movable: children are registered by
+// address.
 
 #include <cstdint>
 #include <memory>
@@ -30,6 +33,12 @@ struct NamedParameter {
   // Whether AdamW applies weight decay by default: false for norm weights
   // and embedding tables (see AdamWOptions::decay_all).
   bool decay = true;
+};
+
+// A buffer under its full dotted name.
+struct NamedBuffer {
+  std::string name;  // e.g. "model.layers.3.mlp.gate.e_score_correction_bias"
+  Tensor value;      // the tensor itself
 };
 
 class Module {
@@ -53,6 +62,10 @@ class Module {
   // closest existing names, when absent.
   Tensor parameter(std::string_view full_name) const;
   int64_t num_parameters() const;  // elements, summed over parameters()
+  // Every buffer, in the order parameters() lists parameters.
+  std::vector<NamedBuffer> buffers() const;
+  // The parameters, then the buffers: what a model's files hold.
+  std::vector<std::pair<std::string, Tensor>> named_state() const;
 
   // Drops every parameter's gradient (so the next backward starts at zero
   // and gradient memory is freed until then).
@@ -71,12 +84,16 @@ class Module {
   // keeps it under `name` (which must be new among its parameters and
   // children).
   Tensor register_parameter(std::string name, const Shape& shape, bool decay = true);
+  // A new zero-filled f32 buffer of `shape` (no grad), kept under `name`.
+  Tensor register_buffer(std::string name, const Shape& shape);
   // Registers a child. The child lives as long as this module (a member, or
   // owned by a ModuleList); its name must be new here.
   void register_module(Module& child);
 
  private:
   void collect(const std::string& prefix, std::vector<NamedParameter>& out) const;
+  void collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out) const;
+  std::string path(const std::string& prefix) const;
   void check_new_name(const std::string& name) const;
 
   struct Entry {
@@ -86,6 +103,7 @@ class Module {
   };
   std::string name_;
   std::vector<Entry> params_;
+  std::vector<NamedBuffer> buffers_;  // names relative to this module
   std::vector<Module*> children_;
   bool training_ = true;
 };

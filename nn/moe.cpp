@@ -12,6 +12,7 @@
 #include "ops/indexing.h"
 #include "ops/matmul.h"
 #include "ops/moe_route.h"
+#include "ops/random.h"
 #include "ops/reduce.h"
 #include "ops/softmax.h"
 #include "ops/swiglu.h"
@@ -21,50 +22,11 @@
 
 namespace reprise::nn {
 
-// ---- MoeConfig --------------------------------------------------------------
-
-const char* router_scoring_name(RouterScoring s) {
-  return s == RouterScoring::softmax ? "softmax" : "sigmoid";
-}
-
-const char* router_dtype_name(RouterDType d) {
-  return d == RouterDType::f32 ? "float32" : "bfloat16";
-}
-
-void MoeConfig::validate() const {
-  REPRISE_CHECK(num_local_experts >= 1, "MoeConfig: num_local_experts must be positive, got ",
-                num_local_experts);
-  REPRISE_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_local_experts,
-                "MoeConfig: num_experts_per_tok must be in [1, num_local_experts = ",
-                num_local_experts, "], got ", num_experts_per_tok);
-  REPRISE_CHECK(router_aux_loss_coef >= 0 && std::isfinite(router_aux_loss_coef),
-                "MoeConfig: router_aux_loss_coef must be >= 0, got ", router_aux_loss_coef);
-  REPRISE_CHECK(router_z_loss_coef >= 0 && std::isfinite(router_z_loss_coef),
-                "MoeConfig: router_z_loss_coef must be >= 0, got ", router_z_loss_coef);
-  REPRISE_CHECK(router_jitter_noise == 0, "MoeConfig: router_jitter_noise ", router_jitter_noise,
-                " is not supported (only 0)");
-  REPRISE_CHECK(capacity_factor >= 0 && std::isfinite(capacity_factor),
-                "MoeConfig: capacity_factor must be 0 (no limit) or positive, got ",
-                capacity_factor);
-  REPRISE_CHECK(n_shared_experts >= 0, "MoeConfig: n_shared_experts must be >= 0, got ",
-                n_shared_experts);
-}
-
-int64_t MoeConfig::capacity(int64_t tokens) const {
-  if (capacity_factor == 0) return -1;
-  return int64_t(std::ceil(capacity_factor * double(tokens * num_experts_per_tok) /
-                           double(num_local_experts)));
-}
-
-std::string MoeConfig::describe() const {
-  std::ostringstream s;
-  s << num_local_experts << " experts, top-" << num_experts_per_tok << " "
-    << router_scoring_name(scoring_func);
-  if (!norm_topk_prob) s << " (gates not renormalized)";
-  if (capacity_factor > 0) s << ", capacity " << capacity_factor;
-  if (n_shared_experts > 0) s << ", " << n_shared_experts << " shared";
-  if (router_dtype == RouterDType::bf16) s << ", bf16 router";
-  return s.str();
+MoeNames moe_names(const FamilyInfo& f) {
+  return {.expert_gate = f.expert_gate,
+          .expert_up = f.expert_up,
+          .expert_down = f.expert_down,
+          .shared = f.shared_experts};
 }
 
 // ---- moe_forward ------------------------------------------------------------
@@ -75,7 +37,7 @@ namespace {
 Tensor round_bf16(const Tensor& t) { return ops::cast(ops::cast(t, DType::bf16), t.dtype()); }
 
 void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
-                   const std::string& layer, const ExpertRange& held) {
+                   const std::string& layer, const ExpertRange& held, const MoeNames& names) {
   const int64_t E = c.num_local_experts, C = x.size(-1);
   auto check = [&](const Tensor& t, const Shape& shape, const std::string& what) {
     REPRISE_CHECK(t.defined() && t.shape() == shape && t.dtype() == x.dtype(), "MoE layer '", layer,
@@ -83,6 +45,10 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                   dtype_name(x.dtype()), ", got ", t.defined() ? t.describe() : "undefined");
   };
   check(w.gate, {E, C}, "gate");
+  REPRISE_CHECK(c.score_correction_bias == w.score_bias.defined(), "MoE layer '", layer,
+                "': ", c.score_correction_bias ? "expected" : "unexpected",
+                " a router score bias (e_score_correction_bias)");
+  if (w.score_bias.defined()) check(w.score_bias, {E}, "gate.e_score_correction_bias");
   const int64_t n = held.count;
   REPRISE_CHECK(w.first_expert == held.first && int64_t(w.w1.size()) == n &&
                     int64_t(w.w2.size()) == n && int64_t(w.w3.size()) == n,
@@ -91,23 +57,29 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                 w.w2.size(), ", ", w.w3.size(), " from expert ", w.first_expert);
   const int64_t F = w.w1[0].defined() ? w.w1[0].size(0) : 0;
   for (int64_t i = 0; i < n; ++i) {
-    const std::string ex = "experts." + std::to_string(held.first + i);
-    check(w.w1[size_t(i)], {F, C}, ex + ".w1");
-    check(w.w2[size_t(i)], {C, F}, ex + ".w2");
-    check(w.w3[size_t(i)], {F, C}, ex + ".w3");
+    const std::string ex = "experts." + std::to_string(held.first + i) + ".";
+    check(w.w1[size_t(i)], {F, C}, ex + names.expert_gate);
+    check(w.w2[size_t(i)], {C, F}, ex + names.expert_down);
+    check(w.w3[size_t(i)], {F, C}, ex + names.expert_up);
   }
-  if (c.n_shared_experts > 0) {
-    const int64_t S = c.n_shared_experts * F;
-    check(w.shared_gate, {S, C}, "shared_experts.gate_proj");
-    check(w.shared_up, {S, C}, "shared_experts.up_proj");
-    check(w.shared_down, {C, S}, "shared_experts.down_proj");
+  const int64_t S = c.shared_expert_intermediate_size > 0 ? c.shared_expert_intermediate_size
+                                                          : c.n_shared_experts * F;
+  if (S > 0) {
+    const std::string sh = std::string(names.shared) + ".";
+    check(w.shared_gate, {S, C}, sh + "gate_proj");
+    check(w.shared_up, {S, C}, sh + "up_proj");
+    check(w.shared_down, {C, S}, sh + "down_proj");
   }
+  REPRISE_CHECK(c.shared_expert_gate == w.shared_expert_gate.defined(), "MoE layer '", layer,
+                "': ", c.shared_expert_gate ? "expected" : "unexpected", " a shared_expert_gate");
+  if (w.shared_expert_gate.defined()) check(w.shared_expert_gate, {1, C}, "shared_expert_gate");
 }
 
 }  // namespace
 
 MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
-                      const std::string& layer, const ExpertDispatch* dispatch) {
+                      const std::string& layer, const ExpertDispatch* dispatch,
+                      const MoeNames& names) {
   c.validate();
   REPRISE_CHECK(
       (x.dim() == 2 || x.dim() == 3) && (x.dtype() == DType::f32 || x.dtype() == DType::f64),
@@ -120,7 +92,7 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                 " expects C = ", w.gate.defined() && w.gate.dim() == 2 ? w.gate.size(1) : 0);
   const ExpertRange held =
       dispatch ? dispatch->local_experts(c.num_local_experts) : ExpertRange{0, c.num_local_experts};
-  check_weights(x, w, c, layer, held);
+  check_weights(x, w, c, layer, held, names);
   const int64_t k = c.num_experts_per_tok, C = x.size(-1);
   const Tensor x2 = ops::reshape(x, {-1, C});  // (N, C)
   const int64_t N = x2.size(0);
@@ -137,7 +109,13 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
     }
     scores =
         c.scoring_func == RouterScoring::softmax ? ops::softmax(logits, -1) : ops::sigmoid(logits);
-    route = ops::moe_route(scores, k, c.norm_topk_prob, c.capacity(N));
+    route = ops::moe_route(scores, k,
+                           {.renormalize = c.norm_topk_prob,
+                            .capacity = c.capacity(N),
+                            .bias = w.score_bias,
+                            .n_group = c.n_group,
+                            .topk_group = c.topk_group,
+                            .scale = c.routed_scaling_factor});
   }
 
   // Experts: SwiGLU over contiguous blocks of the sorted rows, block j
@@ -158,7 +136,8 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
       auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
         return autocast_grouped_linear(in, block_counts, weights);
       };
-      return swiglu_ffn(autocast_operand(rows), w1, w3, w2, {"w1", "w3", "w2"},
+      return swiglu_ffn(autocast_operand(rows), w1, w3, w2,
+                        {names.expert_gate, names.expert_up, names.expert_down},
                         grouped);  // (rows, C)
     };
     Tensor ys;
@@ -179,11 +158,18 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
     out = ops::index_add(Tensor::zeros({N, C}, x.dtype(), x.device()), 0, route.token,
                          ys);  // (N, C)
   }
-  if (c.n_shared_experts > 0) {
-    autograd::Scope scope("shared_experts");
-    out = ops::add(out,
-                   swiglu_ffn(autocast_operand(x2), w.shared_gate, w.shared_up, w.shared_down,
-                              {"gate_proj", "up_proj", "down_proj"}, autocast_linear));  // (N, C)
+  if (w.shared_gate.defined()) {
+    Tensor shared;
+    {
+      autograd::Scope scope(names.shared);
+      shared = swiglu_ffn(autocast_operand(x2), w.shared_gate, w.shared_up, w.shared_down,
+                          {"gate_proj", "up_proj", "down_proj"}, autocast_linear);  // (N, C)
+    }
+    if (w.shared_expert_gate.defined()) {
+      autograd::Scope scope("shared_expert_gate");
+      shared = ops::mul(ops::sigmoid(autocast_linear(x2, w.shared_expert_gate)), shared);
+    }
+    out = ops::add(out, shared);
   }
 
   // Router loss terms: probability mass per expert, and logsumexp^2. A
@@ -235,14 +221,17 @@ MoeLayerStats MoeRouterTerms::stats() const {
 
 // ---- modules ----------------------------------------------------------------
 
-MoeExpert::MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate_size)
+MoeExpert::MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate_size,
+                     const MoeNames& names)
     : Module(std::move(name)),
-      w1("w1", hidden_size, intermediate_size),
-      w2("w2", intermediate_size, hidden_size),
-      w3("w3", hidden_size, intermediate_size) {
-  register_module(w1);
-  register_module(w2);
-  register_module(w3);
+      gate_proj(names.expert_gate, hidden_size, intermediate_size),
+      up_proj(names.expert_up, hidden_size, intermediate_size),
+      down_proj(names.expert_down, intermediate_size, hidden_size) {
+  // Mixtral's registration order, w1, w2, w3 (the same order for every
+  // family: initialisation draws in it).
+  register_module(gate_proj);
+  register_module(down_proj);
+  register_module(up_proj);
 }
 
 namespace {
@@ -257,43 +246,71 @@ ExpertRange held_experts(const MoeConfig& c, const ExpertDispatch* dispatch) {
 }
 }  // namespace
 
+SparseMoeBlock::Router::Router(int64_t hidden_size, const MoeConfig& config) : Module("gate") {
+  REPRISE_CHECK(hidden_size > 0, "SparseMoeBlock: hidden_size must be positive, got ", hidden_size);
+  weight_ = register_parameter("weight", {config.num_local_experts, hidden_size});
+  if (config.score_correction_bias) {
+    bias_ = register_buffer("e_score_correction_bias", {config.num_local_experts});
+  }
+}
+
+void SparseMoeBlock::Router::reset_parameters(double std, rng::Generator& gen,
+                                              std::string_view stream) {
+  ops::normal_(weight_, 0.0, std, gen, stream);
+  if (bias_.defined()) {
+    NoGradGuard no_grad;
+    bias_.fill_(0.0);
+  }
+}
+
 SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t intermediate_size,
                                const MoeConfig& config,
-                               std::shared_ptr<const ExpertDispatch> dispatch)
+                               std::shared_ptr<const ExpertDispatch> dispatch,
+                               const MoeNames& names)
     : Module(std::move(name)),
-      gate("gate", hidden_size, validated(config).num_local_experts),
+      gate(hidden_size, validated(config)),
       experts("experts", size_t(held_experts(config, dispatch.get()).first)),
       config_(config),
       dispatch_(std::move(dispatch)),
+      names_(names),
       local_(held_experts(config, dispatch_.get())),
       hidden_size_(hidden_size),
-      intermediate_size_(intermediate_size) {
+      expert_size_(config.expert_intermediate_size(intermediate_size)) {
+  REPRISE_CHECK(expert_size_ > 0, "SparseMoeBlock '", this->name(),
+                "': the experts' intermediate size must be positive, got ", expert_size_);
   register_module(gate);
   register_module(experts);
   for (int64_t e = local_.first; e < local_.first + local_.count; ++e) {
-    experts.append(std::make_unique<MoeExpert>(std::to_string(e), hidden_size, intermediate_size));
+    experts.append(
+        std::make_unique<MoeExpert>(std::to_string(e), hidden_size, expert_size_, names_));
   }
-  if (config.n_shared_experts > 0) {
-    shared_experts = std::make_unique<SwiGluMLP>("shared_experts", hidden_size,
-                                                 config.n_shared_experts * intermediate_size);
+  const int64_t shared = config.shared_intermediate_size(intermediate_size);
+  if (shared > 0) {
+    shared_experts = std::make_unique<SwiGluMLP>(names_.shared, hidden_size, shared);
     register_module(*shared_experts);
+  }
+  if (config.shared_expert_gate) {
+    shared_expert_gate = std::make_unique<Linear>("shared_expert_gate", hidden_size, 1);
+    register_module(*shared_expert_gate);
   }
 }
 
 MoeWeights SparseMoeBlock::weights() const {
   MoeWeights w;
   w.gate = gate.weight();
+  w.score_bias = gate.score_bias();
   w.first_expert = local_.first;
   for (size_t e = 0; e < experts.size(); ++e) {
-    w.w1.push_back(experts[e].w1.weight());
-    w.w2.push_back(experts[e].w2.weight());
-    w.w3.push_back(experts[e].w3.weight());
+    w.w1.push_back(experts[e].gate_proj.weight());
+    w.w2.push_back(experts[e].down_proj.weight());
+    w.w3.push_back(experts[e].up_proj.weight());
   }
   if (shared_experts) {
     w.shared_gate = shared_experts->gate_proj.weight();
     w.shared_up = shared_experts->up_proj.weight();
     w.shared_down = shared_experts->down_proj.weight();
   }
+  if (shared_expert_gate) w.shared_expert_gate = shared_expert_gate->weight();
   return w;
 }
 
@@ -301,24 +318,38 @@ MoeResult SparseMoeBlock::forward(const Tensor& x, bool limit_capacity) const {
   autograd::Scope scope(name());
   MoeConfig config = config_;
   if (!limit_capacity) config.capacity_factor = 0;
-  return moe_forward(x, weights(), config, *autograd::current_scope(), dispatch_.get());
+  return moe_forward(x, weights(), config, *autograd::current_scope(), dispatch_.get(), names_);
 }
 
 void SparseMoeBlock::skip_expert_init(int64_t first, int64_t end, rng::Generator& gen,
                                       std::string_view stream) const {
-  // w1, w2 and w3 have F C elements each, all f32.
-  const uint64_t words = rng::normal_words<float>(uint64_t(hidden_size_ * intermediate_size_));
+  // The three projections have F C elements each, all f32.
+  const uint64_t words = rng::normal_words<float>(uint64_t(hidden_size_ * expert_size_));
   for (int64_t e = first; e < end; ++e) {
     for (int i = 0; i < 3; ++i) gen.reserve(stream, words);
   }
 }
 
+std::string router_scopes(const std::string& moe_block) { return "*." + moe_block + ".gate"; }
+
+std::string moe_block_of(const LlamaConfig& config) {
+  return config.moe ? config.info().moe_block : "";
+}
+
 std::string expert_of(std::string_view name) {
-  constexpr std::string_view marker = ".block_sparse_moe.experts.";
-  const size_t at = name.find(marker);
-  if (at == std::string_view::npos) return "";
-  const size_t end = name.find('.', at + marker.size());
-  return end == std::string_view::npos ? "" : std::string(name.substr(0, end + 1));
+  // ".experts.<digits>." after a layer's MoE block; a shared expert's
+  // "shared_experts." has no dot before "experts".
+  constexpr std::string_view marker = ".experts.";
+  for (size_t at = name.find(marker); at != std::string_view::npos;
+       at = name.find(marker, at + 1)) {
+    const size_t first = at + marker.size();
+    size_t end = first;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end > first && end < name.size() && name[end] == '.') {
+      return std::string(name.substr(0, end + 1));
+    }
+  }
+  return "";
 }
 
 bool is_expert_parameter(std::string_view name) { return !expert_of(name).empty(); }

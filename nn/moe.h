@@ -1,28 +1,37 @@
 #pragma once
-// The mixture-of-experts feed-forward layer of Mixtral and DeepSeek, with
-// Hugging Face Mixtral's (legacy, on-disk) parameter names:
+// The mixture-of-experts feed-forward layer of Mixtral, Qwen2-MoE,
+// Qwen3-MoE, OLMoE and DeepSeek-V3, under each family's on-disk names
+// (MoeNames, from the family's row in nn/model_config.h). Mixtral's:
 //
 //   <block>.gate.weight                     (E, C)  the router
 //   <block>.experts.{e}.w1.weight           (F, C)  gate projection
 //   <block>.experts.{e}.w2.weight           (C, F)  down projection
 //   <block>.experts.{e}.w3.weight           (F, C)  up projection
-//   <block>.shared_experts.gate_proj.weight (S, C)  only with n_shared_experts > 0
-//   <block>.shared_experts.up_proj.weight   (S, C)  (DeepSeek's names; not in
-//   <block>.shared_experts.down_proj.weight (C, S)   Mixtral)
+//   <block>.shared_experts.gate_proj.weight (S, C)  only with a shared expert
+//   <block>.shared_experts.up_proj.weight   (S, C)
+//   <block>.shared_experts.down_proj.weight (C, S)
 //
-// where <block> is "model.layers.{i}.block_sparse_moe" in a model.
+// with <block> = "model.layers.{i}.block_sparse_moe"; the others' are
+// "model.layers.{i}.mlp" with experts.{e}.gate_proj / up_proj / down_proj,
+// Qwen2-MoE's shared expert "shared_expert" with its (1, C)
+// "shared_expert_gate", and DeepSeek-V3's router bias
+// "gate.e_score_correction_bias" (E), a buffer.
 //
-// N = tokens (B T), C = hidden_size, F = intermediate_size (per expert),
+// N = tokens (B T), C = hidden_size, F = the experts' intermediate size,
 // E = num_local_experts, k = num_experts_per_tok, M = kept (token, expert)
-// assignments (N k without a capacity limit), S = n_shared_experts F.
+// assignments (N k without a capacity limit), S = the shared expert's width.
 //
 // The layer computes, for each token x (a row of (N, C)):
 //   logits = gate(x)                                  (E)   in f32 (x's dtype)
 //   s      = softmax(logits) or sigmoid(logits)       (E)   scoring_func
 //   top    = the k largest s, ties by lower expert    (k)   indices and values
-//   g      = top / sum(top) when norm_topk_prob, else top
-//   out    = sum_j g_j expert_{top_j}(x) + shared_experts(x)
-//   expert_e(x) = w2(silu(w1(x)) * w3(x))
+//            (DeepSeek-V3: the k largest s + bias among the topk_group
+//            best of n_group groups, values from s; ops/moe_route.h)
+//   g      = top / sum(top) when norm_topk_prob, else top; times routed_scaling_factor
+//   out    = sum_j g_j expert_{top_j}(x) + shared(x)
+//   expert_e(x) = down(silu(gate_proj(x)) * up(x))
+//   shared(x)   = the shared expert's SwiGLU, times sigmoid(shared_expert_gate(x))
+//                 with a shared expert gate (Qwen2-MoE)
 // With the defaults (softmax, top-2, renormalized, no capacity limit, no
 // shared expert) this is transformers' MixtralSparseMoeBlock.
 //
@@ -63,51 +72,21 @@
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/model_config.h"
 #include "nn/module.h"
 #include "rng/generator.h"
 
 namespace reprise::nn {
 
-enum class RouterScoring {
-  softmax,  // Mixtral: softmax over all experts, then top-k
-  sigmoid,  // DeepSeek-V3: independent sigmoid per expert, then top-k
+// What a family's checkpoints call an MoE layer's pieces (from its row,
+// FamilyInfo); the default is Mixtral's.
+struct MoeNames {
+  const char* expert_gate = "w1";
+  const char* expert_up = "w3";
+  const char* expert_down = "w2";
+  const char* shared = "shared_experts";
 };
-const char* router_scoring_name(RouterScoring s);  // "softmax", "sigmoid"
-
-// The precision of the router's gate matmul. Scores, top-k and gates are
-// always computed in f32.
-enum class RouterDType {
-  f32,   // default
-  bf16,  // the gate's input, weight and logits rounded to bf16 (round to
-         // nearest even), the matmul accumulated in f32 from the rounded
-         // values: a bf16 router as mixed-precision training runs it.
-         // Gradients pass through the roundings unchanged (ops::cast).
-};
-const char* router_dtype_name(RouterDType d);  // "float32", "bfloat16"
-
-// The MoE fields of a model config. Names follow transformers'
-// MixtralConfig where it has the field, else DeepSeek-V3's / Qwen-MoE's.
-struct MoeConfig {
-  int64_t num_local_experts = 8;        // E
-  int64_t num_experts_per_tok = 2;      // k, in [1, E]
-  double router_aux_loss_coef = 0.001;  // weight of the load-balancing loss in training
-  double router_z_loss_coef = 0.0;      // weight of the router z-loss (ST-MoE)
-  double router_jitter_noise = 0.0;     // must be 0 (jitter is not supported)
-  RouterScoring scoring_func = RouterScoring::softmax;
-  bool norm_topk_prob = true;    // renormalize the k gates to sum to 1
-  double capacity_factor = 0.0;  // 0: no limit; else > 0 (see above)
-  int64_t n_shared_experts = 0;  // shared SwiGLU of n_shared_experts * F
-  RouterDType router_dtype = RouterDType::f32;
-
-  // Raises an Error naming the field and its value when out of range.
-  void validate() const;
-  // The per-expert capacity for N tokens: ceil(capacity_factor * N k / E),
-  // or -1 (no limit) when capacity_factor is 0.
-  int64_t capacity(int64_t tokens) const;
-  // "4 experts, top-2 softmax, capacity 1.25, 1 shared"
-  std::string describe() const;
-  friend bool operator==(const MoeConfig&, const MoeConfig&) = default;
-};
+MoeNames moe_names(const FamilyInfo& family);
 
 // Routing statistics of one MoE layer's last forward.
 struct MoeLayerStats {
@@ -180,22 +159,26 @@ class ExpertDispatch {
                      const LocalExperts& run_local) const = 0;
 };
 
-// One expert: w2(silu(w1(x)) * w3(x)), Mixtral's MixtralBlockSparseTop2MLP names.
+// One expert: down(silu(gate_proj(x)) * up(x)), under the family's names
+// (Mixtral's w1, w3, w2).
 class MoeExpert : public Module {
  public:
-  MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate_size);
+  MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate_size,
+            const MoeNames& names = {});
 
-  Linear w1, w2, w3;  // (F, C), (C, F), (F, C)
+  Linear gate_proj, up_proj, down_proj;  // (F, C), (F, C), (C, F)
 };
 
 // The layer's weights as plain tensors, one dtype (f32, or f64 for the
 // gradient check).
 struct MoeWeights {
-  Tensor gate;                     // (E, C)
-  std::vector<Tensor> w1, w2, w3;  // one per expert held: (F, C), (C, F), (F, C)
+  Tensor gate;                     // (E, C) the router
+  Tensor score_bias;               // (E) DeepSeek's e_score_correction_bias, or undefined
+  std::vector<Tensor> w1, w2, w3;  // one per expert held: gate (F, C), down (C, F), up (F, C)
   int64_t first_expert = 0;        // the index of w1[0]'s expert (expert parallel)
   Tensor shared_gate, shared_up;   // (S, C), undefined without shared experts
   Tensor shared_down;              // (C, S)
+  Tensor shared_expert_gate;       // (1, C) Qwen2-MoE's, or undefined
 };
 
 struct MoeResult {
@@ -207,21 +190,26 @@ struct MoeResult {
 
 // The MoE layer as a function: what SparseMoeBlock::forward computes, for
 // weights of any floating dtype matching x. Records the router under
-// Scope("gate"), the experts under Scope("experts") and the shared experts
-// under Scope("shared_experts") of the current scope. `layer` names the
-// layer in errors and in its statistics. x: (B, T, C) or (N, C). With
-// `dispatch`, `weights` holds this process's experts (dispatch's
-// local_experts), else all of them.
+// Scope("gate"), the experts under Scope("experts") (each projection under
+// its name in `names`) and the shared expert under Scope(names.shared) of
+// the current scope. `layer` names the layer in errors and in its
+// statistics. x: (B, T, C) or (N, C). With `dispatch`, `weights` holds
+// this process's experts (dispatch's local_experts), else all of them.
 MoeResult moe_forward(const Tensor& x, const MoeWeights& weights, const MoeConfig& config,
-                      const std::string& layer, const ExpertDispatch* dispatch = nullptr);
+                      const std::string& layer, const ExpertDispatch* dispatch = nullptr,
+                      const MoeNames& names = {});
 
-// The MoE feed-forward layer ("block_sparse_moe" in a Mixtral model).
+// The MoE feed-forward layer ("block_sparse_moe" in a Mixtral model, "mlp"
+// in the others).
 class SparseMoeBlock : public Module {
  public:
-  // Raises when config.validate() does or a size is not positive. With
-  // `dispatch` the block holds only this process's experts.
+  // intermediate_size: the model's (dense) one; the experts' width is
+  // config.expert_intermediate_size(intermediate_size). Raises when
+  // config.validate() does or a size is not positive. With `dispatch` the
+  // block holds only this process's experts.
   SparseMoeBlock(std::string name, int64_t hidden_size, int64_t intermediate_size,
-                 const MoeConfig& config, std::shared_ptr<const ExpertDispatch> dispatch = nullptr);
+                 const MoeConfig& config, std::shared_ptr<const ExpertDispatch> dispatch = nullptr,
+                 const MoeNames& names = {});
 
   // x: (B, T, C) or (N, C) f32 (f64 for gradient checks) -> the output
   // (x's shape) with this call's router loss terms. Runs under
@@ -236,27 +224,54 @@ class SparseMoeBlock : public Module {
   // The experts this block holds (all of them without a dispatch).
   ExpertRange local_experts() const { return local_; }
   // Reserves from `stream` of `gen` the words that initialising experts
-  // [first, end) would draw (w1, w2, w3 each, as Linear::reset_parameters),
+  // [first, end) would draw (their three projections, as Linear::reset_parameters),
   // so that a process holding some experts initialises them to the values
   // one process holding all of them gives.
   void skip_expert_init(int64_t first, int64_t end, rng::Generator& gen,
                         std::string_view stream) const;
 
-  Linear gate;                                // (E, C)
-  ModuleList<MoeExpert> experts;              // E of them
-  std::unique_ptr<SwiGluMLP> shared_experts;  // every token runs through them; nullptr without
+  // The router "gate": its weight (E, C) and, for DeepSeek-V3, the buffer
+  // e_score_correction_bias (E).
+  class Router : public Module {
+   public:
+    Router(int64_t hidden_size, const MoeConfig& config);
+    // The weight normal(0, std^2) from `stream` of `gen`, the bias zero.
+    void reset_parameters(double std, rng::Generator& gen, std::string_view stream);
+    const Tensor& weight() const { return weight_; }
+    const Tensor& score_bias() const { return bias_; }  // undefined without
+
+   private:
+    Tensor weight_, bias_;
+  };
+
+  Router gate;
+  ModuleList<MoeExpert> experts;  // E of them
+  // Every token runs through it (scaled by shared_expert_gate when set);
+  // nullptr without.
+  std::unique_ptr<SwiGluMLP> shared_experts;
+  std::unique_ptr<Linear> shared_expert_gate;  // (1, C)
 
  private:
   MoeConfig config_;
   std::shared_ptr<const ExpertDispatch> dispatch_;
+  MoeNames names_;
   ExpertRange local_;
-  int64_t hidden_size_, intermediate_size_;
+  int64_t hidden_size_, expert_size_;
 };
+
+// The scope glob of every MoE layer's router in a model whose MoE blocks
+// are named `moe_block`: "*.block_sparse_moe.gate", "*.mlp.gate". The
+// router's logits, scores and routing decision are recorded under it (and
+// a dense MLP's "mlp.gate_proj" is not matched).
+std::string router_scopes(const std::string& moe_block);
+// The MoE block name of a model of `config`, "" when it has no MoE layers.
+std::string moe_block_of(const LlamaConfig& config);
 
 // The routed expert a parameter name belongs to, as its module path with a
 // final dot ("model.layers.3.block_sparse_moe.experts.5." for
-// "model.layers.3.block_sparse_moe.experts.5.w1.weight"; anything may
-// follow, an optimizer state's suffix too), or "" for a name of no expert.
+// "model.layers.3.block_sparse_moe.experts.5.w1.weight", "model.layers.1.mlp.experts.0."
+// for "model.layers.1.mlp.experts.0.up_proj.weight"; anything may follow, an
+// optimizer state's suffix too), or "" for a name of no expert.
 std::string expert_of(std::string_view name);
 // Whether expert_of(name) is not empty: what expert parallelism splits over
 // processes instead of replicating.

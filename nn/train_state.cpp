@@ -295,8 +295,8 @@ void Trainer::set_compute_options(const TrainConfig& c) {
   if (checkpointing.recompute_noise_ulps > 0) {
     checkpointing.on_mismatch = autograd::OnMismatch::report;
   }
-  checkpointing_ = std::make_unique<LayerCheckpointing>(checkpointing, generator_,
-                                                        config_.model.moe.has_value());
+  checkpointing_ =
+      std::make_unique<LayerCheckpointing>(checkpointing, generator_, moe_block_of(config_.model));
   config_.checkpointing = c.checkpointing;
 }
 
@@ -511,7 +511,7 @@ uint64_t fnv1a64(std::string_view text) {
 // The checkpoint's tensors in file order: the model, then the optimizer.
 std::vector<std::pair<std::string, Tensor>> state_tensors(const Trainer& t) {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const NamedParameter& p : t.model().parameters()) out.emplace_back(p.name, p.value.detach());
+  for (const auto& [name, value] : t.model().named_state()) out.emplace_back(name, value.detach());
   for (auto& [name, value] : t.optimizer().state())
     out.emplace_back(kOptimizerPrefix + name, value);
   return out;
@@ -659,22 +659,21 @@ std::unique_ptr<LlamaForCausalLM> load_train_state_model(const std::string& dir)
   const std::string& path = s.file.path();
   const TrainConfig config =
       TrainConfig::from_json(field(s.state, "config", path), path + " config");
-  auto model = std::make_unique<LlamaForCausalLM>(config.model);
+  auto model = std::make_unique<LlamaForCausalLM>(config.model, nullptr);  // loaded next
   const json::Value& checksums = field(s.state, "checksums", path);
-  std::vector<std::pair<Tensor, Tensor>> loads;  // (parameter, checked value)
-  for (const NamedParameter& p : model->parameters()) {
-    REPRISE_CHECK(s.file.contains(p.name), path, ": missing parameter '", p.name, "' (",
-                  p.value.describe(), ")");
-    Tensor value = s.file.get(p.name);
-    REPRISE_CHECK(value.shape() == p.value.shape() && value.dtype() == p.value.dtype(), path,
-                  ": parameter '", p.name, "' is ", value.describe(), ", expected ",
-                  p.value.describe());
-    const uint64_t expected =
-        parse_u64(string_field(checksums, p.name.c_str(), path + " checksums"), 16,
-                  path + " checksum of '" + p.name + "'");
-    REPRISE_CHECK(autograd::hash_values(value) == expected, path, ": tensor '", p.name, "' (",
+  std::vector<std::pair<Tensor, Tensor>> loads;  // (parameter or buffer, checked value)
+  for (const auto& [name, param] : model->named_state()) {
+    REPRISE_CHECK(s.file.contains(name), path, ": missing parameter '", name, "' (",
+                  param.describe(), ")");
+    Tensor value = s.file.get(name);
+    REPRISE_CHECK(value.shape() == param.shape() && value.dtype() == param.dtype(), path,
+                  ": parameter '", name, "' is ", value.describe(), ", expected ",
+                  param.describe());
+    const uint64_t expected = parse_u64(string_field(checksums, name.c_str(), path + " checksums"),
+                                        16, path + " checksum of '" + name + "'");
+    REPRISE_CHECK(autograd::hash_values(value) == expected, path, ": tensor '", name, "' (",
                   value.describe(), ") is corrupted: its bytes do not match the recorded hash");
-    loads.emplace_back(p.value, std::move(value));
+    loads.emplace_back(param, std::move(value));
   }
   NoGradGuard no_grad;
   for (auto& [param, value] : loads) param.copy_(value);
@@ -751,16 +750,17 @@ void load_train_state(Trainer& t, const std::string& dir) {
   }
   std::map<std::string, Tensor> optimizer_state;
   std::set<std::string> param_names, held_experts;
-  const std::vector<NamedParameter> params = t.model().parameters();
-  for (const NamedParameter& p : params) {
-    param_names.insert(p.name);
-    held_experts.insert(expert_of_entry(p.name));
-    auto it = loaded.find(p.name);
-    REPRISE_CHECK(it != loaded.end(), path, ": missing parameter '", p.name, "' (",
-                  p.value.describe(), ")");
-    REPRISE_CHECK(it->second.shape() == p.value.shape() && it->second.dtype() == p.value.dtype(),
-                  path, ": parameter '", p.name, "' is ", it->second.describe(), ", expected ",
-                  p.value.describe());
+  // The parameters and buffers (the model's state).
+  const std::vector<std::pair<std::string, Tensor>> params = t.model().named_state();
+  for (const auto& [name, param] : params) {
+    param_names.insert(name);
+    held_experts.insert(expert_of_entry(name));
+    auto it = loaded.find(name);
+    REPRISE_CHECK(it != loaded.end(), path, ": missing parameter '", name, "' (", param.describe(),
+                  ")");
+    REPRISE_CHECK(it->second.shape() == param.shape() && it->second.dtype() == param.dtype(), path,
+                  ": parameter '", name, "' is ", it->second.describe(), ", expected ",
+                  param.describe());
   }
   // With experts split over processes, the file holds every process's.
   const bool split = t.group() && t.group()->expert_dispatch();
@@ -781,9 +781,9 @@ void load_train_state(Trainer& t, const std::string& dir) {
   }
   {
     NoGradGuard no_grad;
-    for (const NamedParameter& p : params) {
-      Tensor dst = p.value;
-      dst.copy_(loaded.at(p.name));
+    for (const auto& [name, param] : params) {
+      Tensor dst = param;
+      dst.copy_(loaded.at(name));
     }
   }
   t.generator().set_state(gen_state);

@@ -1,13 +1,15 @@
 // moe_route: checks, recording, and what the backward reads; the kernels
 // (top-k, gates, counting sort by expert) are Backend::moe_route.
 //
-// Per token n with top-k scores v_j (j < k) at experts i_j:
-//   S = sum_j v_j,  g_j = v_j / S (renormalize) or v_j
+// Per token n with chosen scores v_j (j < k) at experts i_j and scale c:
+//   S = sum_j v_j,  g_j = (v_j / S) c (renormalize) or v_j c
 // and the output weights are the g of the kept assignments in dispatch
 // order. Backward, with dg scattered back to (N, k) (zero where dropped):
-//   renormalize: dv_j = (dg_j - sum_l dg_l g_l) / S,  else dv_j = dg_j
+//   renormalize: dv_j = c ((dg_j - sum_l dg_l v_l / S) / S),  else dv_j = c dg_j
 //   dscores[n, i_j] = dv_j, zero elsewhere.
 #include "ops/moe_route.h"
+
+#include <cmath>
 
 #include "autograd/tape.h"
 #include "engine/backend.h"
@@ -24,7 +26,7 @@ enum Output : uint32_t { kWeights, kIndices, kToken, kCounts, kRouted, kSlot, kT
 
 }  // namespace
 
-MoeRoute moe_route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacity) {
+MoeRoute moe_route(const Tensor& scores, int64_t k, const MoeRouteOptions& o) {
   REPRISE_CHECK(scores.defined() && scores.dim() == 2 &&
                     (scores.dtype() == DType::f32 || scores.dtype() == DType::f64),
                 "moe_route: expected scores (N, E) f32 or f64, got ",
@@ -32,26 +34,49 @@ MoeRoute moe_route(const Tensor& scores, int64_t k, bool renormalize, int64_t ca
   const int64_t E = scores.size(1);
   REPRISE_CHECK(k >= 1 && k <= E, "moe_route: k = ", k, " must be in [1, E = ", E, "] for scores ",
                 scores.describe());
-  REPRISE_CHECK(capacity >= -1, "moe_route: capacity must be -1 (no limit) or >= 0, got ",
-                capacity);
+  REPRISE_CHECK(o.capacity >= -1, "moe_route: capacity must be -1 (no limit) or >= 0, got ",
+                o.capacity);
+  REPRISE_CHECK(
+      !o.bias.defined() || (o.bias.dim() == 1 && o.bias.size(0) == E &&
+                            o.bias.dtype() == scores.dtype() && o.bias.device() == scores.device()),
+      "moe_route: expected a bias of shape [", E, "] like scores ", scores.describe(), ", got ",
+      o.bias.defined() ? o.bias.describe() : std::string());
+  REPRISE_CHECK(o.n_group >= 1 && E % o.n_group == 0 && (o.n_group == 1 || E / o.n_group >= 2),
+                "moe_route: n_group = ", o.n_group, " must split E = ", E,
+                " into groups of at least 2 experts");
+  REPRISE_CHECK(
+      o.topk_group >= 1 && o.topk_group <= o.n_group && k <= o.topk_group * (E / o.n_group),
+      "moe_route: topk_group = ", o.topk_group, " of n_group = ", o.n_group,
+      " groups cannot hold k = ", k, " experts of E = ", E);
+  REPRISE_CHECK(std::isfinite(o.scale) && o.scale > 0, "moe_route: scale must be positive, got ",
+                o.scale);
+  const RouteParams params{.k = k,
+                           .renormalize = o.renormalize,
+                           .capacity = o.capacity,
+                           .n_group = o.n_group,
+                           .topk_group = o.topk_group,
+                           .scale = o.scale};
+  const Tensor bias = o.bias.defined() ? o.bias.detach() : Tensor();  // no gradient
   Tensors out = autograd::record({
       .op = registry::kMoeRoute,
       .inputs = {scores},
-      .forward =
-          [k, renormalize, capacity](const Tensors& in, auto*) {
-            return backend_of(in[0]).moe_route(in[0], k, renormalize, capacity);
-          },
+      .forward = [params, bias](const Tensors& in,
+                                auto*) { return backend_of(in[0]).moe_route(in[0], bias, params); },
       .backward =
-          [E, renormalize](Node& node, const Tensors& g) {
+          [E, params](Node& node, const Tensors& g) {
             const Tensor& gw = g[kWeights];
-            return Tensors{backend_of(gw).moe_route_backward(
-                gw, node.saved_output(kIndices), node.saved_output(kSlot), node.saved_output(kTop),
-                E, renormalize)};
+            return Tensors{backend_of(gw).moe_route_backward(gw, node.saved_output(kIndices),
+                                                             node.saved_output(kSlot),
+                                                             node.saved_output(kTop), E, params)};
           },
       .save = {.outputs = {kIndices, kSlot, kTop}},
       .num_public_outputs = 5,
   });
   return {out[kWeights], out[kIndices], out[kToken], out[kCounts], out[kRouted]};
+}
+
+MoeRoute moe_route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacity) {
+  return moe_route(scores, k, {.renormalize = renormalize, .capacity = capacity});
 }
 
 }  // namespace reprise::ops

@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   c.num_key_value_heads = a.kv_heads;
   c.max_position_embeddings = a.seq;
   if (a.moe) {
+    c.family = nn::Family::mixtral;
     c.moe = nn::MoeConfig{};
     c.moe->num_local_experts = 8;
     c.moe->num_experts_per_tok = 2;
@@ -111,7 +112,8 @@ int main(int argc, char** argv) {
   nn::LlamaForCausalLM model(c, init);
   nn::to_device(model, gpu);
   model.set_dropout_generator(dropout);
-  nn::LayerCheckpointing layers(nn::CheckpointConfig::parse(a.checkpoint), dropout, a.moe);
+  nn::LayerCheckpointing layers(nn::CheckpointConfig::parse(a.checkpoint), dropout,
+                                nn::moe_block_of(c));
   nn::AdamW opt(model.parameters(), {.lr = 1e-4, .weight_decay = 0.1});
   std::vector<int64_t> tokens(size_t(a.batch * a.seq));
   uint64_t s = 12345;

@@ -26,6 +26,7 @@ constexpr int64_t kB = 16, kT = 128;
 nn::LlamaConfig bench_config() {
   nn::LlamaConfig c = nn::default_train_model();
   c.intermediate_size = 176;
+  c.family = nn::Family::mixtral;
   c.moe = nn::MoeConfig{.num_local_experts = 8, .num_experts_per_tok = 2};
   return c;
 }

@@ -50,7 +50,7 @@ inline Tensor lcg_batch(int64_t B, int64_t T) {
 inline std::unique_ptr<nn::LlamaForCausalLM> bench_model(benchmark::State& state, const char* env,
                                                          const nn::LlamaConfig& config) {
   if (const char* dir = std::getenv(env)) {
-    auto model = nn::load_llama(dir);
+    auto model = nn::load_model(dir);
     if (model->config().describe() != config.describe()) {
       const std::string what =
           std::string(env) + " is not the benchmark's config: " + model->config().describe();
@@ -67,7 +67,7 @@ inline std::unique_ptr<nn::LlamaForCausalLM> bench_model(benchmark::State& state
 inline void train_step(benchmark::State& state, nn::LlamaForCausalLM& model,
                        const nn::CheckpointConfig& checkpointing, const Tensor& ids) {
   nn::LayerCheckpointing layers(checkpointing, model.dropout_generator(),
-                                model.config().moe.has_value());
+                                nn::moe_block_of(model.config()));
   nn::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.1});
   auto step = [&] {
     opt.zero_grad();

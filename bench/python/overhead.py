@@ -83,7 +83,7 @@ def policy_overhead(rounds: int) -> list[tuple[str, float]]:
     """What a Python policy adds per region of the tiny Llama's decoder
     layer, and per value in a region of 200 cheap ops, over the built-in
     policy that decides the same."""
-    model = nn.load_llama(str(ROOT / "tests" / "fixtures" / "llama_tiny"))
+    model = nn.load_model(str(ROOT / "tests" / "fixtures" / "llama_tiny"))
     ids = reprise.arange(16).reshape(1, 16)
     values: list[str] = []
 

@@ -1,7 +1,9 @@
 #pragma once
 // moe_route and its backward, with cpu/moe_route.cpp's outputs:
-//   1. per token, the top k scores by insertion (larger first, equal scores
-//      by lower expert): indices (N, k), top (N, k);
+//   1. per token, the top k by insertion (larger first, equal values by
+//      lower expert) of the scores plus the bias, among the topk_group best
+//      groups (a group's value: its two best, summed; at most kMaxGroups
+//      groups): indices (N, k), and top (N, k) the chosen unbiased scores;
 //   2. the assignments a = n k + j sorted by expert, stably (so in a order
 //      within an expert): each expert's segment;
 //   3. routed[e] = its segment's length, counts[e] = min(routed, capacity),
@@ -21,16 +23,34 @@
 
 namespace reprise::cuda {
 
+inline constexpr int64_t kMaxRouteGroups = 64;
+
+// Inserts (v, e) into the best-first list val/idx of `filled` of at most k
+// entries (larger first, equal values by lower index); returns the new fill.
+template <class T>
+REPRISE_HD int64_t insert_best(T v, int64_t e, T* val, int64_t* idx, int64_t filled, int64_t k) {
+  if (filled == k && !(v > val[k - 1])) return filled;
+  int64_t p = filled < k ? filled++ : k - 1;
+  for (; p > 0 && v > val[p - 1]; --p) {
+    val[p] = val[p - 1];
+    idx[p] = idx[p - 1];
+  }
+  val[p] = v;
+  idx[p] = e;
+  return filled;
+}
+
 // Per token: the top k by insertion; nan[n] = n E + e of its first NaN
-// score (int64 max when none).
+// score or bias (int64 max when none).
 template <class T>
 struct RouteTopkKernel {
   static constexpr int kThreads = 128;
   const T* scores;
+  const T* bias;  // (E) or null
   int64_t* indices;
   T* top;
   int64_t* nan;
-  int64_t N, E, k;
+  int64_t N, E, k, n_group, topk_group;
 
   template <class Ctx>
   REPRISE_HD void operator()(Ctx& ctx) const {
@@ -40,21 +60,39 @@ struct RouteTopkKernel {
         int64_t* idx = indices + n * k;
         T* val = top + n * k;
         nan[n] = std::numeric_limits<int64_t>::max();
+        for (int64_t e = 0; e < E; ++e) {
+          const bool is_nan = row[e] != row[e] || (bias && bias[e] != bias[e]);
+          if (is_nan && nan[n] == std::numeric_limits<int64_t>::max()) nan[n] = n * E + e;
+        }
+        if (nan[n] != std::numeric_limits<int64_t>::max()) return;
+        auto choice = [&](int64_t e) { return bias ? row[e] + bias[e] : row[e]; };
+        // The chosen groups as bits (every expert allowed with one group).
+        uint64_t chosen = ~uint64_t(0);
+        if (n_group > 1) {
+          const int64_t per_group = E / n_group;
+          T group_val[kMaxRouteGroups];
+          int64_t group_idx[kMaxRouteGroups];
+          int64_t groups = 0;
+          for (int64_t g = 0; g < n_group; ++g) {
+            T pair[2];
+            int64_t pair_idx[2];
+            int64_t filled = 0;
+            for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
+              filled = insert_best(choice(e), e, pair, pair_idx, filled, int64_t(2));
+            }
+            groups = insert_best(pair[0] + pair[1], g, group_val, group_idx, groups, topk_group);
+          }
+          chosen = 0;
+          for (int64_t j = 0; j < topk_group; ++j) chosen |= uint64_t(1) << group_idx[j];
+        }
+        const int64_t per_group = E / n_group;
         int64_t filled = 0;
         for (int64_t e = 0; e < E; ++e) {
-          const T v = row[e];
-          if (v != v) {
-            if (nan[n] == std::numeric_limits<int64_t>::max()) nan[n] = n * E + e;
-            continue;
-          }
-          if (filled == k && !(v > val[k - 1])) continue;
-          int64_t p = filled < k ? filled++ : k - 1;
-          for (; p > 0 && v > val[p - 1]; --p) {
-            val[p] = val[p - 1];
-            idx[p] = idx[p - 1];
-          }
-          val[p] = v;
-          idx[p] = e;
+          if ((chosen >> (e / per_group)) & 1)
+            filled = insert_best(choice(e), e, val, idx, filled, k);
+        }
+        if (bias) {
+          for (int64_t j = 0; j < k; ++j) val[j] = row[idx[j]];
         }
       });
     });
@@ -128,6 +166,7 @@ struct RouteScatterKernel {
   int64_t* slot;
   int64_t A, k;
   bool renormalize;
+  T scale;
 
   template <class Ctx>
   REPRISE_HD void operator()(Ctx& ctx) const {
@@ -138,7 +177,7 @@ struct RouteScatterKernel {
         const int64_t m = offset[e] + rank, a = order[p], n = a / k;
         T sum = T(0);
         for (int64_t j = 0; j < k; ++j) sum += top[n * k + j];
-        weights[m] = renormalize ? top[a] / sum : top[a];
+        weights[m] = (renormalize ? top[a] / sum : top[a]) * scale;
         token[m] = n;
         slot[m] = a;
       });
@@ -147,9 +186,13 @@ struct RouteScatterKernel {
 };
 
 template <class Exec>
-Tensors moe_route(const Exec& ex, const Tensor& scores_in, int64_t k, bool renormalize,
-                  int64_t capacity) {
+Tensors moe_route(const Exec& ex, const Tensor& scores_in, const Tensor& bias_in,
+                  const RouteParams& rp) {
+  REPRISE_CHECK(rp.n_group <= kMaxRouteGroups, "moe_route: n_group = ", rp.n_group,
+                " exceeds the CUDA kernel's ", kMaxRouteGroups, " groups");
   const Tensor scores = scores_in.contiguous();
+  const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
+  const int64_t k = rp.k, capacity = rp.capacity;
   const int64_t N = scores.size(0), E = scores.size(1), A = N * k;
   const Device dev = ex.device();
   Tensor indices = Tensor::empty({N, k}, DType::i64, dev);
@@ -160,14 +203,15 @@ Tensors moe_route(const Exec& ex, const Tensor& scores_in, int64_t k, bool renor
   const Tensor start = Tensor::empty({E}, DType::i64, dev);
   const Tensor offset = Tensor::empty({E + 1}, DType::i64, dev);
   return dispatch_float(scores.dtype(), "moe_route", [&]<class T>() {
-    ex.launch(RouteTopkKernel<T>{scores.data<T>(), indices.data<int64_t>(), top.data<T>(),
-                                 nan.data<int64_t>(), N, E, k},
+    ex.launch(RouteTopkKernel<T>{scores.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
+                                 indices.data<int64_t>(), top.data<T>(), nan.data<int64_t>(), N, E,
+                                 k, rp.n_group, rp.topk_group},
               blocks_for(N, 128));
     if (N > 0) {
       const int64_t first_nan = index_range(ex, nan).min;
       REPRISE_CHECK(first_nan == std::numeric_limits<int64_t>::max(), "moe_route: score of token ",
-                    first_nan / E, " for expert ", first_nan % E, " is NaN (scores ",
-                    scores_in.describe(), ")");
+                    first_nan / E, " for expert ", first_nan % E,
+                    " (or that expert's bias) is NaN (scores ", scores_in.describe(), ")");
     }
     const std::pair<Tensor, Tensor> sorted = sort_by_target(ex, indices.data<int64_t>(), 1, A, E);
     const Tensor &keys = sorted.first, &order = sorted.second;
@@ -184,7 +228,7 @@ Tensors moe_route(const Exec& ex, const Tensor& scores_in, int64_t k, bool renor
         RouteScatterKernel<T>{static_cast<const uint32_t*>(keys.raw_data()), order.data<int64_t>(),
                               start.data<int64_t>(), counts.data<int64_t>(), offset.data<int64_t>(),
                               top.data<T>(), weights.data<T>(), token.data<int64_t>(),
-                              slot.data<int64_t>(), A, k, renormalize},
+                              slot.data<int64_t>(), A, k, rp.renormalize, T(rp.scale)},
         blocks_for(A, 256));
     return Tensors{weights, indices, token, counts, routed, slot, top};
   });
@@ -215,6 +259,7 @@ struct RouteBackwardKernel {
   T* dx;  // (N, E), zeroed
   int64_t N, k, E;
   bool renormalize;
+  T scale;
 
   template <class Ctx>
   REPRISE_HD void operator()(Ctx& ctx) const {
@@ -226,7 +271,7 @@ struct RouteBackwardKernel {
         for (int64_t j = 0; j < k; ++j) sum += v[j];
         for (int64_t j = 0; j < k; ++j) dot += d[j] * (v[j] / sum);
         for (int64_t j = 0; j < k; ++j)
-          dx[n * E + indices[n * k + j]] = renormalize ? (d[j] - dot) / sum : d[j];
+          dx[n * E + indices[n * k + j]] = scale * (renormalize ? (d[j] - dot) / sum : d[j]);
       });
     });
   }
@@ -235,7 +280,7 @@ struct RouteBackwardKernel {
 template <class Exec>
 Tensor moe_route_backward(const Exec& ex, const Tensor& gw, const Tensor& indices_in,
                           const Tensor& slot_in, const Tensor& top_in, int64_t E,
-                          bool renormalize) {
+                          const RouteParams& rp) {
   const Tensor g = gw.contiguous(), indices = indices_in.contiguous();
   const Tensor slot = slot_in.contiguous(), top = top_in.contiguous();
   const int64_t N = indices.size(0), k = indices.size(1), M = slot.size(0);
@@ -247,7 +292,7 @@ Tensor moe_route_backward(const Exec& ex, const Tensor& gw, const Tensor& indice
     ex.launch(SlotScatterKernel<T>{g.data<T>(), slot.data<int64_t>(), gg.data<T>(), M},
               blocks_for(M, 256));
     ex.launch(RouteBackwardKernel<T>{gg.data<T>(), top.data<T>(), indices.data<int64_t>(),
-                                     dx.data<T>(), N, k, E, renormalize},
+                                     dx.data<T>(), N, k, E, rp.renormalize, T(rp.scale)},
               blocks_for(N, 128));
   });
   return dx;

@@ -1,10 +1,10 @@
 #pragma once
 // rotary: each (i, i + half) pair of a head vector is rotated by the angle
-// position * inv_freq[i], inv_freq[i] = 1 / theta^(2i / D), with
-// Hugging Face's order of operations in T (cpu/rotary.cpp). The CPU builds
-// cos/sin tables with the C library; here each thread computes its pair's
-// angle with the device's pow, cos and sin, which may differ from the C
-// library's in the last place (on the simulator they are the C library's).
+// position * inv_freq[i], cos and sin times scaling, with Hugging Face's
+// order of operations in T (cpu/rotary.cpp). The CPU builds cos/sin tables
+// with the C library; here each thread computes its pair's cos and sin with
+// the device's, which may differ from the C library's in the last place (on
+// the simulator they are the C library's).
 // x (B, H, T, D) with unit stride along D -> y contiguous; sign -1 rotates
 // back (the backward).
 
@@ -21,10 +21,11 @@ struct RotaryKernel {
   static constexpr int kThreads = 256;
   const T* x;
   const I* positions;
+  const T* inv_freq;  // (half)
   T* y;
   int64_t B, H, T_, D, sb, sh, st;
   bool per_batch;
-  T theta, sign;
+  T scaling, sign;
 
   template <class Ctx>
   REPRISE_HD void operator()(Ctx& ctx) const {
@@ -33,9 +34,8 @@ struct RotaryKernel {
       grid_stride<kThreads>(ctx, t, n, [&](int64_t e) {
         const int64_t row = e / half, i = e % half;
         const int64_t b = row / (H * T_), h = (row / T_) % H, s = row % T_;
-        const T inv_freq = T(1) / std::pow(theta, T(2 * i) / T(D));
-        const T a = inv_freq * T(positions[per_batch ? b * T_ + s : s]);
-        const T c = std::cos(a), si = sign * std::sin(a);
+        const T a = inv_freq[i] * T(positions[per_batch ? b * T_ + s : s]);
+        const T c = std::cos(a) * scaling, si = sign * (std::sin(a) * scaling);
         const T* xr = x + b * sb + h * sh + s * st;
         T* yr = y + row * D;
         const T x1 = xr[i], x2 = xr[i + half];
@@ -47,10 +47,11 @@ struct RotaryKernel {
 };
 
 template <class Exec>
-Tensor rotary(const Exec& ex, const Tensor& x_in, const Tensor& positions_in, double theta,
-              int sign) {
+Tensor rotary(const Exec& ex, const Tensor& x_in, const Tensor& positions_in,
+              const Tensor& inv_freq_in, double scaling, int sign) {
   const Tensor x = x_in.stride(3) == 1 ? x_in : x_in.contiguous();
   const Tensor positions = positions_in.contiguous();
+  const Tensor inv_freq = inv_freq_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype(), ex.device());
   const int64_t n = x.numel() / 2;
   if (n == 0) return y;
@@ -58,6 +59,7 @@ Tensor rotary(const Exec& ex, const Tensor& x_in, const Tensor& positions_in, do
     dispatch_index(positions.dtype(), "rotary", [&]<class I>() {
       ex.launch(RotaryKernel<T, I>{.x = x.data<T>(),
                                    .positions = static_cast<const I*>(positions.raw_data()),
+                                   .inv_freq = inv_freq.data<T>(),
                                    .y = y.data<T>(),
                                    .B = x.size(0),
                                    .H = x.size(1),
@@ -67,7 +69,7 @@ Tensor rotary(const Exec& ex, const Tensor& x_in, const Tensor& positions_in, do
                                    .sh = x.stride(1),
                                    .st = x.stride(2),
                                    .per_batch = positions.dim() == 2,
-                                   .theta = T(theta),
+                                   .scaling = T(scaling),
                                    .sign = T(sign)},
                 blocks_for(n, 256));
     });

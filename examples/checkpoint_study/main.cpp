@@ -169,7 +169,7 @@ enum class Expect { equal, differs };
 // (ActivationCheckpointing::save_router) and where noise is injected.
 enum class Router { saved, recomputed };
 enum class NoiseOn { all, router };
-constexpr const char* kRouterScopes = "*.block_sparse_moe.gate";
+const std::string kRouterScopes = nn::router_scopes(nn::family_info(nn::Family::mixtral).moe_block);
 
 struct Scenario {
   size_t model;        // index into the models
@@ -315,6 +315,7 @@ int run(const Options& o) {
   dropout.attention_dropout = 0.1;
   nn::LlamaConfig moe = dropout, moe_bf16 = dropout;
   moe.intermediate_size = moe_bf16.intermediate_size = sz.expert_ffn;
+  moe.family = moe_bf16.family = nn::Family::mixtral;
   moe.moe = moe_bf16.moe = sz.moe;
   moe_bf16.moe->router_dtype = nn::RouterDType::bf16;
   models.push_back({"llama p=0", plain});

@@ -746,8 +746,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   nn::Trainer trainer(o.config, data, group, o.device);
   session = trainer.config();
   if (resumed) nn::load_train_state(trainer, o.resume);
-  if (!o.init_from.empty())
-    nn::load_llama_weights(trainer.model(), o.init_from + "/model.safetensors");
+  if (!o.init_from.empty()) nn::load_weights(trainer.model(), o.init_from);
 
   const nn::TrainConfig& c = trainer.config();
   const nn::CorpusEntropy entropy = nn::corpus_entropy();
@@ -799,8 +798,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
                   world.communicator()->kind().c_str(), (long long)c.grad_accum,
                   (long long)c.batch);
       if (o.expert_parallel) {
-        const nn::ExpertRange held =
-            trainer.model().model.layers[0].block_sparse_moe->local_experts();
+        const nn::ExpertRange held = trainer.model().model.layers[0].moe->local_experts();
         std::printf(", %lld experts per process", (long long)held.count);
       }
       std::printf(", %zu gradient bucket(s) of up to %lld KiB\n", group->buckets().num_buckets(),
@@ -965,7 +963,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
                                : ("--resume " + o.save + " continues it").c_str());
   }
   if (!o.export_dir.empty() && lead) {
-    nn::save_llama(trainer.model(), o.export_dir);
+    nn::save_model(trainer.model(), o.export_dir);
     if (!tok.is_bytes()) export_tokenizer(tok, o.export_dir);
     std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
                 tok.is_bytes() ? "" : " with its tokenizer");

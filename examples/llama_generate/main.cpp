@@ -152,7 +152,7 @@ Loaded load(const std::string& dir) {
     l.tokenizer_path = nn::read_train_state_info(dir).tokenizer_path;
     l.source = "training checkpoint " + dir;
   } else {
-    l.model = nn::load_llama(dir);
+    l.model = nn::load_model(dir);
     if (io::has_tokenizer(dir)) l.tokenizer_path = dir;
     l.source = "Hugging Face folder " + dir;
   }

@@ -28,6 +28,7 @@ nn::TrainConfig default_config() {
   nn::MoeConfig moe;
   moe.num_local_experts = 8;
   moe.num_experts_per_tok = 2;
+  c.model.family = nn::Family::mixtral;
   c.model.moe = moe;
   return c;
 }

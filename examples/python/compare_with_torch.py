@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
 
-    ours = nn.load_llama(a.model)
+    ours = nn.load_model(a.model)
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
         a.model, attn_implementation="eager", dtype=torch.float32)
     vocab = ours.config.vocab_size

@@ -65,31 +65,31 @@ void bind_module_list(nb::module_& m, const char* name) {
 
 nb::dict state_dict(const nn::Module& module) {
   nb::dict out;
-  for (const nn::NamedParameter& p : module.parameters()) out[p.name.c_str()] = p.value.detach();
+  for (const auto& [name, value] : module.named_state()) out[name.c_str()] = value.detach();
   return out;
 }
 
-// Copies `state` into the module's parameters after checking every name,
-// shape and dtype, so that nothing changes unless everything fits.
+// Copies `state` into the module's parameters and buffers after checking
+// every name, shape and dtype, so that nothing changes unless everything fits.
 void load_state_dict(nn::Module& module, const std::map<std::string, Tensor>& state, bool strict) {
-  const std::vector<nn::NamedParameter> params = module.parameters();
+  const std::vector<std::pair<std::string, Tensor>> params = module.named_state();
   std::vector<std::pair<Tensor, Tensor>> copies;
   size_t used = 0;
-  for (const nn::NamedParameter& p : params) {
-    auto it = state.find(p.name);
+  for (const auto& [name, value] : params) {
+    auto it = state.find(name);
     if (it == state.end()) {
-      REPRISE_CHECK(!strict, "load_state_dict: no tensor for parameter '", p.name, "'");
+      REPRISE_CHECK(!strict, "load_state_dict: no tensor for parameter '", name, "'");
       continue;
     }
     ++used;
-    REPRISE_CHECK(it->second.shape() == p.value.shape(), "load_state_dict: '", p.name, "' is ",
-                  it->second.describe(), ", the parameter ", p.value.describe());
-    copies.emplace_back(p.value, it->second);
+    REPRISE_CHECK(it->second.shape() == value.shape(), "load_state_dict: '", name, "' is ",
+                  it->second.describe(), ", the parameter ", value.describe());
+    copies.emplace_back(value, it->second);
   }
   if (strict && used != state.size()) {
     for (const auto& [name, t] : state) {
       bool known = false;
-      for (const nn::NamedParameter& p : params) known = known || p.name == name;
+      for (const auto& [have, value] : params) known = known || have == name;
       REPRISE_CHECK(known, "load_state_dict: unexpected tensor '", name, "' (", t.describe(), ")");
     }
   }
@@ -174,9 +174,73 @@ void bind_nn(nb::module_& m) {
       .value("f32", nn::RouterDType::f32)
       .value("bf16", nn::RouterDType::bf16);
 
+  nb::enum_<nn::Family>(m, "Family", "A model family: transformers' model_type.")
+      .value("llama", nn::Family::llama)
+      .value("mistral", nn::Family::mistral)
+      .value("qwen2", nn::Family::qwen2)
+      .value("qwen3", nn::Family::qwen3)
+      .value("mixtral", nn::Family::mixtral)
+      .value("qwen2_moe", nn::Family::qwen2_moe)
+      .value("qwen3_moe", nn::Family::qwen3_moe)
+      .value("olmoe", nn::Family::olmoe)
+      .value("deepseek_v3", nn::Family::deepseek_v3);
+  nb::enum_<nn::RopeType>(m, "RopeType")
+      .value("default", nn::RopeType::standard)
+      .value("linear", nn::RopeType::linear)
+      .value("dynamic", nn::RopeType::dynamic)
+      .value("llama3", nn::RopeType::llama3)
+      .value("yarn", nn::RopeType::yarn);
+  nb::enum_<nn::QkNorm>(m, "QkNorm")
+      .value("none", nn::QkNorm::none)
+      .value("per_head", nn::QkNorm::per_head)
+      .value("projection", nn::QkNorm::projection);
+  nb::enum_<nn::LayerAttention>(m, "LayerAttention")
+      .value("full", nn::LayerAttention::full)
+      .value("sliding", nn::LayerAttention::sliding);
+
+  nb::class_<nn::RopeScaling>(m, "RopeScaling",
+                              "rope_parameters beyond rope_theta (HF's names); "
+                              "RopeScaling(type=RopeType.llama3, factor=8.0, ...).")
+      .def("__init__", &init_from_kwargs<nn::RopeScaling>)
+      .def_rw("type", &nn::RopeScaling::type)
+      .def_rw("factor", &nn::RopeScaling::factor)
+      .def_rw("original_max_position_embeddings",
+              &nn::RopeScaling::original_max_position_embeddings)
+      .def_rw("low_freq_factor", &nn::RopeScaling::low_freq_factor)
+      .def_rw("high_freq_factor", &nn::RopeScaling::high_freq_factor)
+      .def_rw("attention_factor", &nn::RopeScaling::attention_factor, arg("v").none())
+      .def_rw("beta_fast", &nn::RopeScaling::beta_fast)
+      .def_rw("beta_slow", &nn::RopeScaling::beta_slow)
+      .def_rw("mscale", &nn::RopeScaling::mscale, arg("v").none())
+      .def_rw("mscale_all_dim", &nn::RopeScaling::mscale_all_dim, arg("v").none())
+      .def_rw("truncate", &nn::RopeScaling::truncate)
+      .def("validate", &nn::RopeScaling::validate)
+      .def("describe", &nn::RopeScaling::describe)
+      .def("__eq__", [](const nn::RopeScaling& a, const nn::RopeScaling& b) { return a == b; });
+  m.def(
+      "rope_frequencies",
+      [](const nn::RopeScaling& s, double theta, int64_t dim, int64_t max_pos, int64_t length) {
+        const nn::RopeFrequencies f = nn::rope_frequencies(s, theta, dim, max_pos, length);
+        return std::make_pair(f.inv_freq, f.attention_scaling);
+      },
+      arg("scaling"), arg("theta"), arg("dim"), arg("max_position_embeddings"), arg("length"),
+      "(inv_freq, attention_scaling) as transformers computes them for this rope type.");
+
+  nb::class_<nn::MlaConfig>(m, "MlaConfig", "DeepSeek's multi-head latent attention.")
+      .def("__init__", &init_from_kwargs<nn::MlaConfig>)
+      .def_rw("q_lora_rank", &nn::MlaConfig::q_lora_rank)
+      .def_rw("kv_lora_rank", &nn::MlaConfig::kv_lora_rank)
+      .def_rw("qk_nope_head_dim", &nn::MlaConfig::qk_nope_head_dim)
+      .def_rw("qk_rope_head_dim", &nn::MlaConfig::qk_rope_head_dim)
+      .def_rw("v_head_dim", &nn::MlaConfig::v_head_dim)
+      .def_rw("rope_interleave", &nn::MlaConfig::rope_interleave)
+      .def("validate", &nn::MlaConfig::validate)
+      .def("__eq__", [](const nn::MlaConfig& a, const nn::MlaConfig& b) { return a == b; });
+
   nb::class_<nn::MoeConfig>(m, "MoeConfig",
                             "The MoE fields of a model config (transformers' MixtralConfig "
-                            "names); MoeConfig(num_local_experts=4, ...).")
+                            "names, else DeepSeek-V3's and Qwen-MoE's); "
+                            "MoeConfig(num_local_experts=4, ...).")
       .def("__init__", &init_from_kwargs<nn::MoeConfig>)
       .def_rw("num_local_experts", &nn::MoeConfig::num_local_experts)
       .def_rw("num_experts_per_tok", &nn::MoeConfig::num_experts_per_tok)
@@ -188,6 +252,17 @@ void bind_nn(nb::module_& m) {
       .def_rw("capacity_factor", &nn::MoeConfig::capacity_factor)
       .def_rw("n_shared_experts", &nn::MoeConfig::n_shared_experts)
       .def_rw("router_dtype", &nn::MoeConfig::router_dtype)
+      .def_rw("moe_intermediate_size", &nn::MoeConfig::moe_intermediate_size)
+      .def_rw("shared_expert_intermediate_size", &nn::MoeConfig::shared_expert_intermediate_size)
+      .def_rw("shared_expert_gate", &nn::MoeConfig::shared_expert_gate)
+      .def_rw("score_correction_bias", &nn::MoeConfig::score_correction_bias)
+      .def_rw("n_group", &nn::MoeConfig::n_group)
+      .def_rw("topk_group", &nn::MoeConfig::topk_group)
+      .def_rw("routed_scaling_factor", &nn::MoeConfig::routed_scaling_factor)
+      .def_rw("first_k_dense_replace", &nn::MoeConfig::first_k_dense_replace)
+      .def_rw("decoder_sparse_step", &nn::MoeConfig::decoder_sparse_step)
+      .def_rw("mlp_only_layers", &nn::MoeConfig::mlp_only_layers)
+      .def("is_moe_layer", &nn::MoeConfig::is_moe_layer, arg("layer"))
       .def("validate", &nn::MoeConfig::validate)
       .def("capacity", &nn::MoeConfig::capacity, arg("tokens"))
       .def("describe", &nn::MoeConfig::describe)
@@ -195,10 +270,12 @@ void bind_nn(nb::module_& m) {
       .def("__repr__", [](const nn::MoeConfig& c) { return "MoeConfig(" + c.describe() + ")"; });
 
   nb::class_<nn::LlamaConfig>(m, "LlamaConfig",
-                              "Hugging Face LlamaConfig's fields, same names and defaults, plus "
-                              "reprise's residual dropout and an optional MoeConfig; "
-                              "LlamaConfig(hidden_size=64, ...).")
+                              "A model of any family (nn/model_config.h): Hugging Face "
+                              "LlamaConfig's fields, same names and defaults, the pieces other "
+                              "families add, reprise's residual dropout and an optional "
+                              "MoeConfig; LlamaConfig(hidden_size=64, ...).")
       .def("__init__", &init_from_kwargs<nn::LlamaConfig>)
+      .def_rw("family", &nn::LlamaConfig::family)
       .def_rw("vocab_size", &nn::LlamaConfig::vocab_size)
       .def_rw("hidden_size", &nn::LlamaConfig::hidden_size)
       .def_rw("intermediate_size", &nn::LlamaConfig::intermediate_size)
@@ -209,13 +286,25 @@ void bind_nn(nb::module_& m) {
       .def_rw("max_position_embeddings", &nn::LlamaConfig::max_position_embeddings)
       .def_rw("rms_norm_eps", &nn::LlamaConfig::rms_norm_eps)
       .def_rw("rope_theta", &nn::LlamaConfig::rope_theta)
+      .def_rw("rope_scaling", &nn::LlamaConfig::rope_scaling)
       .def_rw("initializer_range", &nn::LlamaConfig::initializer_range)
       .def_rw("tie_word_embeddings", &nn::LlamaConfig::tie_word_embeddings)
       .def_rw("attention_dropout", &nn::LlamaConfig::attention_dropout)
       .def_rw("dropout", &nn::LlamaConfig::dropout)
+      .def_rw("qkv_bias", &nn::LlamaConfig::qkv_bias)
+      .def_rw("o_bias", &nn::LlamaConfig::o_bias)
+      .def_rw("mlp_bias", &nn::LlamaConfig::mlp_bias)
+      .def_rw("qk_norm", &nn::LlamaConfig::qk_norm)
+      .def_rw("sliding_window", &nn::LlamaConfig::sliding_window)
+      .def_rw("layer_types", &nn::LlamaConfig::layer_types)
+      .def_rw("mla", &nn::LlamaConfig::mla, arg("mla").none(),
+              "An MlaConfig (DeepSeek-V3), or None for grouped-query attention.")
       .def_rw("moe", &nn::LlamaConfig::moe, arg("moe").none(),
               "A MoeConfig (a copy: assign a changed one back), or None for a dense model.")
       .def("resolved_head_dim", &nn::LlamaConfig::resolved_head_dim)
+      .def("max_sequence_length", &nn::LlamaConfig::max_sequence_length)
+      .def("attention_window", &nn::LlamaConfig::attention_window, arg("layer"))
+      .def("is_moe_layer", &nn::LlamaConfig::is_moe_layer, arg("layer"))
       .def("validate", &nn::LlamaConfig::validate)
       .def("describe", &nn::LlamaConfig::describe)
       .def("__eq__", [](const nn::LlamaConfig& a, const nn::LlamaConfig& b) { return a == b; })
@@ -240,6 +329,14 @@ void bind_nn(nb::module_& m) {
            "Every parameter, depth-first, under its name relative to this module.")
       .def("named_parameters", &nn::Module::named_parameters)
       .def("parameter", &nn::Module::parameter, arg("full_name"))
+      .def(
+          "buffers",
+          [](const nn::Module& mod) {
+            std::vector<std::pair<std::string, Tensor>> out;
+            for (const nn::NamedBuffer& b : mod.buffers()) out.emplace_back(b.name, b.value);
+            return out;
+          },
+          "(name, tensor) of every buffer: state no optimizer updates (DeepSeek's router bias).")
       .def("num_parameters", &nn::Module::num_parameters)
       .def("zero_grad", &nn::Module::zero_grad)
       .def("train", &nn::Module::train, arg("mode") = true)
@@ -252,12 +349,14 @@ void bind_nn(nb::module_& m) {
            "Copies the tensors into the parameters (same shapes; converted to f32); checks "
            "everything first. strict: every parameter present and no other name.");
 
-  nb::class_<nn::Linear, nn::Module>(m, "Linear", "y = x @ weight^T, torch.nn.Linear(bias=False).")
-      .def(nb::init<std::string, int64_t, int64_t>(), arg("name"), arg("in_features"),
-           arg("out_features"))
+  nb::class_<nn::Linear, nn::Module>(m, "Linear", "y = x @ weight^T (+ bias), torch.nn.Linear.")
+      .def(nb::init<std::string, int64_t, int64_t, bool>(), arg("name"), arg("in_features"),
+           arg("out_features"), arg("bias") = false)
       .def("forward", &nn::Linear::forward, arg("x"))
       .def("__call__", &nn::Linear::forward, arg("x"))
       .def_prop_ro("weight", &nn::Linear::weight)
+      .def_prop_ro(
+          "bias", [](const nn::Linear& l) { return tensor_or_none(l.bias()); }, "None without.")
       .def_prop_ro("in_features", &nn::Linear::in_features)
       .def_prop_ro("out_features", &nn::Linear::out_features);
   nb::class_<nn::Embedding, nn::Module>(m, "Embedding")
@@ -274,8 +373,8 @@ void bind_nn(nb::module_& m) {
       .def_prop_ro("eps", &nn::RMSNorm::eps);
   nb::class_<nn::SwiGluMLP, nn::Module>(m, "SwiGluMLP",
                                         "down_proj(silu(gate_proj(x)) * up_proj(x))")
-      .def(nb::init<std::string, int64_t, int64_t>(), arg("name"), arg("hidden_size"),
-           arg("intermediate_size"))
+      .def(nb::init<std::string, int64_t, int64_t, bool>(), arg("name"), arg("hidden_size"),
+           arg("intermediate_size"), arg("bias") = false)
       .def("forward", &nn::SwiGluMLP::forward, arg("x"))
       .def("__call__", &nn::SwiGluMLP::forward, arg("x"))
       .def_prop_ro("gate_proj", member(&nn::SwiGluMLP::gate_proj), kInternal)
@@ -304,13 +403,22 @@ void bind_nn(nb::module_& m) {
       .def_ro("out", &nn::MoeResult::out)
       .def_ro("terms", &nn::MoeResult::terms)
       .def("stats", &nn::MoeResult::stats);
-  nb::class_<nn::MoeExpert, nn::Module>(m, "MoeExpert", "w2(silu(w1(x)) * w3(x)), Mixtral's names.")
-      .def_prop_ro("w1", member(&nn::MoeExpert::w1), kInternal)
-      .def_prop_ro("w2", member(&nn::MoeExpert::w2), kInternal)
-      .def_prop_ro("w3", member(&nn::MoeExpert::w3), kInternal);
+  nb::class_<nn::MoeExpert, nn::Module>(
+      m, "MoeExpert",
+      "down(silu(gate_proj(x)) * up(x)), under the family's names (Mixtral's w1, w3, w2).")
+      .def_prop_ro("gate_proj", member(&nn::MoeExpert::gate_proj), kInternal)
+      .def_prop_ro("up_proj", member(&nn::MoeExpert::up_proj), kInternal)
+      .def_prop_ro("down_proj", member(&nn::MoeExpert::down_proj), kInternal);
   bind_module_list<nn::MoeExpert>(m, "MoeExpertList");
+  nb::class_<nn::SparseMoeBlock::Router, nn::Module>(
+      m, "Router", "An MoE layer's gate: weight (E, C), and DeepSeek's score bias.")
+      .def_prop_ro("weight", &nn::SparseMoeBlock::Router::weight)
+      .def_prop_ro(
+          "e_score_correction_bias",
+          [](const nn::SparseMoeBlock::Router& r) { return tensor_or_none(r.score_bias()); },
+          "(E) or None.");
   nb::class_<nn::SparseMoeBlock, nn::Module>(m, "SparseMoeBlock",
-                                             "Mixtral's (and DeepSeek's) MoE feed-forward layer.")
+                                             "The MoE feed-forward layer of every MoE family.")
       .def(nb::init<std::string, int64_t, int64_t, const nn::MoeConfig&>(), arg("name"),
            arg("hidden_size"), arg("intermediate_size"), arg("config"))
       .def("forward", &nn::SparseMoeBlock::forward, arg("x"), arg("limit_capacity") = true)
@@ -318,7 +426,8 @@ void bind_nn(nb::module_& m) {
       .def_prop_ro("config", &nn::SparseMoeBlock::config)
       .def_prop_ro("gate", member(&nn::SparseMoeBlock::gate), kInternal)
       .def_prop_ro("experts", member(&nn::SparseMoeBlock::experts), kInternal)
-      .def_prop_ro("shared_experts", owned(&nn::SparseMoeBlock::shared_experts), kInternal);
+      .def_prop_ro("shared_experts", owned(&nn::SparseMoeBlock::shared_experts), kInternal)
+      .def_prop_ro("shared_expert_gate", owned(&nn::SparseMoeBlock::shared_expert_gate), kInternal);
 
   // ---- checkpointing -------------------------------------------------------------
   using Kind = nn::CheckpointConfig::Kind;
@@ -362,16 +471,21 @@ void bind_nn(nb::module_& m) {
   m.def("parse_rng_replay", &nn::parse_rng_replay, arg("name"));
   m.def("parse_verify", &nn::parse_verify, arg("name"));
   m.def("op_sac_ops", &nn::op_sac_ops);
+  m.def("moe_block_of", &nn::moe_block_of, arg("config"),
+        "The module name of the config's MoE layers ('block_sparse_moe', 'mlp'), '' when dense.");
+  m.def("router_scopes", &nn::router_scopes, arg("moe_block"),
+        "The scope glob of every router: '*.<moe_block>.gate'.");
 
   nb::class_<nn::LayerCheckpointing>(
       m, "LayerCheckpointing",
       "Runs decoder layers under a CheckpointConfig: pass it as LlamaForCausalLM.forward's "
       "`layers`. With a budget policy it records on its first forward with grad, plans on the "
       "next, and applies the plan after.")
-      .def(nb::init<nn::CheckpointConfig, rng::Generator&, bool>(), arg("config"), arg("generator"),
-           arg("moe") = false, nb::keep_alive<1, 3>(),
+      .def(nb::init<nn::CheckpointConfig, rng::Generator&, const std::string&>(), arg("config"),
+           arg("generator"), arg("moe_block") = "", nb::keep_alive<1, 3>(),
            "generator: what the stash and fresh replay modes draw from (the model's dropout "
-           "generator).")
+           "generator). moe_block: the model's MoE layer name (nn.moe_block_of(config)), '' "
+           "for a dense model.")
       .def(
           "run",
           [](nn::LayerCheckpointing& c, size_t i, const std::string& scope,
@@ -392,17 +506,31 @@ void bind_nn(nb::module_& m) {
   auto generator_or_default = [](rng::Generator* g) -> rng::Generator& {
     return g ? *g : rng::default_generator();
   };
-  nb::class_<nn::LlamaAttention, nn::Module>(m, "LlamaAttention")
+  nb::class_<nn::Attention, nn::Module>(m, "Attention", "A decoder layer's attention.")
       .def(
           "forward",
-          [generator_or_default](const nn::LlamaAttention& a, const Tensor& x, rng::Generator* g) {
+          [generator_or_default](const nn::Attention& a, const Tensor& x, rng::Generator* g) {
             return a.forward(x, generator_or_default(g));
           },
-          arg("x"), arg("generator") = nb::none())
+          arg("x"), arg("generator") = nb::none());
+  nb::class_<nn::LlamaAttention, nn::Attention>(m, "LlamaAttention",
+                                                "Grouped-query attention with RoPE.")
       .def_prop_ro("q_proj", member(&nn::LlamaAttention::q_proj), kInternal)
       .def_prop_ro("k_proj", member(&nn::LlamaAttention::k_proj), kInternal)
       .def_prop_ro("v_proj", member(&nn::LlamaAttention::v_proj), kInternal)
-      .def_prop_ro("o_proj", member(&nn::LlamaAttention::o_proj), kInternal);
+      .def_prop_ro("o_proj", member(&nn::LlamaAttention::o_proj), kInternal)
+      .def_prop_ro("q_norm", owned(&nn::LlamaAttention::q_norm), kInternal)
+      .def_prop_ro("k_norm", owned(&nn::LlamaAttention::k_norm), kInternal);
+  nb::class_<nn::MlaAttention, nn::Attention>(m, "MlaAttention",
+                                              "DeepSeek's multi-head latent attention.")
+      .def_prop_ro("q_a_proj", owned(&nn::MlaAttention::q_a_proj), kInternal)
+      .def_prop_ro("q_a_layernorm", owned(&nn::MlaAttention::q_a_layernorm), kInternal)
+      .def_prop_ro("q_b_proj", owned(&nn::MlaAttention::q_b_proj), kInternal)
+      .def_prop_ro("q_proj", owned(&nn::MlaAttention::q_proj), kInternal)
+      .def_prop_ro("kv_a_proj_with_mqa", member(&nn::MlaAttention::kv_a_proj_with_mqa), kInternal)
+      .def_prop_ro("kv_a_layernorm", member(&nn::MlaAttention::kv_a_layernorm), kInternal)
+      .def_prop_ro("kv_b_proj", member(&nn::MlaAttention::kv_b_proj), kInternal)
+      .def_prop_ro("o_proj", member(&nn::MlaAttention::o_proj), kInternal);
   nb::class_<nn::LlamaDecoderLayer, nn::Module>(m, "LlamaDecoderLayer")
       .def(
           "forward",
@@ -415,12 +543,13 @@ void bind_nn(nb::module_& m) {
           "x (B, T, C) -> (B, T, C). Opens no scope of its own: run it under "
           "reprise.scope('model.layers.<i>') or a checkpoint region of that name.")
       .def_prop_ro("input_layernorm", member(&nn::LlamaDecoderLayer::input_layernorm), kInternal)
-      .def_prop_ro("self_attn", member(&nn::LlamaDecoderLayer::self_attn), kInternal)
+      .def_prop_ro("self_attn", owned(&nn::LlamaDecoderLayer::self_attn), kInternal)
       .def_prop_ro("post_attention_layernorm",
                    member(&nn::LlamaDecoderLayer::post_attention_layernorm), kInternal)
-      .def_prop_ro("mlp", owned(&nn::LlamaDecoderLayer::mlp), kInternal, "None in an MoE model.")
-      .def_prop_ro("block_sparse_moe", owned(&nn::LlamaDecoderLayer::block_sparse_moe), kInternal,
-                   "None in a dense model.");
+      .def_prop_ro("mlp", owned(&nn::LlamaDecoderLayer::mlp), kInternal, "None on an MoE layer.")
+      .def_prop_ro("moe", owned(&nn::LlamaDecoderLayer::moe), kInternal,
+                   "The MoE block (named block_sparse_moe or mlp by the family); None on a "
+                   "dense layer.");
   bind_module_list<nn::LlamaDecoderLayer>(m, "DecoderLayerList");
   nb::class_<nn::LlamaModel, nn::Module>(m, "LlamaModel")
       .def_prop_ro("embed_tokens", member(&nn::LlamaModel::embed_tokens), kInternal)
@@ -438,8 +567,8 @@ void bind_nn(nb::module_& m) {
 
   nb::class_<LlamaForCausalLM, nn::Module>(
       m, "LlamaForCausalLM",
-      "transformers' LlamaForCausalLM (MixtralForCausalLM with config.moe): same module tree "
-      "and parameter names.")
+      "A causal LM of any family (config.family): transformers' module tree and parameter "
+      "names for it.")
       .def(
           "__init__",
           [generator_or_default](LlamaForCausalLM* self, const nn::LlamaConfig& config,

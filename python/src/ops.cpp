@@ -240,10 +240,23 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       .def_ro("token", &ops::MoeRoute::token)
       .def_ro("counts", &ops::MoeRoute::counts)
       .def_ro("routed", &ops::MoeRoute::routed);
-  m.def("moe_route", &ops::moe_route, arg("scores"), arg("k"), arg("renormalize"),
-        arg("capacity") = -1,
-        "Top-k routing of scores (N, E), as one recorded op: gates in dispatch order, the "
-        "chosen experts, and the dispatch blocks.");
+  m.def(
+      "moe_route",
+      [](const Tensor& scores, int64_t k, bool renormalize, int64_t capacity,
+         std::optional<Tensor> bias, int64_t n_group, int64_t topk_group, double scale) {
+        return ops::moe_route(scores, k,
+                              {.renormalize = renormalize,
+                               .capacity = capacity,
+                               .bias = bias.value_or(Tensor()),
+                               .n_group = n_group,
+                               .topk_group = topk_group,
+                               .scale = scale});
+      },
+      arg("scores"), arg("k"), arg("renormalize"), arg("capacity") = -1, arg("bias") = nb::none(),
+      arg("n_group") = 1, arg("topk_group") = 1, arg("scale") = 1.0,
+      "Top-k routing of scores (N, E), as one recorded op: gates in dispatch order, the "
+      "chosen experts, and the dispatch blocks. bias, n_group, topk_group, scale: DeepSeek-V3's "
+      "group-limited choice by biased scores, gates times scale.");
   m.def("grouped_linear", &ops::grouped_linear, arg("x"), arg("counts"), arg("weights"),
         "Consecutive row blocks of x (counts[e] rows each) times their own weight (N, K).");
 

@@ -302,19 +302,24 @@ void bind_training(nb::module_& m) {
         return json::dump(nn::llama_config_to_json(c, dtype.get()), 2);
       },
       arg("config"), arg("dtype") = DType::f32, "config.json's text for config.");
-  m.def("load_llama", &nn::load_llama, arg("dir"), nb::call_guard<nb::gil_scoped_release>(),
-        "A model from <dir>/config.json and <dir>/model.safetensors, validated before use.");
-  m.def("load_llama_weights", &nn::load_llama_weights, arg("model"), arg("path"),
-        nb::call_guard<nb::gil_scoped_release>());
+  m.def("load_model", &nn::load_model, arg("dir"), nb::call_guard<nb::gil_scoped_release>(),
+        "The model of any family a Hugging Face folder holds: <dir>/config.json and its "
+        "weights (model.safetensors, or shards with model.safetensors.index.json), validated "
+        "before use.");
+  m.def("load_weights", &nn::load_weights, arg("model"), arg("dir"),
+        nb::call_guard<nb::gil_scoped_release>(), "The folder's weights into model (same config).");
   m.def(
-      "save_llama",
-      [](const nn::LlamaForCausalLM& model, const std::string& dir, DTypeLike dtype) {
+      "save_model",
+      [](const nn::LlamaForCausalLM& model, const std::string& dir, DTypeLike dtype,
+         uint64_t max_shard_bytes) {
         const DType d = dtype.get();
         nb::gil_scoped_release released;
-        nn::save_llama(model, dir, d);
+        nn::save_model(model, dir, d, max_shard_bytes);
       },
       arg("model"), arg("dir"), arg("dtype") = DType::f32,
-      "Writes config.json and model.safetensors (f32, bf16 or f16), atomically.");
+      arg("max_shard_bytes") = nn::kDefaultMaxShardBytes,
+      "Writes config.json and the weights (f32, bf16 or f16), sharded with an index past "
+      "max_shard_bytes, atomically.");
 }
 
 }  // namespace reprise::python

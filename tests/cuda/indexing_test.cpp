@@ -102,26 +102,42 @@ TEST(CudaSimIndexing, EmbeddingAndItsBackwardMatchTheCpu) {
 }
 
 TEST(CudaSimIndexing, MoeRouteMatchesTheCpu) {
-  for (int64_t capacity : {int64_t(-1), int64_t(3)}) {
-    for (bool renormalize : {true, false}) {
-      // Scores with ties between experts.
-      const Tensor scores = index_tensor({29, 6}, 4, 10).to(DType::f64);
-      const Tensors want = cpu_backend().moe_route(scores, 2, renormalize, capacity);
-      const Tensor gw = random_tensor({want[0].size(0)}, 11, DType::f64);
-      std::vector<Tensor> w(want.begin(), want.end());
-      w.push_back(cpu_backend().moe_route_backward(gw, want[1], want[5], want[6], 6, renormalize));
-      const auto got = simulate([&](const SimExec& ex) {
-        const Tensors out = cuda::moe_route(ex, scores, 2, renormalize, capacity);
-        std::vector<Tensor> r(out.begin(), out.end());
-        r.push_back(cuda::moe_route_backward(ex, gw, out[1], out[5], out[6], 6, renormalize));
-        return r;
-      });
-      expect_same(got, w, "capacity " + std::to_string(capacity));
+  // Plain top-k; DeepSeek-V3's biased choice in the best 2 of 4 groups of
+  // 3 experts, with scaled gates.
+  const Tensor bias = random_tensor({12}, 13, DType::f64, -0.5, 0.5);
+  const std::vector<std::pair<RouteParams, Tensor>> rules = {
+      {RouteParams{.k = 2, .renormalize = true}, Tensor()},
+      {RouteParams{.k = 3, .renormalize = true, .n_group = 4, .topk_group = 2, .scale = 2.5}, bias},
+      {RouteParams{.k = 2, .renormalize = false, .n_group = 4, .topk_group = 1, .scale = 0.75},
+       bias}};
+  for (const auto& [rule, b] : rules) {
+    for (int64_t capacity : {int64_t(-1), int64_t(3)}) {
+      for (bool renormalize : {true, false}) {
+        RouteParams p = rule;
+        p.capacity = capacity;
+        p.renormalize = renormalize;
+        // Scores with ties between experts.
+        const Tensor scores = index_tensor({29, 12}, 4, 10).to(DType::f64);
+        const Tensors want = cpu_backend().moe_route(scores, b, p);
+        const Tensor gw = random_tensor({want[0].size(0)}, 11, DType::f64);
+        std::vector<Tensor> w(want.begin(), want.end());
+        w.push_back(cpu_backend().moe_route_backward(gw, want[1], want[5], want[6], 12, p));
+        const auto got = simulate([&](const SimExec& ex) {
+          const Tensors out = cuda::moe_route(ex, scores, b, p);
+          std::vector<Tensor> r(out.begin(), out.end());
+          r.push_back(cuda::moe_route_backward(ex, gw, out[1], out[5], out[6], 12, p));
+          return r;
+        });
+        expect_same(
+            got, w,
+            "groups " + std::to_string(p.n_group) + ", capacity " + std::to_string(capacity));
+      }
     }
   }
   Tensor bad = random_tensor({4, 3}, 12);
   bad.select(0, 2).select(0, 1).fill_(std::nan(""));
-  EXPECT_THROW(cuda::moe_route(SimExec(), bad, 1, true, -1), Error);
+  EXPECT_THROW(cuda::moe_route(SimExec(), bad, Tensor(), RouteParams{.k = 1, .renormalize = true}),
+               Error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "cuda/kernels/optim.h"
 #include "cuda/kernels/rotary.h"
 #include "engine/backend.h"
+#include "ops/rotary.h"
 #include "tests/cuda/sim_support.h"
 
 namespace reprise::testing {
@@ -97,13 +98,18 @@ TEST(CudaSimRotary, MatchesTheCpuOnTheSimulatorsLibm) {
     const Tensor x = random_tensor({2, 5, 3, 8}, 6, dtype).transpose(1, 2);
     const Tensor shared = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4}, {5});
     const Tensor per_batch = Tensor::from_vector<int64_t>({3, 4, 5, 6, 7, 0, 2, 4, 6, 8}, {2, 5});
-    for (const Tensor& pos : {shared, per_batch}) {
-      for (int sign : {1, -1}) {
-        const Tensor want = cpu_backend().rotary(x, pos, 10000.0, sign);
-        const auto got = simulate([&](const SimExec& ex) {
-          return std::vector<Tensor>{cuda::rotary(ex, x, pos, 10000.0, sign)};
-        });
-        expect_same(got, {want}, dtype_name(dtype));
+    // The default frequencies, and scaled ones with YaRN's attention factor.
+    const Tensor inv_freq = ops::rope_inv_freq(8, 10000.0, dtype);
+    const Tensor scaled = random_tensor({4}, 7, dtype, 0.01, 1.0);
+    for (const auto& [freq, scaling] : {std::pair{inv_freq, 1.0}, std::pair{scaled, 1.17}}) {
+      for (const Tensor& pos : {shared, per_batch}) {
+        for (int sign : {1, -1}) {
+          const Tensor want = cpu_backend().rotary(x, pos, freq, scaling, sign);
+          const auto got = simulate([&](const SimExec& ex) {
+            return std::vector<Tensor>{cuda::rotary(ex, x, pos, freq, scaling, sign)};
+          });
+          expect_same(got, {want}, dtype_name(dtype));
+        }
       }
     }
   }

@@ -54,6 +54,7 @@ LlamaConfig config(bool moe) {
   c.dropout = 0.1;
   c.attention_dropout = 0.1;
   if (moe) {
+    c.family = Family::mixtral;
     c.moe = MoeConfig{};
     c.moe->num_local_experts = 8;
     c.moe->num_experts_per_tok = 2;
@@ -72,7 +73,7 @@ struct GpuModel {
 
   GpuModel(bool moe, CheckpointConfig ckpt, Precision precision)
       : model(config(moe), init),
-        layers(std::move(ckpt), dropout, moe),
+        layers(std::move(ckpt), dropout, moe_block_of(model.config())),
         ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)),
         precision(precision) {
     to_device(model, kGpu);

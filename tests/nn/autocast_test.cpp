@@ -40,6 +40,7 @@ LlamaConfig small_config(bool moe, double dropout) {
   c.dropout = dropout;
   c.attention_dropout = dropout;
   if (moe) {
+    c.family = Family::mixtral;
     c.moe = MoeConfig{};
     c.moe->num_local_experts = 4;
     c.moe->num_experts_per_tok = 2;
@@ -180,7 +181,7 @@ TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
       CheckpointConfig config = CheckpointConfig::parse(spec);
       config.verify = autograd::Verify::bitwise;
       config.save_router = false;
-      LayerCheckpointing layers(config, gen, moe);
+      LayerCheckpointing layers(config, gen, moe_block_of(model.config()));
       gen.set_state(start);
       const Step replayed = run_step(model, ids, DType::bf16, layers.runner(), attention);
       EXPECT_EQ(replayed.loss, plain.loss);

@@ -59,7 +59,7 @@ TEST(FuzzCorpus, HfSeedsAreFoldersThatLoad) {
     ASSERT_NE(nul, std::string::npos);
     write_bytes(fs::path(dir) / "config.json", bytes.substr(0, nul));
     write_bytes(fs::path(dir) / "model.safetensors", bytes.substr(nul + 1));
-    EXPECT_EQ(load_llama(dir)->config(), read_llama_config(dir));
+    EXPECT_EQ(load_model(dir)->config(), read_llama_config(dir));
   }
 }
 

@@ -43,7 +43,7 @@ std::vector<uint32_t> bits_of(const Tensor& t) {
 // least 1e-4), against differences of about 1e-6 between the two.
 TEST(GenerationGolden, GreedyTokensEqualTransformers) {
   for (const char* name : {"llama", "mixtral"}) {
-    auto model = load_llama(fixture_path(std::string(name) + "_tiny"));
+    auto model = load_model(fixture_path(std::string(name) + "_tiny"));
     for (int i = 0; i < 3; ++i) {
       SCOPED_TRACE(std::string(name) + " prompt " + std::to_string(i));
       const std::string key = std::string(name) + "." + std::to_string(i);
@@ -67,7 +67,7 @@ TEST(GenerationGolden, GreedyTokensEqualTransformers) {
 TEST(KvCache, LogitsEqualTheFullForwardBitForBit) {
   for (const char* folder : {"llama_tiny", "mixtral_tiny"}) {
     SCOPED_TRACE(folder);
-    auto model = load_llama(fixture_path(folder));
+    auto model = load_model(fixture_path(folder));
     const int64_t B = 2, L = 50, V = model->config().vocab_size;
     std::vector<int64_t> seq(size_t(B * L));
     for (size_t i = 0; i < seq.size(); ++i) seq[i] = int64_t(i * 7919 % size_t(V));
@@ -90,7 +90,7 @@ TEST(KvCache, LogitsEqualTheFullForwardBitForBit) {
 }
 
 TEST(KvCache, LastOnlyGivesTheLastRow) {
-  auto model = load_llama(fixture_path("llama_tiny"));
+  auto model = load_model(fixture_path("llama_tiny"));
   const Tensor ids = Tensor::from_vector(std::vector<int64_t>{5, 6, 7, 8}, {1, 4});
   KvCache a(model->config(), 1, 8), b(model->config(), 1, 8);
   const Tensor all = model->forward_cached(ids, a);
@@ -105,8 +105,8 @@ TEST(KvCache, MoeRoutesWithoutTheCapacityLimit) {
   LlamaConfig c = read_llama_config(fixture_path("mixtral_tiny"));
   c.moe->capacity_factor = 0.5;
   LlamaForCausalLM limited(c);
-  load_llama_weights(limited, fixture_path("mixtral_tiny") + "/model.safetensors");
-  auto unlimited = load_llama(fixture_path("mixtral_tiny"));
+  load_weights(limited, fixture_path("mixtral_tiny"));
+  auto unlimited = load_model(fixture_path("mixtral_tiny"));
   std::vector<int64_t> seq(20);
   for (size_t i = 0; i < seq.size(); ++i) seq[i] = int64_t(i * 13 % 64);
   const Tensor ids = Tensor::from_vector(seq, {1, 20});
@@ -119,7 +119,7 @@ TEST(KvCache, MoeRoutesWithoutTheCapacityLimit) {
 }
 
 TEST(KvCache, RejectsWhatDoesNotFit) {
-  auto model = load_llama(fixture_path("llama_tiny"));
+  auto model = load_model(fixture_path("llama_tiny"));
   const LlamaConfig& c = model->config();
   KvCache cache(c, 1, 4);
   const Tensor three = Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {1, 3});
@@ -136,7 +136,7 @@ TEST(KvCache, RejectsWhatDoesNotFit) {
 }
 
 TEST(Generation, BadPromptsAreErrors) {
-  auto model = load_llama(fixture_path("llama_tiny"));  // vocabulary 256, 64 positions
+  auto model = load_model(fixture_path("llama_tiny"));  // vocabulary 256, 64 positions
   expect_error(
       [&] {
         generate(*model, {1, 256}, {});
@@ -152,7 +152,7 @@ TEST(Generation, BadPromptsAreErrors) {
 }
 
 TEST(Generation, StopsAtEosAndWhenTheContextIsFull) {
-  auto model = load_llama(fixture_path("llama_tiny"));
+  auto model = load_model(fixture_path("llama_tiny"));
   const std::vector<int64_t> prompt = ids_of(kGolden.get("llama.prompt.1"));
   const std::vector<int64_t> greedy = ids_of(kGolden.get("llama.greedy.1"));
   // EOS: the fourth greedy token; generation stops there and keeps it.
@@ -169,7 +169,7 @@ TEST(Generation, StopsAtEosAndWhenTheContextIsFull) {
 }
 
 TEST(Generation, StreamsEachTokenBeforeTheNextForward) {
-  auto model = load_llama(fixture_path("mixtral_tiny"));
+  auto model = load_model(fixture_path("mixtral_tiny"));
   std::vector<int64_t> streamed;
   const GenerationResult r =
       generate(*model, {3, 1, 4}, {.max_new_tokens = 12, .sampling = {.temperature = 1.0}},
@@ -179,7 +179,7 @@ TEST(Generation, StreamsEachTokenBeforeTheNextForward) {
 }
 
 TEST(Generation, SameSeedSameTokensOtherSeedOtherTokens) {
-  auto model = load_llama(fixture_path("llama_tiny"));
+  auto model = load_model(fixture_path("llama_tiny"));
   const GenerationOptions opt{.max_new_tokens = 30,
                               .sampling = {.temperature = 1.5, .top_k = 50, .top_p = 0.95},
                               .seed = 7};
@@ -191,7 +191,7 @@ TEST(Generation, SameSeedSameTokensOtherSeedOtherTokens) {
 }
 
 TEST(Generation, TopKOneIsGreedy) {
-  auto model = load_llama(fixture_path("mixtral_tiny"));
+  auto model = load_model(fixture_path("mixtral_tiny"));
   const std::vector<int64_t> prompt = ids_of(kGolden.get("mixtral.prompt.2"));
   const GenerationResult r = generate(
       *model, prompt, {.max_new_tokens = 40, .sampling = {.temperature = 2.0, .top_k = 1}});
@@ -199,7 +199,7 @@ TEST(Generation, TopKOneIsGreedy) {
 }
 
 TEST(Generation, ChoosesOnlyBelowTheLimit) {
-  auto model = load_llama(fixture_path("llama_tiny"));
+  auto model = load_model(fixture_path("llama_tiny"));
   const GenerationResult r =
       generate(*model, {1, 2, 3},
                {.max_new_tokens = 40, .sampling = {.temperature = 3.0}, .choose_below = 100});

@@ -52,7 +52,7 @@ TEST(LlamaGolden, ConfigMatchesTheFixture) {
 }
 
 TEST(LlamaGolden, LogitsLossAndEveryGradientMatchHuggingFace) {
-  auto model = load_llama(kGolden.dir());
+  auto model = load_model(kGolden.dir());
   Tensor logits = model->forward(kGolden.get("input_ids")).logits;
   Tensor loss = LlamaForCausalLM::loss(logits, kGolden.get("labels"));
   EXPECT_TRUE(all_close(logits, kGolden.get("logits"), 2e-5, 1e-3));
@@ -74,7 +74,7 @@ TEST(LlamaGolden, LogitsLossAndEveryGradientMatchHuggingFace) {
 }
 
 TEST(LlamaGolden, TenAdamWStepsFollowPyTorchsLosses) {
-  auto model = load_llama(kGolden.dir());
+  auto model = load_model(kGolden.dir());
   const std::vector<double> h = kGolden.get("adamw.hparams").to_vector<double>();
   AdamW opt(model->parameters(),
             {.lr = h[0], .beta1 = h[1], .beta2 = h[2], .eps = h[3], .weight_decay = h[4]});
@@ -122,7 +122,7 @@ double relative_l2(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
 // bf16, would fail.
 TEST(LlamaGolden, Bf16ProjectionsMatchHuggingFaceUnderTheSamePolicy) {
   const testing::GoldenModel golden{"llama_bf16_golden.safetensors", "llama_tiny"};
-  auto model = load_llama(golden.dir());
+  auto model = load_model(golden.dir());
   const Tensor ids = golden.get("input_ids"), labels = golden.get("labels");
   auto run = [&](DType dtype, Tensor& logits, Tensor& loss, std::vector<Tensor>& grads) {
     model->zero_grad();

@@ -92,7 +92,7 @@ TEST(Llama, RecordedScopesAreParameterPaths) {
   LlamaForCausalLM m(c);
   for (auto kind : {Kind::none, Kind::full}) {
     seen.linear.clear();
-    LayerCheckpointing layers({.kind = kind}, m.dropout_generator(), false);
+    LayerCheckpointing layers({.kind = kind}, m.dropout_generator());
     {
       autograd::ObserveTape observe(seen);
       m.forward(testing::random_token_ids(1, 4, 64, 1), layers.runner());
@@ -229,7 +229,7 @@ struct DropoutRun {
 
   DropoutRun() { model.set_dropout_generator(gen); }
 
-  void checkpoint(const CheckpointConfig& config) { layers.emplace(config, gen, false); }
+  void checkpoint(const CheckpointConfig& config) { layers.emplace(config, gen); }
 
   std::vector<std::vector<uint32_t>> step(int64_t* peak_saved = nullptr) {
     gen.set_state(start);

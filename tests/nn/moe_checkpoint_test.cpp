@@ -29,6 +29,7 @@ LlamaConfig moe_config() {
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
   c.max_position_embeddings = 32;
+  c.family = Family::mixtral;
   c.moe = MoeConfig{};
   c.moe->num_local_experts = 4;
   c.moe->num_experts_per_tok = 2;
@@ -47,7 +48,7 @@ struct TiedRouters {
   TiedRouters() {
     NoGradGuard no_grad;
     for (size_t i = 0; i < model.model.layers.size(); ++i) {
-      Tensor w = model.model.layers[i].block_sparse_moe->gate.weight();  // (E, C)
+      Tensor w = model.model.layers[i].moe->gate.weight();  // (E, C)
       Tensor row2 = w.slice(0, 2, 3);
       row2.copy_(w.slice(0, 1, 2));
     }
@@ -74,7 +75,7 @@ struct TiedRouters {
     ac.on_mismatch = autograd::OnMismatch::report;
     ac.recompute_noise_ulps = noise_ulps;
     ac.noise_scopes = "*.block_sparse_moe.gate";
-    layers.emplace(ac, model.dropout_generator(), true);
+    layers.emplace(ac, model.dropout_generator(), "block_sparse_moe");
   }
 
   std::optional<LayerCheckpointing> layers;  // none: plain recording

@@ -52,7 +52,7 @@ TEST(MoeGolden, ConfigMatchesTheFixture) {
 }
 
 TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
-  auto model = load_llama(kGolden.dir());
+  auto model = load_model(kGolden.dir());
   const CausalLMOutput out = model->forward(kGolden.get("input_ids"));
   EXPECT_TRUE(all_close(out.logits, kGolden.get("logits"), 2e-5, 1e-3));
   const RouterLosses r = out.router_losses();

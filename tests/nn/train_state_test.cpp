@@ -490,7 +490,7 @@ TEST(TrainState, ConfigOfAFarLargerModelThanTheFileIsRefusedBeforeATrainerIsBuil
   EXPECT_EQ(error_of([&] { read_train_state_info(out); }),
             path + ": the training state's config describes a model of " +
                 std::to_string(llama_size(big).elements) + " weights (" + big.describe() +
-                "), but the file's tensors hold " +
+                "), but its tensors hold " +
                 std::to_string(io::read_safetensors(path).data_bytes()) +
                 " bytes, fewer than 4 per weight");
 }

@@ -19,7 +19,7 @@ from conftest import FIXTURES
 SCRIPT = f"""
 import reprise
 from reprise import nn
-model = nn.load_llama({str(FIXTURES / "llama_tiny")!r})
+model = nn.load_model({str(FIXTURES / "llama_tiny")!r})
 ids = reprise.arange(64).reshape(2, 32)
 loss = nn.LlamaForCausalLM.loss(model(ids).logits, ids)
 loss.backward()

@@ -19,7 +19,7 @@ def close(actual: reprise.Tensor, expected: reprise.Tensor, atol: float, rtol: f
 
 
 def tiny_llama() -> nn.LlamaForCausalLM:
-    return nn.load_llama(str(FIXTURES / "llama_tiny"))
+    return nn.load_model(str(FIXTURES / "llama_tiny"))
 
 
 def test_loss_and_gradients_match_pytorch():
@@ -63,7 +63,7 @@ def test_module_tree_has_hugging_face_names_and_shares_parameters():
     named = model.parameter("model.layers.1.self_attn.q_proj.weight")
     assert q.weight.data_ptr() == named.data_ptr()
     assert len(model.model.layers) == 2 and model.model.layers[-1].name == "1"
-    assert model.model.layers[0].block_sparse_moe is None
+    assert model.model.layers[0].moe is None
     assert model.lm_head is not None and model.config.hidden_size == 64
     names = [p.name for p in model.parameters()]
     assert names[0] == "model.embed_tokens.weight" and names[-1] == "lm_head.weight"
@@ -159,7 +159,7 @@ def test_adamw_follows_pytorch():
 
 
 def test_mixtral_folder_runs_with_router_statistics():
-    model = nn.load_llama(str(FIXTURES / "mixtral_tiny"))
+    model = nn.load_model(str(FIXTURES / "mixtral_tiny"))
     assert model.config.moe is not None
     ids = reprise.tensor(np.arange(32).reshape(2, 16) % model.config.vocab_size)
     out = model(ids)
@@ -170,7 +170,7 @@ def test_mixtral_folder_runs_with_router_statistics():
     loss = model.causal_lm_loss(out, ids)
     loss.backward()
     assert out.router_losses().aux is not None
-    assert model.model.layers[0].block_sparse_moe.experts[0].w1.weight.grad is not None
+    assert model.model.layers[0].moe.experts[0].gate_proj.weight.grad is not None
 
 
 def test_safetensors_and_hf_folders_round_trip(tmp_path):
@@ -185,14 +185,14 @@ def test_safetensors_and_hf_folders_round_trip(tmp_path):
         f["nope"]
 
     model = tiny_llama()
-    nn.save_llama(model, str(tmp_path / "hf"))
-    again = nn.load_llama(str(tmp_path / "hf"))
+    nn.save_model(model, str(tmp_path / "hf"))
+    again = nn.load_model(str(tmp_path / "hf"))
     assert again.config == model.config
     ids = GOLDEN["input_ids"]
     assert reprise.hash_values(again(ids).logits) == reprise.hash_values(model(ids).logits)
     assert '"model_type": "llama"' in nn.llama_config_to_json(model.config)
     with pytest.raises(reprise.Error, match="config.json"):
-        nn.load_llama(str(tmp_path))
+        nn.load_model(str(tmp_path))
 
 
 def test_tokenizer():

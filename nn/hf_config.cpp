@@ -1,0 +1,706 @@
+#include "nn/hf_config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "engine/error.h"
+
+namespace reprise::nn {
+namespace {
+
+// ---- reading fields ------------------------------------------------------------
+
+// The members of one config.json object, each marked when read, so that
+// what nobody read can be reported.
+class Fields {
+ public:
+  Fields(const json::Value& object, std::string where) : object_(object), where_(std::move(where)) {
+    REPRISE_CHECK(object.is_object(), where_, ": expected a JSON object, got ",
+                  json::kind_name(object.kind()));
+  }
+
+  const std::string& where() const { return where_; }
+
+  // The value, or nullptr when absent or null; marks the key read.
+  const json::Value* get(std::string_view key) {
+    read_.insert(std::string(key));
+    const json::Value* v = object_.find(key);
+    return v != nullptr && !v->is_null() ? v : nullptr;
+  }
+  bool has(std::string_view key) { return get(key) != nullptr; }
+  // Whether the key is there at all, null or not.
+  bool present(std::string_view key) const { return object_.find(key) != nullptr; }
+
+  int64_t integer(std::string_view key, int64_t fallback) {
+    const json::Value* v = get(key);
+    if (v == nullptr) return fallback;
+    REPRISE_CHECK(v->is_int(), where_, ": field \"", key, "\" must be an integer, got ",
+                  json::kind_name(v->kind()));
+    return v->as_int();
+  }
+  int64_t required_integer(std::string_view key) {
+    REPRISE_CHECK(has(key), where_, ": missing required field \"", key, "\"");
+    return integer(key, 0);
+  }
+  double real(std::string_view key, double fallback) {
+    const json::Value* v = get(key);
+    if (v == nullptr) return fallback;
+    REPRISE_CHECK(v->is_number(), where_, ": field \"", key, "\" must be a number, got ",
+                  json::kind_name(v->kind()));
+    return v->as_double();
+  }
+  std::optional<double> optional_real(std::string_view key) {
+    if (!has(key)) return std::nullopt;
+    return real(key, 0);
+  }
+  bool flag(std::string_view key, bool fallback) {
+    const json::Value* v = get(key);
+    if (v == nullptr) return fallback;
+    REPRISE_CHECK(v->is_bool(), where_, ": field \"", key, "\" must be true or false, got ",
+                  json::kind_name(v->kind()));
+    return v->as_bool();
+  }
+  std::optional<std::string> text(std::string_view key) {
+    const json::Value* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    REPRISE_CHECK(v->is_string(), where_, ": field \"", key, "\" must be a string, got ",
+                  json::kind_name(v->kind()));
+    return v->as_string();
+  }
+  // An array of integers ([] when absent).
+  std::vector<int64_t> integers(std::string_view key) {
+    std::vector<int64_t> out;
+    const json::Value* v = get(key);
+    if (v == nullptr) return out;
+    REPRISE_CHECK(v->is_array(), where_, ": field \"", key, "\" must be an array of integers");
+    for (const json::Value& e : v->as_array()) {
+      REPRISE_CHECK(e.is_int(), where_, ": field \"", key, "\" must be an array of integers");
+      out.push_back(e.as_int());
+    }
+    return out;
+  }
+  // A field that must hold `expected` when present.
+  void require_text(std::string_view key, std::string_view expected, std::string_view what) {
+    const std::optional<std::string> v = text(key);
+    REPRISE_CHECK(!v || *v == expected, where_, ": field \"", key, "\" is \"", *v,
+                  "\"; reprise supports only \"", expected, "\" (", what, ")");
+  }
+  // A field that changes the model where reprise has no such piece: its
+  // default, or an Error.
+  void require_false(std::string_view key, std::string_view what) {
+    REPRISE_CHECK(!flag(key, false), where_, ": field \"", key, "\" is true; reprise's ", what);
+  }
+  // Fields known to leave the computation alone.
+  void skip(std::initializer_list<std::string_view> keys) {
+    for (std::string_view k : keys) read_.insert(std::string(k));
+  }
+  // Members nobody read, in document order.
+  std::vector<std::string> unread() const {
+    std::vector<std::string> out;
+    for (const auto& [key, value] : object_.as_object()) {
+      if (read_.count(key) == 0) out.push_back(key);
+    }
+    return out;
+  }
+
+ private:
+  const json::Value& object_;
+  std::string where_;
+  std::set<std::string> read_;
+};
+
+// ---- family defaults -------------------------------------------------------------
+
+// Each config class's defaults for the fields a config.json may leave out
+// (transformers writes them all; other writers may not). 0 in kv_heads or
+// head_dim: derived as the class does (num_attention_heads, hidden_size /
+// num_attention_heads).
+struct Defaults {
+  Family family;
+  int64_t kv_heads;
+  int64_t max_position_embeddings;
+  double rms_norm_eps;
+  double rope_theta;
+  int64_t head_dim;
+  // MoE: experts, per token, aux loss weight, renormalized gates.
+  int64_t experts;
+  int64_t experts_per_tok;
+  double aux_loss_coef;
+  bool norm_topk_prob;
+};
+
+constexpr Defaults kDefaults[] = {
+    {Family::llama, 0, 2048, 1e-6, 1e4, 0, 0, 0, 0, false},
+    {Family::mistral, 8, 131072, 1e-6, 1e4, 0, 0, 0, 0, false},
+    {Family::qwen2, 32, 32768, 1e-6, 1e4, 0, 0, 0, 0, false},
+    {Family::qwen3, 32, 32768, 1e-6, 1e4, 128, 0, 0, 0, false},
+    {Family::mixtral, 8, 131072, 1e-5, 1e6, 0, 8, 2, 0.001, true},
+    {Family::qwen2_moe, 16, 32768, 1e-6, 1e4, 0, 60, 4, 0.001, false},
+    {Family::qwen3_moe, 4, 32768, 1e-6, 1e4, 0, 128, 8, 0.001, false},
+    {Family::olmoe, 0, 4096, 1e-5, 1e4, 0, 64, 8, 0.01, false},
+    {Family::deepseek_v3, 128, 4096, 1e-6, 1e4, 0, 256, 8, 0.0, true},
+};
+
+const Defaults& defaults_of(Family f) {
+  for (const Defaults& d : kDefaults) {
+    if (d.family == f) return d;
+  }
+  REPRISE_FAIL("config.json: no defaults for family ", family_info(f).model_type);
+}
+
+// Fields of every config that do not change what the model computes.
+void skip_common(Fields& c) {
+  c.skip({"architectures",
+          "model_type",
+          "transformers_version",
+          "torch_dtype",
+          "dtype",
+          "bos_token_id",
+          "eos_token_id",
+          "pad_token_id",
+          "use_cache",
+          "output_router_logits",
+          "_name_or_path",
+          "tokenizer_class",
+          "return_dict",
+          "output_attentions",
+          "output_hidden_states",
+          "torchscript",
+          "_attn_implementation_autoset",
+          "attn_implementation",
+          "initializer_range",
+          "decoder_start_token_id",
+          "sep_token_id",
+          "max_window_layers"});
+}
+
+// ---- rope ---------------------------------------------------------------------------
+
+// rope_scaling (transformers 4, and 5's old spelling, which wins when set)
+// or rope_parameters, with rope_theta beside them as the default theta.
+void read_rope(Fields& c, LlamaConfig& l, const Defaults& d) {
+  const double top_theta = c.real("rope_theta", d.rope_theta);
+  l.rope_theta = top_theta;
+  const json::Value* scaling = c.get("rope_scaling");
+  const json::Value* parameters = c.get("rope_parameters");
+  const json::Value* rope = scaling != nullptr ? scaling : parameters;
+  if (rope == nullptr) return;
+  const std::string field = scaling != nullptr ? "rope_scaling" : "rope_parameters";
+  REPRISE_CHECK(rope->is_object(), c.where(), ": field \"", field, "\" must be an object or null");
+  Fields r(*rope, c.where() + " " + field);
+  std::string type = r.text("rope_type").value_or(r.text("type").value_or("default"));
+  const std::optional<RopeType> t = rope_type_named(type);
+  REPRISE_CHECK(t.has_value(), c.where(), ": field \"", field, "\" has rope_type \"", type,
+                "\"; reprise supports default, linear, dynamic, llama3 and yarn");
+  l.rope_theta = r.real("rope_theta", top_theta);
+  const double partial = r.real("partial_rotary_factor", c.real("partial_rotary_factor", 1.0));
+  REPRISE_CHECK(partial == 1.0, c.where(), ": partial_rotary_factor ", partial,
+                " is not supported (reprise rotates the whole head)");
+  RopeScaling& s = l.rope_scaling;
+  s.type = *t;
+  if (s.type == RopeType::standard) return;
+  const int64_t original =
+      r.integer("original_max_position_embeddings",
+                c.integer("original_max_position_embeddings", l.max_position_embeddings));
+  if (s.type == RopeType::llama3 || s.type == RopeType::yarn) {
+    s.original_max_position_embeddings = original;
+  }
+  if (s.type == RopeType::yarn) {
+    // HF: factor defaults to max_position_embeddings / original, and a
+    // beta of 0 or null means the default.
+    s.factor = r.real("factor", double(l.max_position_embeddings) / double(original));
+    s.attention_factor = r.optional_real("attention_factor");
+    s.beta_fast = r.real("beta_fast", 0) != 0 ? r.real("beta_fast", 0) : 32.0;
+    s.beta_slow = r.real("beta_slow", 0) != 0 ? r.real("beta_slow", 0) : 1.0;
+    s.mscale = r.optional_real("mscale");
+    s.mscale_all_dim = r.optional_real("mscale_all_dim");
+    s.truncate = r.flag("truncate", true);
+  } else {
+    REPRISE_CHECK(r.has("factor"), c.where(), ": field \"", field, "\": rope type ", type,
+                  " needs a factor");
+    s.factor = r.real("factor", 1.0);
+  }
+  if (s.type == RopeType::llama3) {
+    REPRISE_CHECK(r.has("low_freq_factor") && r.has("high_freq_factor"), c.where(), ": field \"",
+                  field, "\": rope type llama3 needs low_freq_factor and high_freq_factor");
+    s.low_freq_factor = r.real("low_freq_factor", 1.0);
+    s.high_freq_factor = r.real("high_freq_factor", 4.0);
+  }
+  const std::vector<std::string> unread = r.unread();
+  REPRISE_CHECK(unread.empty(), c.where(), ": field \"", field, "\" holds \"", unread.front(),
+                "\", which rope type ", type, " does not read");
+}
+
+void write_rope(const LlamaConfig& l, json::Value& c) {
+  // Both spellings: transformers 4 reads rope_theta and rope_scaling,
+  // transformers 5 rope_parameters.
+  const RopeScaling& s = l.rope_scaling;
+  c.set("rope_theta", l.rope_theta);
+  json::Value rope = json::Object{};
+  rope.set("rope_theta", l.rope_theta);
+  rope.set("rope_type", rope_type_name(s.type));
+  if (s.type != RopeType::standard) {
+    json::Value scaling = json::Object{};
+    scaling.set("rope_type", rope_type_name(s.type));
+    scaling.set("factor", s.factor);
+    if (s.original_max_position_embeddings > 0) {
+      scaling.set("original_max_position_embeddings", s.original_max_position_embeddings);
+    }
+    if (s.type == RopeType::llama3) {
+      scaling.set("low_freq_factor", s.low_freq_factor);
+      scaling.set("high_freq_factor", s.high_freq_factor);
+    }
+    if (s.type == RopeType::yarn) {
+      scaling.set("beta_fast", s.beta_fast);
+      scaling.set("beta_slow", s.beta_slow);
+      if (s.attention_factor) scaling.set("attention_factor", *s.attention_factor);
+      if (s.mscale) scaling.set("mscale", *s.mscale);
+      if (s.mscale_all_dim) scaling.set("mscale_all_dim", *s.mscale_all_dim);
+      scaling.set("truncate", s.truncate);
+    }
+    for (const auto& [key, value] : scaling.as_object()) rope.set(key, value);
+    c.set("rope_scaling", scaling);
+  } else {
+    c.set("rope_scaling", json::Value());
+  }
+  c.set("rope_parameters", rope);
+}
+
+// ---- attention --------------------------------------------------------------------
+
+// The sliding window: Mistral and Mixtral put sliding_window on every
+// layer; Qwen2, Qwen3 and Qwen2-MoE only with use_sliding_window, on the
+// layers layer_types marks (HF derives them: layers from max_window_layers
+// on); Qwen3-MoE with use_sliding_window, on every layer.
+void read_window(Fields& c, LlamaConfig& l) {
+  const Family f = l.family;
+  const bool qwen =
+      f == Family::qwen2 || f == Family::qwen3 || f == Family::qwen2_moe || f == Family::qwen3_moe;
+  const bool uniform = f == Family::mistral || f == Family::mixtral || f == Family::qwen3_moe;
+  if (!qwen && !uniform) {
+    // The family's attention has no window: transformers ignores one.
+    c.skip({"sliding_window", "use_sliding_window", "layer_types"});
+    return;
+  }
+  int64_t window = c.integer("sliding_window", 0);
+  if (qwen && !c.flag("use_sliding_window", false)) window = 0;
+  REPRISE_CHECK(window >= 0, c.where(), ": field \"sliding_window\" must be positive or null, got ",
+                window);
+  l.sliding_window = window;
+  if (uniform) {
+    if (f == Family::mistral) c.skip({"layer_types"});  // HF's Mistral ignores them
+    return;
+  }
+  const int64_t first_sliding = c.integer("max_window_layers", 28);
+  std::vector<LayerAttention> types;
+  if (const json::Value* v = c.get("layer_types")) {
+    REPRISE_CHECK(v->is_array() && int64_t(v->as_array().size()) == l.num_hidden_layers, c.where(),
+                  ": field \"layer_types\" must list ", l.num_hidden_layers, " layer types");
+    for (const json::Value& e : v->as_array()) {
+      const bool full = e.is_string() && e.as_string() == "full_attention";
+      const bool sliding = e.is_string() && e.as_string() == "sliding_attention";
+      REPRISE_CHECK(full || sliding, c.where(), ": field \"layer_types\" holds ", json::dump(e),
+                    "; expected \"full_attention\" or \"sliding_attention\"");
+      types.push_back(sliding ? LayerAttention::sliding : LayerAttention::full);
+    }
+  } else {
+    for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
+      types.push_back(window > 0 && i >= first_sliding ? LayerAttention::sliding
+                                                       : LayerAttention::full);
+    }
+  }
+  // A sliding type without a window attends fully (Qwen2-MoE writes
+  // sliding_window 0 when use_sliding_window is false); uniform types are
+  // kept as none.
+  const int64_t sliding = std::count(types.begin(), types.end(), LayerAttention::sliding);
+  if (window == 0 || sliding == 0) {
+    l.sliding_window = 0;
+  } else if (sliding < l.num_hidden_layers) {
+    l.layer_types = std::move(types);
+  }
+}
+
+void write_window(const LlamaConfig& l, json::Value& c) {
+  const Family f = l.family;
+  if (f == Family::mistral || f == Family::mixtral) {
+    c.set("sliding_window", l.sliding_window > 0 ? json::Value(l.sliding_window) : json::Value());
+    return;
+  }
+  if (f == Family::qwen3_moe) {
+    c.set("use_sliding_window", l.sliding_window > 0);
+    c.set("sliding_window", l.sliding_window > 0 ? json::Value(l.sliding_window) : json::Value());
+    return;
+  }
+  if (f != Family::qwen2 && f != Family::qwen3 && f != Family::qwen2_moe) return;
+  c.set("use_sliding_window", l.sliding_window > 0);
+  c.set("sliding_window", l.sliding_window > 0 ? json::Value(l.sliding_window) : json::Value());
+  c.set("max_window_layers", l.num_hidden_layers);
+  json::Array types;
+  for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
+    types.emplace_back(l.attention_window(i) > 0 ? "sliding_attention" : "full_attention");
+  }
+  c.set("layer_types", types);
+}
+
+// q/k/v/o biases as each family names them.
+void read_biases(Fields& c, LlamaConfig& l) {
+  switch (l.family) {
+    case Family::llama:
+    case Family::qwen3:
+    case Family::qwen3_moe:
+    case Family::olmoe:
+      l.qkv_bias = l.o_bias = c.flag("attention_bias", false);
+      break;
+    case Family::qwen2:
+      l.qkv_bias = true;  // Qwen2Attention's q, k, v always have biases
+      break;
+    case Family::qwen2_moe:
+      l.qkv_bias = c.flag("qkv_bias", true);
+      break;
+    case Family::deepseek_v3:
+      c.require_false("attention_bias", "DeepSeek-V3 has no attention biases");
+      break;
+    case Family::mistral:
+    case Family::mixtral:
+      c.skip({"attention_bias"});  // their attention has no biases; HF reads no such field
+      break;
+  }
+  if (l.family == Family::llama) {
+    l.mlp_bias = c.flag("mlp_bias", false);
+    REPRISE_CHECK(c.integer("pretraining_tp", 1) == 1, c.where(),
+                  ": pretraining_tp other than 1 is not supported");
+  } else {
+    c.skip({"pretraining_tp"});  // not read by these families' models
+  }
+}
+
+void write_biases(const LlamaConfig& l, json::Value& c) {
+  switch (l.family) {
+    case Family::llama:
+      c.set("attention_bias", l.qkv_bias);
+      c.set("mlp_bias", l.mlp_bias);
+      c.set("pretraining_tp", 1);
+      break;
+    case Family::qwen3:
+    case Family::qwen3_moe:
+    case Family::olmoe:
+    case Family::deepseek_v3:
+      c.set("attention_bias", l.qkv_bias);
+      break;
+    case Family::qwen2_moe:
+      c.set("qkv_bias", l.qkv_bias);
+      break;
+    default:
+      break;
+  }
+}
+
+// ---- experts ----------------------------------------------------------------------
+
+// The reprise fields every MoE family may carry.
+void read_reprise_moe(Fields& c, MoeConfig& m) {
+  m.router_z_loss_coef = c.real("router_z_loss_coef", 0.0);
+  m.capacity_factor = c.real("reprise_capacity_factor", 0.0);
+  if (const std::optional<std::string> v = c.text("reprise_router_dtype")) {
+    REPRISE_CHECK(*v == "float32" || *v == "bfloat16", c.where(),
+                  ": field \"reprise_router_dtype\" is \"", *v,
+                  "\"; expected \"float32\" or \"bfloat16\"");
+    m.router_dtype = *v == "float32" ? RouterDType::f32 : RouterDType::bf16;
+  }
+}
+
+void write_reprise_moe(const MoeConfig& m, json::Value& c) {
+  if (m.router_z_loss_coef != 0) c.set("router_z_loss_coef", m.router_z_loss_coef);
+  if (m.capacity_factor != 0) c.set("reprise_capacity_factor", m.capacity_factor);
+  if (m.router_dtype != RouterDType::f32) {
+    c.set("reprise_router_dtype", router_dtype_name(m.router_dtype));
+  }
+}
+
+MoeConfig read_moe(Fields& c, const LlamaConfig& l, const Defaults& d) {
+  MoeConfig m;
+  m.num_experts_per_tok = c.integer("num_experts_per_tok", d.experts_per_tok);
+  m.router_aux_loss_coef = c.real("router_aux_loss_coef", d.aux_loss_coef);
+  m.norm_topk_prob = c.flag("norm_topk_prob", d.norm_topk_prob);
+  read_reprise_moe(c, m);
+  switch (l.family) {
+    case Family::mixtral: {
+      m.num_local_experts = c.integer("num_local_experts", d.experts);
+      m.router_jitter_noise = c.real("router_jitter_noise", 0.0);
+      REPRISE_CHECK(m.router_jitter_noise == 0, c.where(), ": field \"router_jitter_noise\" is ",
+                    m.router_jitter_noise, "; reprise supports only 0");
+      // reprise's own Mixtral: DeepSeek's scoring and shared experts.
+      m.n_shared_experts = c.integer("n_shared_experts", 0);
+      if (const std::optional<std::string> v = c.text("scoring_func")) {
+        REPRISE_CHECK(*v == "softmax" || *v == "sigmoid", c.where(),
+                      ": field \"scoring_func\" is \"", *v,
+                      "\"; expected \"softmax\" or \"sigmoid\"");
+        m.scoring_func = *v == "softmax" ? RouterScoring::softmax : RouterScoring::sigmoid;
+      }
+      break;
+    }
+    case Family::qwen2_moe:
+    case Family::qwen3_moe:
+    case Family::olmoe: {
+      // Qwen3MoeConfig's attribute map names num_experts num_local_experts.
+      m.num_local_experts = c.integer("num_experts", c.integer("num_local_experts", d.experts));
+      if (l.family != Family::olmoe) {
+        m.moe_intermediate_size = c.required_integer("moe_intermediate_size");
+        m.decoder_sparse_step = c.integer("decoder_sparse_step", 1);
+        m.mlp_only_layers = c.integers("mlp_only_layers");
+      }
+      if (l.family == Family::qwen2_moe) {
+        m.shared_expert_intermediate_size = c.required_integer("shared_expert_intermediate_size");
+        m.shared_expert_gate = m.shared_expert_intermediate_size > 0;
+      }
+      break;
+    }
+    case Family::deepseek_v3: {
+      m.num_local_experts = c.integer("n_routed_experts", d.experts);
+      m.scoring_func = RouterScoring::sigmoid;
+      c.require_text("scoring_func", "sigmoid", "DeepSeek-V3's routing");
+      c.require_text("topk_method", "noaux_tc", "DeepSeek-V3's group-limited routing");
+      REPRISE_CHECK(c.integer("moe_layer_freq", 1) == 1, c.where(),
+                    ": field \"moe_layer_freq\" other than 1 is not supported");
+      m.score_correction_bias = true;
+      m.moe_intermediate_size = c.required_integer("moe_intermediate_size");
+      m.n_shared_experts = c.integer("n_shared_experts", 1);
+      m.n_group = c.integer("n_group", 8);
+      m.topk_group = c.integer("topk_group", 4);
+      m.routed_scaling_factor = c.real("routed_scaling_factor", 2.5);
+      m.first_k_dense_replace = c.integer("first_k_dense_replace", 3);
+      // Training-time settings of DeepSeek's own code that HF's model
+      // does not read.
+      c.skip({"aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers"});
+      break;
+    }
+    default:
+      REPRISE_FAIL(c.where(), ": family ", l.info().model_type, " has no experts");
+  }
+  return m;
+}
+
+void write_moe(const LlamaConfig& l, json::Value& c) {
+  const MoeConfig& m = *l.moe;
+  c.set("num_experts_per_tok", m.num_experts_per_tok);
+  c.set("norm_topk_prob", m.norm_topk_prob);
+  c.set("output_router_logits", false);
+  if (l.family != Family::deepseek_v3) c.set("router_aux_loss_coef", m.router_aux_loss_coef);
+  switch (l.family) {
+    case Family::mixtral:
+      c.set("num_local_experts", m.num_local_experts);
+      c.set("router_jitter_noise", m.router_jitter_noise);
+      if (m.scoring_func != RouterScoring::softmax) {
+        c.set("scoring_func", router_scoring_name(m.scoring_func));
+      }
+      if (m.n_shared_experts != 0) c.set("n_shared_experts", m.n_shared_experts);
+      break;
+    case Family::qwen2_moe:
+    case Family::qwen3_moe:
+    case Family::olmoe:
+      c.set("num_experts", m.num_local_experts);
+      if (l.family != Family::olmoe) {
+        c.set("moe_intermediate_size", m.moe_intermediate_size);
+        c.set("decoder_sparse_step", m.decoder_sparse_step);
+        json::Array only;
+        for (int64_t i : m.mlp_only_layers) only.emplace_back(i);
+        c.set("mlp_only_layers", only);
+      }
+      if (l.family == Family::qwen2_moe) {
+        c.set("shared_expert_intermediate_size", m.shared_expert_intermediate_size);
+      }
+      break;
+    case Family::deepseek_v3:
+      c.set("n_routed_experts", m.num_local_experts);
+      c.set("scoring_func", "sigmoid");
+      c.set("topk_method", "noaux_tc");
+      c.set("moe_intermediate_size", m.moe_intermediate_size);
+      c.set("n_shared_experts", m.n_shared_experts);
+      c.set("n_group", m.n_group);
+      c.set("topk_group", m.topk_group);
+      c.set("routed_scaling_factor", m.routed_scaling_factor);
+      c.set("first_k_dense_replace", m.first_k_dense_replace);
+      break;
+    default:
+      break;
+  }
+  write_reprise_moe(m, c);
+}
+
+MlaConfig read_mla(Fields& c) {
+  MlaConfig m;
+  // Absent and null differ: DeepSeek-V3's default is 1536, null means q_proj.
+  m.q_lora_rank = c.present("q_lora_rank") ? c.integer("q_lora_rank", 0) : 1536;
+  m.kv_lora_rank = c.integer("kv_lora_rank", 512);
+  m.qk_nope_head_dim = c.integer("qk_nope_head_dim", 128);
+  m.qk_rope_head_dim = c.integer("qk_rope_head_dim", 64);
+  m.v_head_dim = c.integer("v_head_dim", 128);
+  m.rope_interleave = c.flag("rope_interleave", true);
+  c.skip({"qk_head_dim", "head_dim"});  // derived: qk_nope + qk_rope, and qk_rope
+  return m;
+}
+
+}  // namespace
+
+// ---- config.json ----------------------------------------------------------------
+
+ModelConfigFile read_model_config(const json::Value& json, const std::string& where) {
+  Fields c(json, where);
+  const std::optional<std::string> type = c.text("model_type");
+  REPRISE_CHECK(type.has_value(), where, ": missing \"model_type\" (reprise supports ",
+                supported_model_types(), ")");
+  const FamilyInfo* family = family_named(*type);
+  REPRISE_CHECK(family != nullptr, where, ": model_type is \"", *type, "\"; reprise supports ",
+                supported_model_types());
+  const Defaults& d = defaults_of(family->family);
+  skip_common(c);
+  c.require_text("hidden_act", "silu", "the SwiGLU activation");
+  REPRISE_CHECK(!c.has("quantization_config"), where,
+                ": the weights are quantized (quantization_config); reprise reads f32, bf16 and "
+                "f16 weights only");
+  REPRISE_CHECK(c.real("clip_qkv", 0) == 0, where,
+                ": field \"clip_qkv\" is set; reprise's attention does not clip q, k, v");
+  LlamaConfig l;
+  l.family = family->family;
+  l.vocab_size = c.required_integer("vocab_size");
+  l.hidden_size = c.required_integer("hidden_size");
+  l.intermediate_size = c.required_integer("intermediate_size");
+  l.num_hidden_layers = c.required_integer("num_hidden_layers");
+  l.num_attention_heads = c.required_integer("num_attention_heads");
+  l.num_key_value_heads =
+      c.integer("num_key_value_heads", d.kv_heads > 0 ? d.kv_heads : l.num_attention_heads);
+  l.max_position_embeddings = c.integer("max_position_embeddings", d.max_position_embeddings);
+  l.rms_norm_eps = c.real("rms_norm_eps", d.rms_norm_eps);
+  l.initializer_range = c.real("initializer_range", l.initializer_range);
+  l.tie_word_embeddings = c.flag("tie_word_embeddings", false);
+  l.attention_dropout = c.real("attention_dropout", 0.0);
+  l.dropout = c.real("reprise_dropout", 0.0);
+  read_rope(c, l, d);
+  read_biases(c, l);
+  read_window(c, l);
+  if (l.family == Family::qwen3 || l.family == Family::qwen3_moe) l.qk_norm = QkNorm::per_head;
+  if (l.family == Family::olmoe) l.qk_norm = QkNorm::projection;
+  if (l.family == Family::deepseek_v3) {
+    l.mla = read_mla(c);
+  } else {
+    // transformers writes head_dim explicitly; keep 0 when it is the
+    // derived one, so that configs compare equal whichever way they were made.
+    const int64_t head_dim = c.integer("head_dim", d.head_dim);
+    int64_t width = 0;  // checked: the product of two fields of the file may overflow
+    const bool derived =
+        !__builtin_mul_overflow(head_dim, l.num_attention_heads, &width) && width == l.hidden_size;
+    if (head_dim != 0 && l.num_attention_heads > 0 && !derived) l.head_dim = head_dim;
+  }
+  if (family->moe) l.moe = read_moe(c, l, d);
+  try {
+    l.validate();
+  } catch (const Error& e) {
+    REPRISE_FAIL(where, ": ", e.what());
+  }
+  return {.config = std::move(l), .unknown = c.unread()};
+}
+
+LlamaConfig llama_config_from_json(const json::Value& config, const std::string& where) {
+  return read_model_config(config, where).config;
+}
+
+namespace {
+
+const char* torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "float32";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::f16:
+      return "float16";
+    default:
+      break;
+  }
+  REPRISE_FAIL("config.json: weights can be written as f32, bf16 or f16, not ", dtype_name(dtype));
+}
+
+}  // namespace
+
+json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
+  l.validate();
+  const FamilyInfo& f = l.info();
+  json::Value c = json::Object{};
+  c.set("architectures", json::Array{f.architecture});
+  c.set("model_type", f.model_type);
+  c.set("hidden_act", "silu");
+  c.set("vocab_size", l.vocab_size);
+  c.set("hidden_size", l.hidden_size);
+  c.set("intermediate_size", l.intermediate_size);
+  c.set("num_hidden_layers", l.num_hidden_layers);
+  c.set("num_attention_heads", l.num_attention_heads);
+  c.set("num_key_value_heads", l.num_key_value_heads);
+  c.set("head_dim", l.mla ? l.mla->qk_rope_head_dim : l.resolved_head_dim());
+  c.set("max_position_embeddings", l.max_position_embeddings);
+  c.set("rms_norm_eps", l.rms_norm_eps);
+  write_rope(l, c);
+  c.set("initializer_range", l.initializer_range);
+  c.set("tie_word_embeddings", l.tie_word_embeddings);
+  c.set("attention_dropout", l.attention_dropout);
+  if (l.dropout != 0) c.set("reprise_dropout", l.dropout);
+  write_biases(l, c);
+  write_window(l, c);
+  if (l.mla) {
+    const MlaConfig& m = *l.mla;
+    c.set("q_lora_rank", m.q_lora_rank > 0 ? json::Value(m.q_lora_rank) : json::Value());
+    c.set("kv_lora_rank", m.kv_lora_rank);
+    c.set("qk_nope_head_dim", m.qk_nope_head_dim);
+    c.set("qk_rope_head_dim", m.qk_rope_head_dim);
+    c.set("v_head_dim", m.v_head_dim);
+    c.set("rope_interleave", m.rope_interleave);
+  }
+  if (l.moe) write_moe(l, c);
+  c.set("torch_dtype", torch_dtype_name(dtype));
+  c.set("dtype", torch_dtype_name(dtype));
+  return c;
+}
+
+// ---- files ----------------------------------------------------------------------
+
+namespace {
+
+// A config.json is a few KB; a file far larger is not one, and reading it
+// whole would cost its size, so it is refused after 1 MiB.
+constexpr size_t kMaxConfigBytes = size_t(1) << 20;
+
+std::string read_config_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REPRISE_CHECK(in.good(), path, ": cannot open (", std::strerror(errno), ")");
+  std::string text;
+  char chunk[1 << 14];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, size_t(in.gcount()));
+    // read_model_config_file's message names the file.
+    REPRISE_CHECK(text.size() <= kMaxConfigBytes, "more than ", kMaxConfigBytes,
+                  " bytes; a config.json has a few thousand");
+  }
+  REPRISE_CHECK(!in.bad(), path, ": read failed");
+  return text;
+}
+
+}  // namespace
+
+ModelConfigFile read_model_config_file(const std::string& dir) {
+  const std::string path =
+      dir.empty() || dir.back() == '/' ? dir + "config.json" : dir + "/config.json";
+  json::Value v;
+  try {
+    v = json::parse(read_config_text(path));
+  } catch (const Error& e) {
+    REPRISE_FAIL("read_llama_config: ", path, ": ", e.what());
+  }
+  return read_model_config(v, path);
+}
+
+LlamaConfig read_llama_config(const std::string& dir) { return read_model_config_file(dir).config; }
+
+}  // namespace reprise::nn

@@ -1,0 +1,320 @@
+#include "nn/model_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace reprise::nn {
+
+// ---- families ----------------------------------------------------------------
+
+namespace {
+
+// One row per family: what its checkpoints call an MoE layer's pieces.
+constexpr FamilyInfo kFamilies[] = {
+    {Family::llama, "llama", "LlamaForCausalLM", false, "mlp", "gate_proj", "up_proj", "down_proj",
+     "shared_experts"},
+    {Family::mistral, "mistral", "MistralForCausalLM", false, "mlp", "gate_proj", "up_proj",
+     "down_proj", "shared_experts"},
+    {Family::qwen2, "qwen2", "Qwen2ForCausalLM", false, "mlp", "gate_proj", "up_proj", "down_proj",
+     "shared_experts"},
+    {Family::qwen3, "qwen3", "Qwen3ForCausalLM", false, "mlp", "gate_proj", "up_proj", "down_proj",
+     "shared_experts"},
+    {Family::mixtral, "mixtral", "MixtralForCausalLM", true, "block_sparse_moe", "w1", "w3", "w2",
+     "shared_experts"},
+    {Family::qwen2_moe, "qwen2_moe", "Qwen2MoeForCausalLM", true, "mlp", "gate_proj", "up_proj",
+     "down_proj", "shared_expert"},
+    {Family::qwen3_moe, "qwen3_moe", "Qwen3MoeForCausalLM", true, "mlp", "gate_proj", "up_proj",
+     "down_proj", "shared_experts"},
+    {Family::olmoe, "olmoe", "OlmoeForCausalLM", true, "mlp", "gate_proj", "up_proj", "down_proj",
+     "shared_experts"},
+    {Family::deepseek_v3, "deepseek_v3", "DeepseekV3ForCausalLM", true, "mlp", "gate_proj",
+     "up_proj", "down_proj", "shared_experts"},
+};
+
+}  // namespace
+
+const FamilyInfo& family_info(Family f) {
+  for (const FamilyInfo& info : kFamilies) {
+    if (info.family == f) return info;
+  }
+  REPRISE_FAIL("family_info: unknown family ", int(f));
+}
+
+const FamilyInfo* family_named(std::string_view model_type) {
+  for (const FamilyInfo& info : kFamilies) {
+    if (model_type == info.model_type) return &info;
+  }
+  return nullptr;
+}
+
+std::string supported_model_types() {
+  std::string s;
+  for (const FamilyInfo& info : kFamilies)
+    s += (s.empty() ? "" : ", ") + std::string(info.model_type);
+  return s;
+}
+
+// ---- MoeConfig ---------------------------------------------------------------
+
+const char* router_scoring_name(RouterScoring s) {
+  return s == RouterScoring::softmax ? "softmax" : "sigmoid";
+}
+
+const char* router_dtype_name(RouterDType d) {
+  return d == RouterDType::f32 ? "float32" : "bfloat16";
+}
+
+void MoeConfig::validate() const {
+  REPRISE_CHECK(num_local_experts >= 1, "MoeConfig: num_local_experts must be positive, got ",
+                num_local_experts);
+  REPRISE_CHECK(num_experts_per_tok >= 1 && num_experts_per_tok <= num_local_experts,
+                "MoeConfig: num_experts_per_tok must be in [1, num_local_experts = ",
+                num_local_experts, "], got ", num_experts_per_tok);
+  REPRISE_CHECK(router_aux_loss_coef >= 0 && std::isfinite(router_aux_loss_coef),
+                "MoeConfig: router_aux_loss_coef must be >= 0, got ", router_aux_loss_coef);
+  REPRISE_CHECK(router_z_loss_coef >= 0 && std::isfinite(router_z_loss_coef),
+                "MoeConfig: router_z_loss_coef must be >= 0, got ", router_z_loss_coef);
+  REPRISE_CHECK(router_jitter_noise == 0, "MoeConfig: router_jitter_noise ", router_jitter_noise,
+                " is not supported (only 0)");
+  REPRISE_CHECK(capacity_factor >= 0 && std::isfinite(capacity_factor),
+                "MoeConfig: capacity_factor must be 0 (no limit) or positive, got ",
+                capacity_factor);
+  REPRISE_CHECK(n_shared_experts >= 0, "MoeConfig: n_shared_experts must be >= 0, got ",
+                n_shared_experts);
+  REPRISE_CHECK(moe_intermediate_size >= 0, "MoeConfig: moe_intermediate_size must be >= 0, got ",
+                moe_intermediate_size);
+  REPRISE_CHECK(shared_expert_intermediate_size >= 0,
+                "MoeConfig: shared_expert_intermediate_size must be >= 0, got ",
+                shared_expert_intermediate_size);
+  REPRISE_CHECK(!shared_expert_gate || n_shared_experts > 0 || shared_expert_intermediate_size > 0,
+                "MoeConfig: shared_expert_gate needs a shared expert");
+  REPRISE_CHECK(std::isfinite(routed_scaling_factor) && routed_scaling_factor > 0,
+                "MoeConfig: routed_scaling_factor must be positive, got ", routed_scaling_factor);
+  REPRISE_CHECK(n_group >= 1 && num_local_experts % n_group == 0, "MoeConfig: n_group ", n_group,
+                " must divide num_local_experts ", num_local_experts);
+  REPRISE_CHECK(topk_group >= 1 && topk_group <= n_group, "MoeConfig: topk_group must be in [1, ",
+                "n_group = ", n_group, "], got ", topk_group);
+  REPRISE_CHECK(num_experts_per_tok <= topk_group * (num_local_experts / n_group),
+                "MoeConfig: num_experts_per_tok ", num_experts_per_tok, " exceeds the ",
+                topk_group * (num_local_experts / n_group), " experts of topk_group = ", topk_group,
+                " groups");
+  REPRISE_CHECK(n_group == 1 || num_local_experts / n_group >= 2, "MoeConfig: n_group ", n_group,
+                " leaves groups of one expert; a group's score is its two best experts' sum");
+  REPRISE_CHECK(first_k_dense_replace >= 0, "MoeConfig: first_k_dense_replace must be >= 0, got ",
+                first_k_dense_replace);
+  REPRISE_CHECK(decoder_sparse_step >= 1, "MoeConfig: decoder_sparse_step must be positive, got ",
+                decoder_sparse_step);
+  for (int64_t l : mlp_only_layers) {
+    REPRISE_CHECK(l >= 0, "MoeConfig: mlp_only_layers holds a negative layer ", l);
+  }
+}
+
+int64_t MoeConfig::capacity(int64_t tokens) const {
+  if (capacity_factor == 0) return -1;
+  return int64_t(std::ceil(capacity_factor * double(tokens * num_experts_per_tok) /
+                           double(num_local_experts)));
+}
+
+bool MoeConfig::is_moe_layer(int64_t layer) const {
+  return layer >= first_k_dense_replace && (layer + 1) % decoder_sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
+}
+
+int64_t MoeConfig::expert_intermediate_size(int64_t dense) const {
+  return moe_intermediate_size > 0 ? moe_intermediate_size : dense;
+}
+
+int64_t MoeConfig::shared_intermediate_size(int64_t dense) const {
+  if (shared_expert_intermediate_size > 0) return shared_expert_intermediate_size;
+  return n_shared_experts * expert_intermediate_size(dense);
+}
+
+std::string MoeConfig::describe() const {
+  std::ostringstream s;
+  s << num_local_experts << " experts, top-" << num_experts_per_tok << " "
+    << router_scoring_name(scoring_func);
+  if (n_group > 1) s << " in " << topk_group << " of " << n_group << " groups";
+  if (score_correction_bias) s << " with bias";
+  if (!norm_topk_prob) s << " (gates not renormalized)";
+  if (routed_scaling_factor != 1) s << " x" << routed_scaling_factor;
+  if (moe_intermediate_size > 0) s << ", ffn " << moe_intermediate_size;
+  if (capacity_factor > 0) s << ", capacity " << capacity_factor;
+  if (n_shared_experts > 0) s << ", " << n_shared_experts << " shared";
+  if (shared_expert_intermediate_size > 0) s << ", shared ffn " << shared_expert_intermediate_size;
+  if (shared_expert_gate) s << " gated";
+  if (first_k_dense_replace > 0) s << ", first " << first_k_dense_replace << " dense";
+  if (decoder_sparse_step > 1) s << ", every " << decoder_sparse_step << " layers";
+  if (!mlp_only_layers.empty()) s << ", " << mlp_only_layers.size() << " dense by list";
+  if (router_dtype == RouterDType::bf16) s << ", bf16 router";
+  return s.str();
+}
+
+// ---- MlaConfig ---------------------------------------------------------------
+
+void MlaConfig::validate() const {
+  REPRISE_CHECK(q_lora_rank >= 0, "MlaConfig: q_lora_rank must be >= 0 (0: none), got ",
+                q_lora_rank);
+  for (const auto& [name, v] : {std::pair{"kv_lora_rank", kv_lora_rank},
+                                {"qk_nope_head_dim", qk_nope_head_dim},
+                                {"qk_rope_head_dim", qk_rope_head_dim},
+                                {"v_head_dim", v_head_dim}}) {
+    REPRISE_CHECK(v > 0, "MlaConfig: ", name, " must be positive, got ", v);
+  }
+  REPRISE_CHECK(qk_rope_head_dim % 2 == 0, "MlaConfig: qk_rope_head_dim ", qk_rope_head_dim,
+                " must be even for rotary embeddings");
+}
+
+// ---- LlamaConfig -------------------------------------------------------------
+
+int64_t LlamaConfig::resolved_head_dim() const {
+  if (head_dim != 0) return head_dim;
+  return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;
+}
+
+int64_t LlamaConfig::rope_dim() const { return mla ? mla->qk_rope_head_dim : resolved_head_dim(); }
+
+int64_t LlamaConfig::max_sequence_length() const {
+  if (rope_scaling.type != RopeType::dynamic) return max_position_embeddings;
+  return int64_t(std::floor(rope_scaling.factor * double(max_position_embeddings)));
+}
+
+int64_t LlamaConfig::attention_window(int64_t layer) const {
+  if (sliding_window == 0) return 0;
+  if (layer_types.empty()) return sliding_window;
+  return layer_types.at(size_t(layer)) == LayerAttention::sliding ? sliding_window : 0;
+}
+
+namespace {
+
+// The pieces a family's transformers class can build: anything else in a
+// config of that family would be a model transformers does not have.
+void check_family_pieces(const LlamaConfig& c) {
+  const FamilyInfo& f = c.info();
+  auto refuse = [&](bool present, const char* what) {
+    REPRISE_CHECK(!present, "LlamaConfig: ", f.model_type, " models have no ", what);
+  };
+  const Family fam = c.family;
+  const bool qwen2ish = fam == Family::qwen2 || fam == Family::qwen2_moe;
+  const bool attention_bias_field = fam == Family::llama || fam == Family::qwen3 ||
+                                    fam == Family::qwen3_moe || fam == Family::olmoe;
+  if (fam == Family::qwen2) {
+    REPRISE_CHECK(c.qkv_bias && !c.o_bias,
+                  "LlamaConfig: qwen2 models have q/k/v biases and none on o_proj");
+  } else if (fam == Family::qwen2_moe) {
+    refuse(c.o_bias, "o_proj bias");
+  } else if (attention_bias_field) {
+    REPRISE_CHECK(c.qkv_bias == c.o_bias, "LlamaConfig: ", f.model_type,
+                  " models bias q, k, v and o together (attention_bias) or none of them");
+  } else {
+    refuse(c.qkv_bias || c.o_bias, "attention biases");
+  }
+  refuse(c.mlp_bias && fam != Family::llama, "MLP biases");
+  const QkNorm norm = fam == Family::qwen3 || fam == Family::qwen3_moe ? QkNorm::per_head
+                      : fam == Family::olmoe                           ? QkNorm::projection
+                                                                       : QkNorm::none;
+  REPRISE_CHECK(c.qk_norm == norm, "LlamaConfig: ", f.model_type, " models normalize q and k ",
+                norm == QkNorm::none       ? "nowhere"
+                : norm == QkNorm::per_head ? "per head"
+                                           : "over the whole projection",
+                ", not as this config says");
+  const bool sliding = fam == Family::mistral || fam == Family::mixtral || qwen2ish ||
+                       fam == Family::qwen3 || fam == Family::qwen3_moe;
+  refuse(c.sliding_window != 0 && !sliding, "sliding-window attention");
+  const bool per_layer = qwen2ish || fam == Family::qwen3;
+  refuse(!c.layer_types.empty() && !per_layer, "per-layer attention types (layer_types)");
+  REPRISE_CHECK(fam == Family::deepseek_v3 ? c.mla.has_value() : !c.mla.has_value(),
+                "LlamaConfig: multi-head latent attention (mla) is DeepSeek-V3's and only its");
+  REPRISE_CHECK(f.moe == c.moe.has_value(), "LlamaConfig: ", f.model_type,
+                f.moe ? " models are mixtures of experts (set moe)" : " models have no experts");
+  if (!c.moe) return;
+  const MoeConfig& m = *c.moe;
+  const bool deepseek = fam == Family::deepseek_v3, mixtral = fam == Family::mixtral;
+  // reprise's own Mixtral may score with sigmoid and add DeepSeek's shared
+  // experts (written as reprise fields, nn/hf_config.h).
+  refuse(m.scoring_func == RouterScoring::sigmoid && !deepseek && !mixtral, "sigmoid routing");
+  refuse(m.scoring_func == RouterScoring::softmax && deepseek, "softmax routing");
+  refuse((m.score_correction_bias || m.n_group > 1 || m.routed_scaling_factor != 1) && !deepseek,
+         "group-limited routing, score correction bias or routed scaling");
+  refuse(m.n_shared_experts > 0 && !deepseek && !mixtral, "n_shared_experts");
+  refuse(
+      (m.shared_expert_intermediate_size > 0 || m.shared_expert_gate) && fam != Family::qwen2_moe,
+      "a gated shared expert");
+  refuse(m.moe_intermediate_size > 0 && mixtral, "moe_intermediate_size");
+  refuse(m.first_k_dense_replace > 0 && !deepseek, "first_k_dense_replace");
+  refuse((m.decoder_sparse_step > 1 || !m.mlp_only_layers.empty()) && fam != Family::qwen2_moe &&
+             fam != Family::qwen3_moe,
+         "decoder_sparse_step or mlp_only_layers");
+}
+
+}  // namespace
+
+void LlamaConfig::validate() const {
+  auto positive = [](const char* field, int64_t v) {
+    REPRISE_CHECK(v > 0, "LlamaConfig: ", field, " must be positive, got ", v);
+  };
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("intermediate_size", intermediate_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("num_key_value_heads", num_key_value_heads);
+  positive("max_position_embeddings", max_position_embeddings);
+  REPRISE_CHECK(head_dim >= 0, "LlamaConfig: head_dim must be positive (or 0 for hidden_size / ",
+                "num_attention_heads), got ", head_dim);
+  REPRISE_CHECK(head_dim != 0 || mla || hidden_size % num_attention_heads == 0,
+                "LlamaConfig: hidden_size ", hidden_size,
+                " is not a multiple of num_attention_heads ", num_attention_heads,
+                " (set head_dim)");
+  REPRISE_CHECK(mla || resolved_head_dim() % 2 == 0, "LlamaConfig: head_dim ", resolved_head_dim(),
+                " must be even for rotary embeddings");
+  REPRISE_CHECK(mla || num_attention_heads % num_key_value_heads == 0,
+                "LlamaConfig: num_attention_heads ", num_attention_heads,
+                " is not a multiple of num_key_value_heads ", num_key_value_heads);
+  REPRISE_CHECK(rms_norm_eps > 0 && std::isfinite(rms_norm_eps),
+                "LlamaConfig: rms_norm_eps must be positive, got ", rms_norm_eps);
+  REPRISE_CHECK(rope_theta > 0 && std::isfinite(rope_theta),
+                "LlamaConfig: rope_theta must be positive, got ", rope_theta);
+  rope_scaling.validate();
+  REPRISE_CHECK(initializer_range >= 0 && std::isfinite(initializer_range),
+                "LlamaConfig: initializer_range must be >= 0, got ", initializer_range);
+  REPRISE_CHECK(attention_dropout >= 0 && attention_dropout < 1,
+                "LlamaConfig: attention_dropout must be in [0, 1), got ", attention_dropout);
+  REPRISE_CHECK(dropout >= 0 && dropout < 1, "LlamaConfig: dropout must be in [0, 1), got ",
+                dropout);
+  REPRISE_CHECK(sliding_window >= 0, "LlamaConfig: sliding_window must be >= 0 (0: none), got ",
+                sliding_window);
+  REPRISE_CHECK(layer_types.empty() || int64_t(layer_types.size()) == num_hidden_layers,
+                "LlamaConfig: layer_types has ", layer_types.size(), " entries for ",
+                num_hidden_layers, " layers");
+  REPRISE_CHECK(sliding_window > 0 || std::count(layer_types.begin(), layer_types.end(),
+                                                 LayerAttention::sliding) == 0,
+                "LlamaConfig: layer_types marks sliding layers but sliding_window is 0");
+  if (mla) mla->validate();
+  if (moe) moe->validate();
+  check_family_pieces(*this);
+}
+
+std::string LlamaConfig::describe() const {
+  std::ostringstream s;
+  s << info().model_type << ", hidden " << hidden_size << ", " << num_hidden_layers << " layers, "
+    << num_attention_heads << " heads";
+  if (mla) {
+    s << " of MLA (rank " << mla->kv_lora_rank << ", " << mla->qk_nope_head_dim << "+"
+      << mla->qk_rope_head_dim << ", v " << mla->v_head_dim << ")";
+  } else {
+    s << " (" << num_key_value_heads << " kv) of " << resolved_head_dim();
+  }
+  s << ", ffn " << intermediate_size << ", vocab " << vocab_size;
+  if (tie_word_embeddings) s << ", tied embeddings";
+  if (rope_scaling.type != RopeType::standard) s << ", rope " << rope_scaling.describe();
+  if (qkv_bias || o_bias || mlp_bias) s << ", biases";
+  if (qk_norm != QkNorm::none) s << ", q/k norm";
+  if (sliding_window > 0) s << ", window " << sliding_window;
+  if (moe) s << ", " << moe->describe();
+  return s.str();
+}
+
+}  // namespace reprise::nn
