@@ -74,8 +74,8 @@ std::vector<double> reference(const nn::SparseMoeBlock& b, const std::vector<dou
   for (int64_t j = 0; j < kK; ++j) {
     const int64_t e = order[size_t(j)];
     const nn::MoeExpert& ex = b.experts[size_t(e)];
-    const std::vector<double> w1 = values(ex.w1.weight()), w2 = values(ex.w2.weight()),
-                              w3 = values(ex.w3.weight());
+    const std::vector<double> w1 = values(ex.gate_proj.weight()),
+                              w2 = values(ex.down_proj.weight()), w3 = values(ex.up_proj.weight());
     std::vector<double> a(kF);
     for (int64_t f = 0; f < kF; ++f) {
       double h1 = 0, h3 = 0;

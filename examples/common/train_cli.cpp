@@ -185,6 +185,30 @@ FlagTable common_flags() {
                  const std::string& v) { o.stop_after = parse_positive("--stop-after", v); }}},
       {"--init-from", {true, [](Options& o, const std::string& v) { o.init_from = v; }}},
       {"--export", {true, [](Options& o, const std::string& v) { o.export_dir = v; }}},
+      {"--export-dtype",
+       {true,
+        [](Options& o, const std::string& v) {
+          if (v == "f32") {
+            o.export_dtype = DType::f32;
+          } else if (v == "bf16") {
+            o.export_dtype = DType::bf16;
+          } else if (v == "f16") {
+            o.export_dtype = DType::f16;
+          } else {
+            throw UsageError("--export-dtype: expected f32, bf16 or f16, got " + v);
+          }
+        }}},
+      {"--export-shard-size",
+       {true,
+        [](Options& o, const std::string& v) {
+          try {
+            o.export_shard_bytes = memory_limit::parse_bytes(v, "--export-shard-size");
+          } catch (const Error& e) {
+            throw UsageError(e.what());
+          }
+          if (o.export_shard_bytes <= 0)
+            throw UsageError("--export-shard-size: expected a positive size, got " + v);
+        }}},
       {"--dump-grads", {true, [](Options& o, const std::string& v) { o.dump_grads = v; }}},
       {"--bucket-kib",
        {true, [](Options& o,
@@ -316,6 +340,8 @@ json::Value resolved_config(const Options& o, const Args& args) {
                              {"stop_after", o.stop_after},
                              {"init_from", o.init_from},
                              {"export", o.export_dir},
+                             {"export_dtype", dtype_name(o.export_dtype)},
+                             {"export_shard_size", o.export_shard_bytes},
                              {"dump_grads", o.dump_grads},
                              {"log_every", o.log_every},
                              {"eval_every", o.eval_every},
@@ -589,7 +615,21 @@ Options session_options(const Program& program, const FlagTable& table, const Op
     }
     // The folder's architecture, with this run's training-only settings.
     const nn::LlamaConfig given = o.config.model;
-    o.config.model = nn::read_llama_config(o.init_from);
+    nn::ModelConfigFile folder;
+    try {
+      folder = nn::read_model_config_file(o.init_from);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--init-from: ") + e.what());
+    }
+    if (!folder.unknown.empty()) {
+      std::string fields;
+      for (const std::string& f : folder.unknown) fields += (fields.empty() ? "" : ", ") + f;
+      std::fprintf(
+          stderr,
+          "warning: %s/config.json: fields reprise does not read (%s ignores them too): %s\n",
+          o.init_from.c_str(), folder.config.info().architecture, fields.c_str());
+    }
+    o.config.model = folder.config;
     o.config.model.dropout = given.dropout;
     o.config.model.attention_dropout = given.attention_dropout;
     if (program.keep_on_init) program.keep_on_init(given, o.config.model);
@@ -798,8 +838,9 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
                   world.communicator()->kind().c_str(), (long long)c.grad_accum,
                   (long long)c.batch);
       if (o.expert_parallel) {
-        const nn::ExpertRange held = trainer.model().model.layers[0].moe->local_experts();
-        std::printf(", %lld experts per process", (long long)held.count);
+        const int64_t held =
+            group->expert_dispatch()->local_experts(c.model.moe->num_local_experts).count;
+        std::printf(", %lld experts per process", (long long)held);
       }
       std::printf(", %zu gradient bucket(s) of up to %lld KiB\n", group->buckets().num_buckets(),
                   (long long)o.bucket_kib);
@@ -963,7 +1004,7 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
                                : ("--resume " + o.save + " continues it").c_str());
   }
   if (!o.export_dir.empty() && lead) {
-    nn::save_model(trainer.model(), o.export_dir);
+    nn::save_model(trainer.model(), o.export_dir, o.export_dtype, uint64_t(o.export_shard_bytes));
     if (!tok.is_bytes()) export_tokenizer(tok, o.export_dir);
     std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
                 tok.is_bytes() ? "" : " with its tokenizer");
@@ -1065,6 +1106,9 @@ run (a resumed run must keep these)
   --init-from HF_DIR        start from a Hugging Face )" +
          p.hf_model + R"( folder's weights and config
   --export HF_DIR           write the trained model as a Hugging Face folder
+  --export-dtype D          f32 | bf16 | f16: the exported weights' dtype (f32)
+  --export-shard-size N     shard the exported weights at N bytes (K/M/G suffix), with
+                            model.safetensors.index.json, as save_pretrained does (5000000000)
   --dump-grads FILE         write the first batch's input_ids, labels, loss, logits and
                             every parameter gradient (HF names), before the update
   --on-nonfinite M          a step whose loss or gradient norm is NaN or infinite: stop

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "io/json.h"
+#include "nn/hf.h"
 #include "nn/llama.h"
 #include "nn/train_state.h"
 
@@ -44,6 +45,8 @@ struct Options {
   nn::TrainConfig config;
   std::string config_file;  // --config FILE.toml (examples/common/config_file.h)
   std::string data, tokenizer, metrics, save, resume, init_from, export_dir, dump_grads;
+  DType export_dtype = DType::f32;                         // --export's weights
+  int64_t export_shard_bytes = nn::kDefaultMaxShardBytes;  // --export's shards at most
   int64_t save_every = 0, log_every = 10, eval_every = 100, eval_batches = 4, stop_after = 0;
   std::string trace;       // --trace: a Chrome/Perfetto trace of one step
   int64_t trace_step = 0;  // of the session, from 1; 0: the second (the first warms up)

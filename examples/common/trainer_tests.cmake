@@ -14,7 +14,7 @@
 # resume under other compute flags that exports a Hugging Face folder; the
 # same 4 steps without a stop, whose losses the 2 + 2 steps must equal digit
 # for digit; a resume that changes a run flag; a run initialised from the
-# exported folder; a run whose second step's --trace must be Trace Event
+# exported folder (bf16, sharded with an index, as the Hub holds them); a run whose second step's --trace must be Trace Event
 # Format JSON (check_trace.cmake). Test names are <trainer>.<case>, label
 # "examples".
 function(reprise_trainer_tests trainer)
@@ -40,7 +40,8 @@ function(reprise_trainer_tests trainer)
             --dump-grads ${dir}/grads.safetensors --metrics ${dir}/metrics.jsonl)
   add_test(NAME ${trainer}.resume
     COMMAND ${trainer} ${ARG_TINY} --steps 4 ${ARG_RUN} --resume ${dir}/state ${ARG_COMPUTE}
-            --export ${dir}/hf --metrics ${dir}/metrics.jsonl)
+            --export ${dir}/hf --export-dtype bf16 --export-shard-size 20K
+            --metrics ${dir}/metrics.jsonl)
   # The same 4 steps without a stop: 2 + resume + 2 must log the same losses.
   add_test(NAME ${trainer}.straight
     COMMAND ${trainer} ${ARG_TINY} --steps 4 ${ARG_RUN} --metrics ${dir}/straight.jsonl)
@@ -53,6 +54,11 @@ function(reprise_trainer_tests trainer)
   add_test(NAME ${trainer}.init_from
     COMMAND ${trainer} --init-from ${dir}/hf --batch 2 --seq 32 --steps 1 --eval-every 0
             --eval-batches 1 --threads 1)
+  add_test(NAME ${trainer}.export_is_sharded
+    COMMAND ${CMAKE_COMMAND} -E cat ${dir}/hf/model.safetensors.index.json)
+  set_tests_properties(${trainer}.export_is_sharded PROPERTIES LABELS examples
+    FIXTURES_REQUIRED ${trainer}_hf
+    PASS_REGULAR_EXPRESSION "\"weight_map\": {[^}]*model-00002-of-0000[0-9].safetensors")
   add_test(NAME ${trainer}.init_from_with_size
     COMMAND ${fails_with_2} --init-from ${dir}/hf ${ARG_ARCHITECTURE})
 

@@ -17,6 +17,6 @@ int main(int argc, char** argv) {
       "ids (--tokenizer). With no flags it trains the default small model on the\n"
       "built-in corpus and prints a progress line every --log-every steps and a\n"
       "held-out loss every --eval-every steps.\n";
-  program.hf_model = "Llama";
+  program.hf_model = "model (any family, nn/model_config.h)";
   return train_cli::run_program(program, argc, argv);
 }

@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
       "With no flags it trains the default small model on the built-in corpus and\n"
       "prints a progress line every --log-every steps, with the router losses and\n"
       "each layer's tokens per expert, and a held-out loss every --eval-every steps.\n";
-  program.hf_model = "Mixtral";
+  program.hf_model = "MoE model (mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3)";
   program.run_usage =
       "  --experts N               experts per layer (8)\n"
       "  --top-k N                 experts per token (2)\n"
