@@ -5,16 +5,21 @@
 //
 // The output is the same on every run (fixed seeds, exact kernels), so the
 // committed corpus can be checked by remaking it.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/threads.h"
 #include "fuzz/seeds.h"
 #include "io/safetensors.h"
+#include "io/safetensors_folder.h"
 #include "nn/hf.h"
 
 using namespace reprise;
@@ -61,8 +66,30 @@ nn::MoeConfig tiny_moe() {
 std::string hf_seed(const nn::LlamaConfig& config, DType dtype, const fs::path& scratch) {
   rng::Generator gen(7);
   const nn::LlamaForCausalLM model(config, gen);
-  nn::save_llama(model, scratch.string(), dtype);
+  nn::save_model(model, scratch.string(), dtype);
   return read_file(scratch / "config.json") + '\0' + read_file(scratch / "model.safetensors");
+}
+
+// The safetensors_index target's input for `tensors` cut into two shards:
+// the index, a NUL, shard 1's length (4 bytes, little-endian), shard 1,
+// shard 2. Half the bytes plus the largest tensor per shard makes exactly two.
+std::string index_seed(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const fs::path& scratch) {
+  uint64_t total = 0, largest = 0;
+  for (const auto& [name, t] : tensors) {
+    total += t.nbytes();
+    largest = std::max<uint64_t>(largest, t.nbytes());
+  }
+  io::write_safetensors_folder(scratch.string(), tensors, {{"format", "pt"}},
+                               (total + 1) / 2 + largest);
+  const fs::path second = scratch / "model-00002-of-00002.safetensors";
+  if (!fs::exists(second))
+    throw std::runtime_error("the seed is not two shards: " + second.string());
+  const std::string first = read_file(scratch / "model-00001-of-00002.safetensors");
+  std::string length(4, '\0');
+  for (size_t i = 0; i < 4; ++i) length[i] = char(uint8_t(first.size() >> (8 * i)));
+  return read_file(scratch / "model.safetensors.index.json") + '\0' + length + first +
+         read_file(second);
 }
 
 // A checkpoint after one step of the seed run, with `config`'s model.
@@ -104,6 +131,7 @@ int main(int argc, char** argv) {
     nn::LlamaConfig tied = tiny_llama();
     tied.tie_word_embeddings = true;
     nn::LlamaConfig mixtral = tiny_llama();
+    mixtral.family = nn::Family::mixtral;
     mixtral.moe = tiny_moe();
     write_seed(out / "hf" / "llama_f32", hf_seed(tiny_llama(), DType::f32, scratch / "llama"));
     write_seed(out / "hf" / "llama_tied_bf16", hf_seed(tied, DType::bf16, scratch / "tied"));
@@ -111,7 +139,25 @@ int main(int argc, char** argv) {
     write_seed(out / "safetensors" / "llama_f32.safetensors",
                read_file(scratch / "llama" / "model.safetensors"));
 
+    const std::map<std::string, Tensor> tied_weights =
+        io::load_safetensors((scratch / "tied" / "model.safetensors").string());
+    write_seed(out / "safetensors_index" / "llama_tied_bf16",
+               index_seed({tied_weights.begin(), tied_weights.end()}, scratch / "index_llama"));
+    const std::vector<std::pair<std::string, Tensor>> every_dtype = {
+        {"f32", Tensor::full({2, 3}, -1.5)},
+        {"f64", Tensor::full({3}, 0.25, DType::f64)},
+        {"bf16", Tensor::full({5}, 3.0, DType::bf16)},
+        {"f16", Tensor::full({4}, -0.5, DType::f16)},
+        {"i64", Tensor::arange(3)},
+        {"i32", Tensor::arange(4, DType::i32)},
+        {"bool", Tensor::ones({3}, DType::boolean)},
+        {"empty", Tensor::empty({0, 2})}};
+    const std::string dtypes = index_seed(every_dtype, scratch / "index_dtypes");
+    write_seed(out / "safetensors_index" / "every_dtype", dtypes);
+    write_seed(out / "safetensors_index" / "index_only", dtypes.substr(0, dtypes.find('\0')));
+
     nn::TrainConfig moe_run = fuzz::seed_train_config();
+    moe_run.model.family = nn::Family::mixtral;
     moe_run.model.moe = tiny_moe();
     const std::string dense_state = train_state_seed(fuzz::seed_train_config(), scratch / "dense");
     write_seed(out / "train_state" / "dense", dense_state);

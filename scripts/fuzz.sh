@@ -4,10 +4,10 @@
 #
 #   scripts/fuzz.sh NAME SECONDS [libFuzzer flags...]
 #
-# NAME: json, safetensors, hf or train_state (fuzz/NAME.cpp). SECONDS 0
-# means no time limit: give -runs=N instead. The committed seeds in
-# tests/fuzz_corpus/NAME are only read; new inputs go to
-# build/fuzz/corpus/NAME (kept between runs, never in git) and a crash,
+# NAME: json, safetensors, safetensors_index, hf or train_state
+# (fuzz/NAME.cpp). SECONDS 0 means no time limit: give -runs=N instead.
+# The committed seeds in tests/fuzz_corpus/NAME are only read; new inputs
+# go to build/fuzz/corpus/NAME (kept between runs, never in git) and a crash,
 # leak, timeout or out-of-memory input to build/fuzz/artifacts/NAME/. Each
 # input may use at most REPRISE_FUZZ_RSS_MB MiB (default 2048) in all and in
 # any one allocation, and REPRISE_FUZZ_TIMEOUT seconds (default 10).
