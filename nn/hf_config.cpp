@@ -604,6 +604,14 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   return {.config = std::move(l), .unknown = c.unread()};
 }
 
+std::string unknown_fields_warning(const ModelConfigFile& file, const std::string& where) {
+  if (file.unknown.empty()) return "";
+  std::string fields;
+  for (const std::string& f : file.unknown) fields += (fields.empty() ? "" : ", ") + f;
+  return where + ": fields reprise does not read (" + file.config.info().architecture +
+         " ignores them too): " + fields;
+}
+
 LlamaConfig llama_config_from_json(const json::Value& config, const std::string& where) {
   return read_model_config(config, where).config;
 }

@@ -40,6 +40,10 @@ struct ModelConfigFile {
   std::vector<std::string> unknown;  // top-level fields no one reads, in file order
 };
 
+// "<where>: fields reprise does not read (<transformers class> ignores them
+// too): a, b", or "" when every field was read: what a program warns about.
+std::string unknown_fields_warning(const ModelConfigFile& file, const std::string& where);
+
 // The config of a parsed config.json. `where` names the source in errors.
 ModelConfigFile read_model_config(const json::Value& config,
                                   const std::string& where = "config.json");

@@ -621,14 +621,8 @@ Options session_options(const Program& program, const FlagTable& table, const Op
     } catch (const Error& e) {
       throw UsageError(std::string("--init-from: ") + e.what());
     }
-    if (!folder.unknown.empty()) {
-      std::string fields;
-      for (const std::string& f : folder.unknown) fields += (fields.empty() ? "" : ", ") + f;
-      std::fprintf(
-          stderr,
-          "warning: %s/config.json: fields reprise does not read (%s ignores them too): %s\n",
-          o.init_from.c_str(), folder.config.info().architecture, fields.c_str());
-    }
+    const std::string unknown = nn::unknown_fields_warning(folder, o.init_from + "/config.json");
+    if (!unknown.empty()) std::fprintf(stderr, "warning: %s\n", unknown.c_str());
     o.config.model = folder.config;
     o.config.model.dropout = given.dropout;
     o.config.model.attention_dropout = given.attention_dropout;

@@ -1,4 +1,4 @@
-// llama_generate: generates text with a Llama or Mixtral model through a KV
+// llama_generate: generates text with a model of any family through a KV
 // cache (nn/generation.h), from a Hugging Face folder or a training
 // checkpoint of llama_train / moe_train, streaming the text to stdout as
 // tokens come and reporting the speed of prefill and decode on stderr.
@@ -32,9 +32,11 @@ using train_cli::UsageError;
 
 constexpr const char* kUsage = R"(usage: llama_generate --model DIR [flags]
 
-Generates text with a Llama or Mixtral model and a KV cache: the prompt is
-fed once, then each new token alone. DIR is a Hugging Face folder
-(config.json and model.safetensors, as llama_train --export writes) or a
+Generates text with a model of any family (docs/families.md) and a KV
+cache: the prompt is fed once, then each new token alone. DIR is a Hugging
+Face folder (config.json and model.safetensors, or shards with
+model.safetensors.index.json, as the Hub and llama_train --export hold
+them) or a
 training checkpoint folder (llama_train --save, moe_train --save). The text
 goes to stdout as it is generated; the model, the prompt and the speed of
 prefill and decode go to stderr.
@@ -152,7 +154,12 @@ Loaded load(const std::string& dir) {
     l.tokenizer_path = nn::read_train_state_info(dir).tokenizer_path;
     l.source = "training checkpoint " + dir;
   } else {
-    l.model = nn::load_model(dir);
+    nn::LoadedModel folder = nn::load_model_folder(dir);
+    const std::string unknown = nn::unknown_fields_warning(
+        {.config = folder.model->config(), .unknown = folder.unknown_config_fields},
+        dir + "/config.json");
+    if (!unknown.empty()) std::fprintf(stderr, "warning: %s\n", unknown.c_str());
+    l.model = std::move(folder.model);
     if (io::has_tokenizer(dir)) l.tokenizer_path = dir;
     l.source = "Hugging Face folder " + dir;
   }
