@@ -99,6 +99,18 @@ def peak_rss_mib(model_dir, variant, policy, B, T):
     return side_by_side.status_mib("VmHWM") - base
 
 
+def peak_rss_total_mib(model_dir, variant, policy, B, T):
+    """The process's peak resident set over a step after a warm-up step:
+    the model, its optimizer state and the step."""
+    torch.set_num_threads(2)
+    model, opt = load(model_dir, variant, policy)
+    ids = batch(B, T)
+    step(model, opt, ids)
+    side_by_side.reset_peak_rss()
+    step(model, opt, ids)
+    return side_by_side.status_mib("VmHWM")
+
+
 def peak_tensor_mib(model_dir, variant, policy, B, T):
     """Peak of torch's CPU allocations over one step (after a warm-up step
     and zero_grad), above what was allocated when the step began."""
@@ -230,8 +242,14 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
                    for v, kw in variants.items()}
             print(f"  peak tensor MiB: ours {ours['peak_MiB']:.1f} (saved {ours['saved_MiB']:.1f}), "
                   + ", ".join(f"torch {v} {tensors[v]:.1f}" for v in variants))
+            total = {v: in_fresh_process("peak_rss_total_mib", model_dir, kw, policy, B, T)
+                     for v, kw in variants.items()}
             print(f"  peak rss rise MiB: ours {ours['rss_MiB']:.1f}, "
-                  + ", ".join(f"torch {v} {rss[v]:.1f}" for v in variants), flush=True)
+                  + ", ".join(f"torch {v} {rss[v]:.1f}" for v in variants))
+            print(f"  peak rss MiB: ours {ours['rss_peak_MiB']:.0f}, "
+                  + ", ".join(f"torch {v} {total[v]:.0f} (ratio "
+                              f"{ours['rss_peak_MiB'] / total[v]:.2f})" for v in variants),
+                  flush=True)
 
 
 def main(make_model, model_env, cases, variants, B, T):
