@@ -405,6 +405,7 @@ void write_biases(const LlamaConfig& l, json::Value& c) {
 void read_reprise_moe(Fields& c, MoeConfig& m) {
   m.router_z_loss_coef = c.real("router_z_loss_coef", 0.0);
   m.capacity_factor = c.real("reprise_capacity_factor", 0.0);
+  m.load_balance_coeff = c.real("reprise_load_balance_coeff", 0.0);
   if (const std::optional<std::string> v = c.text("reprise_router_dtype")) {
     REPRISE_CHECK(*v == "float32" || *v == "bfloat16", c.where(),
                   ": field \"reprise_router_dtype\" is \"", *v,
@@ -416,6 +417,7 @@ void read_reprise_moe(Fields& c, MoeConfig& m) {
 void write_reprise_moe(const MoeConfig& m, json::Value& c) {
   if (m.router_z_loss_coef != 0) c.set("router_z_loss_coef", m.router_z_loss_coef);
   if (m.capacity_factor != 0) c.set("reprise_capacity_factor", m.capacity_factor);
+  if (m.load_balance_coeff != 0) c.set("reprise_load_balance_coeff", m.load_balance_coeff);
   if (m.router_dtype != RouterDType::f32) {
     c.set("reprise_router_dtype", router_dtype_name(m.router_dtype));
   }
@@ -489,7 +491,10 @@ void write_moe(const LlamaConfig& l, json::Value& c) {
   c.set("num_experts_per_tok", m.num_experts_per_tok);
   c.set("norm_topk_prob", m.norm_topk_prob);
   c.set("output_router_logits", false);
-  if (l.family != Family::deepseek_v3) c.set("router_aux_loss_coef", m.router_aux_loss_coef);
+  // DeepSeek-V3's config has no such field (its default, 0, is read back
+  // when absent): written when set, so that the config reads back the same.
+  if (l.family != Family::deepseek_v3 || m.router_aux_loss_coef != 0)
+    c.set("router_aux_loss_coef", m.router_aux_loss_coef);
   switch (l.family) {
     case Family::mixtral:
       c.set("num_local_experts", m.num_local_experts);

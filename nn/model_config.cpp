@@ -93,6 +93,12 @@ void MoeConfig::validate() const {
                 "MoeConfig: shared_expert_gate needs a shared expert");
   REPRISE_CHECK(std::isfinite(routed_scaling_factor) && routed_scaling_factor > 0,
                 "MoeConfig: routed_scaling_factor must be positive, got ", routed_scaling_factor);
+  REPRISE_CHECK(std::isfinite(load_balance_coeff) && load_balance_coeff >= 0,
+                "MoeConfig: load_balance_coeff must be finite and >= 0 (0: off), got ",
+                load_balance_coeff);
+  REPRISE_CHECK(load_balance_coeff == 0 || score_correction_bias, "MoeConfig: load_balance_coeff ",
+                load_balance_coeff,
+                " needs score_correction_bias (DeepSeek-V3's routing bias, which it trains)");
   REPRISE_CHECK(n_group >= 1 && num_local_experts % n_group == 0, "MoeConfig: n_group ", n_group,
                 " must divide num_local_experts ", num_local_experts);
   REPRISE_CHECK(topk_group >= 1 && topk_group <= n_group, "MoeConfig: topk_group must be in [1, ",
@@ -138,6 +144,7 @@ std::string MoeConfig::describe() const {
     << router_scoring_name(scoring_func);
   if (n_group > 1) s << " in " << topk_group << " of " << n_group << " groups";
   if (score_correction_bias) s << " with bias";
+  if (load_balance_coeff > 0) s << " balanced by " << load_balance_coeff << " per step";
   if (!norm_topk_prob) s << " (gates not renormalized)";
   if (routed_scaling_factor != 1) s << " x" << routed_scaling_factor;
   if (moe_intermediate_size > 0) s << ", ffn " << moe_intermediate_size;

@@ -109,6 +109,11 @@ struct MoeConfig {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
+  // DeepSeek-V3's auxiliary-loss-free balancing (torchtitan's
+  // load_balance_coeff), a training setting: after each optimizer step every
+  // expert's e_score_correction_bias moves by this much toward balance
+  // (nn::balance_score_bias); 0: off. Only with score_correction_bias.
+  double load_balance_coeff = 0.0;
   // Which decoder layers are MoE: layer i is when i >= first_k_dense_replace
   // (DeepSeek), i is not in mlp_only_layers and (i + 1) % decoder_sparse_step
   // == 0 (Qwen-MoE); the rest are dense SwiGLU MLPs.

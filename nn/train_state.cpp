@@ -362,7 +362,10 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
                   ", gradient norm ", s.grad_norm,
                   "); the update was not applied. A learning rate too high? Anomaly detection "
                   "names the first op that made a NaN or an infinity");
-    if (!s.skipped) optimizer_->step();
+    if (!s.skipped) {
+      optimizer_->step();
+      balance_experts(s.moe);
+    }
     optimizer_->zero_grad();
   }
   ++step_;
@@ -424,6 +427,54 @@ std::vector<MoeRouterTerms> Trainer::combine_router_terms(
     out.push_back(std::move(t));
   }
   return out;
+}
+
+std::vector<float> balance_score_bias(const std::vector<float>& bias,
+                                      const std::vector<int64_t>& routed, double coeff) {
+  const size_t E = routed.size();
+  REPRISE_CHECK(E > 0 && bias.size() == E, "balance_score_bias: ", bias.size(), " biases for ", E,
+                " experts' counts");
+  REPRISE_CHECK(std::isfinite(coeff) && coeff >= 0,
+                "balance_score_bias: coeff must be finite and >= 0, got ", coeff);
+  int64_t total = 0;
+  for (const int64_t n : routed) {
+    REPRISE_CHECK(n >= 0, "balance_score_bias: a negative count ", n);
+    total += n;
+  }
+  // sign(mean - routed_e) = sign(total - E routed_e), exact in integers.
+  std::vector<int> sign(E);
+  int64_t net = 0;  // experts below the mean minus those above
+  for (size_t e = 0; e < E; ++e) {
+    const int64_t d = total - int64_t(E) * routed[e];
+    sign[e] = d > 0 ? 1 : d < 0 ? -1 : 0;
+    net += sign[e];
+  }
+  const float c = float(coeff);
+  const float mean = float(double(c) * double(net) / double(E));
+  std::vector<float> out(E);
+  for (size_t e = 0; e < E; ++e) out[e] = bias[e] + (float(sign[e]) * c - mean);
+  return out;
+}
+
+void Trainer::balance_experts(const std::vector<MoeRouterTerms>& terms) {
+  if (!config_.model.moe || config_.model.moe->load_balance_coeff == 0) return;
+  const double coeff = config_.model.moe->load_balance_coeff;
+  // Every process holds every router (expert parallelism splits only the
+  // experts) and the same summed counts, so each updates its copy to the
+  // same bits. E values per layer: host arithmetic, then one copy to the
+  // buffer's device (no kernel is needed on a GPU).
+  NoGradGuard no_grad;
+  size_t j = 0;
+  for (size_t i = 0; i < model_->model.layers.size(); ++i) {
+    const SparseMoeBlock* block = model_->model.layers[i].moe.get();
+    if (block == nullptr) continue;
+    REPRISE_CHECK(j < terms.size(), "Trainer: the step's router terms cover ", terms.size(),
+                  " MoE layers, fewer than the model's");
+    Tensor bias = block->gate.score_bias();
+    const std::vector<float> next =
+        balance_score_bias(bias.to_vector<float>(), terms[j++].routed.to_vector<int64_t>(), coeff);
+    bias.copy_(Tensor::from_vector(next, bias.shape()));
+  }
 }
 
 double Trainer::clip_gradients() {

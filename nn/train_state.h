@@ -116,6 +116,22 @@ struct TrainConfig {
   std::vector<std::string> run_differences(const TrainConfig& other) const;
 };
 
+// DeepSeek-V3's auxiliary-loss-free balancing of one MoE layer, as
+// torchtitan updates its expert_bias after a step (E experts):
+//   delta_e = coeff * sign(mean(routed) - routed_e)
+//   bias_e += delta_e - mean(delta)
+// so underloaded experts' scores rise, overloaded ones' fall, and the mean
+// bias stays where it was. routed: (E) the step's assignments per expert,
+// summed over micro-batches and processes. In f32 as torchtitan (coeff
+// rounded to f32, delta_e - mean and the add in f32), except what it leaves
+// to its kernels' summation order: the signs come from the integer counts
+// exactly, and mean(delta) = coeff * (n_below - n_above) / E is computed in
+// f64 and rounded once to f32. Host arithmetic on integers and a fixed
+// sequence of roundings, so every process and device gets the same bits.
+// bias: (E) -> the updated (E).
+std::vector<float> balance_score_bias(const std::vector<float>& bias,
+                                      const std::vector<int64_t>& routed, double coeff);
+
 // The processes that train one model together, as a Trainer sees them;
 // parallel/train_group.h implements it over a Communicator. Every call is
 // collective: each process makes the same calls in the same order.
@@ -196,7 +212,10 @@ class Trainer {
       std::function<void(const Batch& batch, const CausalLMOutput& out, const Tensor& loss)>;
 
   // One optimizer step on the next training batch; with a non-finite loss or
-  // gradient norm, what on_nonfinite() says.
+  // gradient norm, what on_nonfinite() says. With the model's
+  // load_balance_coeff set, an applied step then moves each MoE layer's
+  // e_score_correction_bias toward balance (balance_score_bias) by the
+  // step's routed counts (StepStats::moe), on every process alike.
   StepStats step(const AfterBackward& after_backward = {});
   void set_on_nonfinite(OnNonFinite on) { on_nonfinite_ = on; }
   OnNonFinite on_nonfinite() const { return on_nonfinite_; }
@@ -240,6 +259,9 @@ class Trainer {
   // then over processes.
   std::vector<MoeRouterTerms> combine_router_terms(
       const std::vector<std::vector<MoeRouterTerms>>& micro_batches);
+  // Auxiliary-loss-free balancing after an applied step: each MoE layer's
+  // router bias from `terms` (the step's, in layer order).
+  void balance_experts(const std::vector<MoeRouterTerms>& terms);
   // The global gradient norm before clipping, then clips.
   double clip_gradients();
   // `b` on the trainer's device.

@@ -70,6 +70,8 @@ train_cli::FlagTable moe_flags() {
       {"--aux-loss-coef",
        moe_field("--aux-loss-coef", &MoeConfig::router_aux_loss_coef, parse_real)},
       {"--z-loss-coef", moe_field("--z-loss-coef", &MoeConfig::router_z_loss_coef, parse_real)},
+      {"--load-balance-coeff",
+       moe_field("--load-balance-coeff", &MoeConfig::load_balance_coeff, parse_real)},
       {"--router-dtype",
        {true,
         [](Options& o, const std::string& v) {
@@ -155,6 +157,9 @@ int main(int argc, char** argv) {
       "  --shared-experts N        shared SwiGLU of N x --intermediate that every token runs (0)\n"
       "  --aux-loss-coef X         weight of the load-balancing loss (0.001)\n"
       "  --z-loss-coef X           weight of the router z-loss (0)\n"
+      "  --load-balance-coeff X    DeepSeek-V3's auxiliary-loss-free balancing: after each step\n"
+      "                            every expert's routing bias moves by X toward balance; 0: off\n"
+      "                            (0; a model with e_score_correction_bias, --init-from)\n"
       "  --router-dtype D          fp32 | bf16: precision of the router's gate matmul (fp32)\n";
   program.compute_usage =
       "  --router M                save | recompute: checkpointed layers force-save the routing\n"
@@ -170,6 +175,7 @@ int main(int argc, char** argv) {
     folder.moe->capacity_factor = flags.moe->capacity_factor;
     folder.moe->router_aux_loss_coef = flags.moe->router_aux_loss_coef;
     folder.moe->router_z_loss_coef = flags.moe->router_z_loss_coef;
+    folder.moe->load_balance_coeff = flags.moe->load_balance_coeff;
     folder.moe->router_dtype = flags.moe->router_dtype;
   };
   program.on_log = log_moe;
