@@ -30,7 +30,7 @@ bool tune_host_malloc() {
   const char* env = std::getenv("REPRISE_HOST_MALLOC");
   if (env != nullptr && std::strcmp(env, "default") == 0) return false;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest allowed value
-  mallopt(M_TRIM_THRESHOLD, -1);  // -1: never trim
+  mallopt(M_TRIM_THRESHOLD, -1);        // -1: never trim
   return true;
 #else
   return false;
