@@ -44,6 +44,9 @@ TEST(Unicode, GeneralCategories) {
   EXPECT_EQ(category(U'\u2160'), Category::Nl);      // Ⅰ
   EXPECT_EQ(category(U'\U0001F600'), Category::So);  // 😀, past the flat table
   EXPECT_EQ(category(U'\U000E0001'), Category::Cf);  // language tag
+  // Letters newer than Python's unicodedata 14.0, as tokenizers' Oniguruma has them.
+  EXPECT_EQ(category(U'\U00031350'), Category::Lo);  // CJK Extension H (Unicode 15.0)
+  EXPECT_EQ(category(U'\U0002EBF0'), Category::Lo);  // CJK Extension I (Unicode 15.1)
   EXPECT_EQ(category(U'\U0010FFFF'), Category::Cn);
   EXPECT_EQ(category(kInvalidByte), Category::Cn);
 }
