@@ -1,6 +1,6 @@
-// moe_route on the CPU: top-k per token (within the best groups, by
-// biased scores when there is a bias), gates, and the counting sort of
-// assignments by expert; and its backward.
+// moe_route on the CPU: the choice of each token's experts
+// (engine/route_choice.h), gates, and the counting sort of assignments by
+// expert; and its backward.
 //
 // Per token n with chosen scores v_j (j < k) at experts i_j and scale c:
 //   S = sum_j v_j,  g_j = (v_j / S) c (renormalize) or v_j c
@@ -8,37 +8,19 @@
 // order. Backward, with dg scattered back to (N, k) (zero where dropped):
 //   renormalize: dv_j = c ((dg_j - sum_l dg_l v_l / S) / S),  else dv_j = c dg_j
 //   dscores[n, i_j] = dv_j, zero elsewhere.
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu/backend.h"
+#include "engine/route_choice.h"
 
 REPRISE_CPU_BEGIN
 namespace {
-
-// Inserts (v, e) into the best-first list val/idx of `filled` of at most k
-// entries: larger values first, equal values by lower index (ops::topk's
-// order). Returns the new fill.
-template <class T>
-int64_t insert_best(T v, int64_t e, T* val, int64_t* idx, int64_t filled, int64_t k) {
-  if (filled == k && !(v > val[k - 1])) return filled;
-  int64_t p = filled < k ? filled++ : k - 1;
-  while (p > 0 && v > val[p - 1]) {
-    val[p] = val[p - 1];
-    idx[p] = idx[p - 1];
-    --p;
-  }
-  val[p] = v;
-  idx[p] = e;
-  return filled;
-}
 
 template <class T>
 Tensors route(const Tensor& scores, const Tensor& bias_in, const RouteParams& rp) {
   const Tensor s = scores.contiguous();
   const int64_t N = s.size(0), E = s.size(1), k = rp.k, capacity = rp.capacity;
-  const int64_t G = rp.n_group, per_group = E / G;
   const T* ps = s.data<T>();
   const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
   const T* pb = bias.defined() ? bias.data<T>() : nullptr;
@@ -47,44 +29,19 @@ Tensors route(const Tensor& scores, const Tensor& bias_in, const RouteParams& rp
   }
   Tensor indices = Tensor::empty({N, k}, DType::i64);
   Tensor top = Tensor::empty({N, k}, s.dtype());  // the chosen scores, best first
+  Tensor margin = Tensor::empty({N}, DType::i64);
   int64_t* pi = indices.data<int64_t>();
   T* pt = top.data<T>();
-  std::vector<T> choice(static_cast<size_t>(E)), group_score(static_cast<size_t>(G)), pair(2);
-  std::vector<T> best(static_cast<size_t>(std::max(k, rp.topk_group)));
-  std::vector<int64_t> group_pick(static_cast<size_t>(rp.topk_group)), pair_idx(2);
-  std::vector<char> allowed(static_cast<size_t>(E), 1);
+  int64_t* pm = margin.data<int64_t>();
+  std::vector<T> chosen(static_cast<size_t>(k));  // a token's choice values
   for (int64_t n = 0; n < N; ++n) {
     const T* row = ps + n * E;
     for (int64_t e = 0; e < E; ++e) {
       REPRISE_CHECK(!std::isnan(row[e]), "moe_route: score of token ", n, " for expert ", e,
                     " is NaN (scores ", scores.describe(), ")");
-      choice[size_t(e)] = pb ? row[e] + pb[e] : row[e];
-    }
-    if (G > 1) {
-      // A group's score: its two best choice values, best + second.
-      for (int64_t g = 0; g < G; ++g) {
-        int64_t filled = 0;
-        for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
-          filled = insert_best(choice[size_t(e)], e, pair.data(), pair_idx.data(), filled, 2);
-        }
-        group_score[size_t(g)] = pair[0] + pair[1];
-      }
-      int64_t filled = 0;
-      for (int64_t g = 0; g < G; ++g) {
-        filled = insert_best(group_score[size_t(g)], g, best.data(), group_pick.data(), filled,
-                             rp.topk_group);
-      }
-      std::fill(allowed.begin(), allowed.end(), 0);
-      for (const int64_t g : group_pick) {
-        std::fill_n(allowed.begin() + g * per_group, per_group, 1);
-      }
     }
     int64_t* idx = pi + n * k;
-    int64_t filled = 0;
-    for (int64_t e = 0; e < E; ++e) {
-      if (allowed[size_t(e)])
-        filled = insert_best(choice[size_t(e)], e, best.data(), idx, filled, k);
-    }
+    pm[n] = route::choose_experts(row, pb, E, k, rp.n_group, rp.topk_group, idx, chosen.data());
     for (int64_t j = 0; j < k; ++j) pt[n * k + j] = row[idx[j]];
   }
   // Counting sort by expert, stable in (token, rank) order; over capacity
@@ -124,7 +81,7 @@ Tensors route(const Tensor& scores, const Tensor& bias_in, const RouteParams& rp
       pl[m] = a;
     }
   }
-  return Tensors{weights, indices, token, counts, routed, slot, top};
+  return Tensors{weights, indices, token, counts, routed, margin, slot, top};
 }
 
 template <class T>

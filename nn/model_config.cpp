@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/route_choice.h"
 
 namespace reprise::nn {
 
@@ -101,6 +102,8 @@ void MoeConfig::validate() const {
                 " needs score_correction_bias (DeepSeek-V3's routing bias, which it trains)");
   REPRISE_CHECK(n_group >= 1 && num_local_experts % n_group == 0, "MoeConfig: n_group ", n_group,
                 " must divide num_local_experts ", num_local_experts);
+  REPRISE_CHECK(n_group <= route::kMaxGroups, "MoeConfig: n_group ", n_group, " exceeds the ",
+                route::kMaxGroups, " expert groups routing supports");
   REPRISE_CHECK(topk_group >= 1 && topk_group <= n_group, "MoeConfig: topk_group must be in [1, ",
                 "n_group = ", n_group, "], got ", topk_group);
   REPRISE_CHECK(num_experts_per_tok <= topk_group * (num_local_experts / n_group),

@@ -1,5 +1,6 @@
 #include "nn/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -193,6 +194,7 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   }
   r.terms.routed = route.routed;
   r.terms.kept = route.counts;
+  r.terms.margin = route.margin;
   r.terms.rows = N;
   r.terms.layer = layer;
   r.out = ops::reshape(out, x.shape());
@@ -216,7 +218,21 @@ MoeLayerStats MoeRouterTerms::stats() const {
   }
   s.aux_loss = double(E) * aux;
   s.z_loss = z_sum.item<double>() / double(rows);
+  s.within_ulps = count_within_ulps();
   return s;
+}
+
+std::array<int64_t, kMarginUlps.size()> MoeRouterTerms::count_within_ulps() const {
+  std::array<int64_t, kMarginUlps.size()> within{};
+  if (within_ulps.defined()) {
+    const std::vector<int64_t> v = within_ulps.to_vector<int64_t>();
+    std::copy(v.begin(), v.end(), within.begin());
+    return within;
+  }
+  for (const int64_t m : margin.to_vector<int64_t>()) {
+    for (size_t i = 0; i < kMarginUlps.size(); ++i) within[i] += m <= kMarginUlps[i];
+  }
+  return within;
 }
 
 // ---- modules ----------------------------------------------------------------

@@ -65,6 +65,7 @@
 // expert), so an expert's weight gradient is the sum, in process order, of
 // the blocks one process would compute micro-batch by micro-batch.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -88,6 +89,11 @@ struct MoeNames {
 };
 MoeNames moe_names(const FamilyInfo& family);
 
+// The margins (ops::MoeRoute::margin) a layer's statistics count tokens
+// within: a token within m ulps of another choice may flip when its
+// scores move by about m ulps (recompute noise, another kernel, bf16).
+inline constexpr std::array<int64_t, 3> kMarginUlps{1, 16, 256};
+
 // Routing statistics of one MoE layer's last forward.
 struct MoeLayerStats {
   std::string layer;                        // "model.layers.3.block_sparse_moe"
@@ -97,6 +103,9 @@ struct MoeLayerStats {
   int64_t tokens_dropped = 0;               // sum of dropped_per_expert
   double aux_loss = 0;                      // this layer's load-balancing loss alone
   double z_loss = 0;                        // this layer's router z-loss
+  // Tokens whose margin is at most kMarginUlps[i] ulps: [0] counts the
+  // near-ties, a top-k boundary within one ulp.
+  std::array<int64_t, kMarginUlps.size()> within_ulps{};
 };
 
 // The router's differentiable loss terms of one layer's last forward, in
@@ -115,10 +124,16 @@ struct MoeRouterTerms {
   Tensor z_sum;       // () f32, sum over tokens of logsumexp(logits)^2
   Tensor routed;      // (E) i64, routed assignments per expert
   Tensor kept;        // (E) i64, of those, the ones the capacity limit kept
-  int64_t rows = 0;   // N
+  Tensor margin;      // (N) i64, each token's routing margin (ops::MoeRoute::margin)
+  // (kMarginUlps.size()) i64, the tokens within each margin, where terms
+  // of several forwards were combined (and margin is undefined).
+  Tensor within_ulps;
+  int64_t rows = 0;  // N (combined: summed)
 
   // The layer's routing statistics (read on the host).
   MoeLayerStats stats() const;
+  // The tokens within each of kMarginUlps (read on the host).
+  std::array<int64_t, kMarginUlps.size()> count_within_ulps() const;
 };
 
 // The experts a process holds of one layer: [first, first + count).

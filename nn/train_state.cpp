@@ -383,10 +383,11 @@ std::vector<MoeRouterTerms> Trainer::combine_router_terms(
     const std::vector<std::vector<MoeRouterTerms>>& micro_batches) {
   const std::vector<MoeRouterTerms>& first = micro_batches.front();
   if (first.empty() || (micro_batches.size() == 1 && ranks() == 1)) return first;
-  // Per layer: prob_sum (E), z_sum, routed (E), kept (E), rows; summed in
-  // f64 (exact for the counts), micro-batch by micro-batch, then by rank.
-  const size_t E = size_t(first[0].routed.numel());
-  const size_t per_layer = 3 * E + 2;
+  // Per layer: prob_sum (E), z_sum, routed (E), kept (E), rows, tokens
+  // within each margin (W); summed in f64 (exact for the counts),
+  // micro-batch by micro-batch, then by rank.
+  const size_t E = size_t(first[0].routed.numel()), W = kMarginUlps.size();
+  const size_t per_layer = 3 * E + 2 + W;
   std::vector<double> sums(first.size() * per_layer, 0.0);
   for (const std::vector<MoeRouterTerms>& layers : micro_batches) {
     for (size_t l = 0; l < layers.size(); ++l) {
@@ -401,6 +402,8 @@ std::vector<MoeRouterTerms> Trainer::combine_router_terms(
       }
       out[3 * E] += layers[l].z_sum.item<double>();
       out[3 * E + 1] += double(layers[l].rows);
+      const auto within = layers[l].count_within_ulps();
+      for (size_t i = 0; i < W; ++i) out[3 * E + 2 + i] += double(within[i]);
     }
   }
   if (group_) {
@@ -412,11 +415,12 @@ std::vector<MoeRouterTerms> Trainer::combine_router_terms(
   for (size_t l = 0; l < first.size(); ++l) {
     const double* v = &sums[l * per_layer];
     std::vector<float> probs(v, v + E);
-    std::vector<int64_t> routed(E), kept(E);
+    std::vector<int64_t> routed(E), kept(E), within(W);
     for (size_t e = 0; e < E; ++e) {
       routed[e] = int64_t(v[E + e]);
       kept[e] = int64_t(v[2 * E + e]);
     }
+    for (size_t i = 0; i < W; ++i) within[i] = int64_t(v[3 * E + 2 + i]);
     MoeRouterTerms t;
     t.layer = first[l].layer;
     t.prob_sum = Tensor::from_vector(probs, {int64_t(E)});
@@ -424,6 +428,7 @@ std::vector<MoeRouterTerms> Trainer::combine_router_terms(
     t.routed = Tensor::from_vector(routed, {int64_t(E)});
     t.kept = Tensor::from_vector(kept, {int64_t(E)});
     t.rows = int64_t(v[3 * E + 1]);
+    t.within_ulps = Tensor::from_vector(within, {int64_t(W)});
     out.push_back(std::move(t));
   }
   return out;

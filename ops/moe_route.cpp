@@ -13,6 +13,7 @@
 
 #include "autograd/tape.h"
 #include "engine/backend.h"
+#include "engine/route_choice.h"
 #include "ops/registry.h"
 
 namespace reprise::ops {
@@ -21,8 +22,8 @@ namespace {
 using autograd::Node;
 using autograd::Tensors;
 
-// Outputs: the five public ones of MoeRoute, then two kept for backward.
-enum Output : uint32_t { kWeights, kIndices, kToken, kCounts, kRouted, kSlot, kTop };
+// Outputs: the six public ones of MoeRoute, then two kept for backward.
+enum Output : uint32_t { kWeights, kIndices, kToken, kCounts, kRouted, kMargin, kSlot, kTop };
 
 }  // namespace
 
@@ -41,9 +42,10 @@ MoeRoute moe_route(const Tensor& scores, int64_t k, const MoeRouteOptions& o) {
                             o.bias.dtype() == scores.dtype() && o.bias.device() == scores.device()),
       "moe_route: expected a bias of shape [", E, "] like scores ", scores.describe(), ", got ",
       o.bias.defined() ? o.bias.describe() : std::string());
-  REPRISE_CHECK(o.n_group >= 1 && E % o.n_group == 0 && (o.n_group == 1 || E / o.n_group >= 2),
-                "moe_route: n_group = ", o.n_group, " must split E = ", E,
-                " into groups of at least 2 experts");
+  REPRISE_CHECK(o.n_group >= 1 && o.n_group <= route::kMaxGroups && E % o.n_group == 0 &&
+                    (o.n_group == 1 || E / o.n_group >= 2),
+                "moe_route: n_group = ", o.n_group, " must split E = ", E, " into at most ",
+                route::kMaxGroups, " groups of at least 2 experts");
   REPRISE_CHECK(
       o.topk_group >= 1 && o.topk_group <= o.n_group && k <= o.topk_group * (E / o.n_group),
       "moe_route: topk_group = ", o.topk_group, " of n_group = ", o.n_group,
@@ -70,9 +72,9 @@ MoeRoute moe_route(const Tensor& scores, int64_t k, const MoeRouteOptions& o) {
                                                              node.saved_output(kTop), E, params)};
           },
       .save = {.outputs = {kIndices, kSlot, kTop}},
-      .num_public_outputs = 5,
+      .num_public_outputs = 6,
   });
-  return {out[kWeights], out[kIndices], out[kToken], out[kCounts], out[kRouted]};
+  return {out[kWeights], out[kIndices], out[kToken], out[kCounts], out[kRouted], out[kMargin]};
 }
 
 MoeRoute moe_route(const Tensor& scores, int64_t k, bool renormalize, int64_t capacity) {

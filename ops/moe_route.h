@@ -22,6 +22,11 @@ struct MoeRoute {
   Tensor token;    // (M) i64, the token of each kept assignment
   Tensor counts;   // (E) i64, kept assignments per expert (the dispatch blocks)
   Tensor routed;   // (E) i64, assignments per expert before the capacity limit
+  // (N) i64, how close each token came to another choice: the ulps from
+  // its k-th choice value down to the best one it did not choose (in the
+  // chosen groups; route::kNoRunnerUp when it chose them all). 0 or 1: a
+  // near-tie that a change of one ulp in the scores may flip.
+  Tensor margin;
 };
 
 struct MoeRouteOptions {
@@ -30,7 +35,8 @@ struct MoeRouteOptions {
   // DeepSeek-V3's routing: the experts are chosen by score + bias (a (E)
   // tensor of the scores' dtype and device; undefined: the scores alone),
   // among the topk_group of n_group groups of E / G consecutive experts
-  // whose two best biased scores sum highest (ties: lower group). The
+  // whose two best biased scores sum highest (ties: lower group; G at most
+  // route::kMaxGroups). The
   // gates are the unbiased scores of the chosen experts. The bias gets no
   // gradient.
   Tensor bias;

@@ -1,9 +1,7 @@
 #pragma once
 // moe_route and its backward, with cpu/moe_route.cpp's outputs:
-//   1. per token, the top k by insertion (larger first, equal values by
-//      lower expert) of the scores plus the bias, among the topk_group best
-//      groups (a group's value: its two best, summed; at most kMaxGroups
-//      groups): indices (N, k), and top (N, k) the chosen unbiased scores;
+//   1. per token, its experts (engine/route_choice.h): indices (N, k), top
+//      (N, k) the chosen unbiased scores, and margin (N);
 //   2. the assignments a = n k + j sorted by expert, stably (so in a order
 //      within an expert): each expert's segment;
 //   3. routed[e] = its segment's length, counts[e] = min(routed, capacity),
@@ -19,36 +17,21 @@
 #include "cuda/kernels/copy.h"
 #include "cuda/kernels/indexing.h"
 #include "engine/backend.h"
+#include "engine/route_choice.h"
 #include "engine/tensor.h"
 
 namespace reprise::cuda {
 
-inline constexpr int64_t kMaxRouteGroups = 64;
-
-// Inserts (v, e) into the best-first list val/idx of `filled` of at most k
-// entries (larger first, equal values by lower index); returns the new fill.
-template <class T>
-REPRISE_HD int64_t insert_best(T v, int64_t e, T* val, int64_t* idx, int64_t filled, int64_t k) {
-  if (filled == k && !(v > val[k - 1])) return filled;
-  int64_t p = filled < k ? filled++ : k - 1;
-  for (; p > 0 && v > val[p - 1]; --p) {
-    val[p] = val[p - 1];
-    idx[p] = idx[p - 1];
-  }
-  val[p] = v;
-  idx[p] = e;
-  return filled;
-}
-
-// Per token: the top k by insertion; nan[n] = n E + e of its first NaN
-// score or bias (int64 max when none).
+// Per token: its experts and margin (engine/route_choice.h); nan[n] = n E + e
+// of its first NaN score or bias (int64 max when none).
 template <class T>
 struct RouteTopkKernel {
   static constexpr int kThreads = 128;
   const T* scores;
   const T* bias;  // (E) or null
   int64_t* indices;
-  T* top;
+  T* top;  // the choice values, then (with a bias) the chosen scores
+  int64_t* margin;
   int64_t* nan;
   int64_t N, E, k, n_group, topk_group;
 
@@ -65,32 +48,7 @@ struct RouteTopkKernel {
           if (is_nan && nan[n] == std::numeric_limits<int64_t>::max()) nan[n] = n * E + e;
         }
         if (nan[n] != std::numeric_limits<int64_t>::max()) return;
-        auto choice = [&](int64_t e) { return bias ? row[e] + bias[e] : row[e]; };
-        // The chosen groups as bits (every expert allowed with one group).
-        uint64_t chosen = ~uint64_t(0);
-        if (n_group > 1) {
-          const int64_t per_group = E / n_group;
-          T group_val[kMaxRouteGroups];
-          int64_t group_idx[kMaxRouteGroups];
-          int64_t groups = 0;
-          for (int64_t g = 0; g < n_group; ++g) {
-            T pair[2];
-            int64_t pair_idx[2];
-            int64_t filled = 0;
-            for (int64_t e = g * per_group; e < (g + 1) * per_group; ++e) {
-              filled = insert_best(choice(e), e, pair, pair_idx, filled, int64_t(2));
-            }
-            groups = insert_best(pair[0] + pair[1], g, group_val, group_idx, groups, topk_group);
-          }
-          chosen = 0;
-          for (int64_t j = 0; j < topk_group; ++j) chosen |= uint64_t(1) << group_idx[j];
-        }
-        const int64_t per_group = E / n_group;
-        int64_t filled = 0;
-        for (int64_t e = 0; e < E; ++e) {
-          if ((chosen >> (e / per_group)) & 1)
-            filled = insert_best(choice(e), e, val, idx, filled, k);
-        }
+        margin[n] = route::choose_experts(row, bias, E, k, n_group, topk_group, idx, val);
         if (bias) {
           for (int64_t j = 0; j < k; ++j) val[j] = row[idx[j]];
         }
@@ -188,8 +146,6 @@ struct RouteScatterKernel {
 template <class Exec>
 Tensors moe_route(const Exec& ex, const Tensor& scores_in, const Tensor& bias_in,
                   const RouteParams& rp) {
-  REPRISE_CHECK(rp.n_group <= kMaxRouteGroups, "moe_route: n_group = ", rp.n_group,
-                " exceeds the CUDA kernel's ", kMaxRouteGroups, " groups");
   const Tensor scores = scores_in.contiguous();
   const Tensor bias = bias_in.defined() ? bias_in.contiguous() : Tensor();
   const int64_t k = rp.k, capacity = rp.capacity;
@@ -197,6 +153,7 @@ Tensors moe_route(const Exec& ex, const Tensor& scores_in, const Tensor& bias_in
   const Device dev = ex.device();
   Tensor indices = Tensor::empty({N, k}, DType::i64, dev);
   Tensor top = Tensor::empty({N, k}, scores.dtype(), dev);
+  Tensor margin = Tensor::empty({N}, DType::i64, dev);
   const Tensor nan = Tensor::empty({N}, DType::i64, dev);
   Tensor routed = Tensor::empty({E}, DType::i64, dev);
   Tensor counts = Tensor::empty({E}, DType::i64, dev);
@@ -204,8 +161,8 @@ Tensors moe_route(const Exec& ex, const Tensor& scores_in, const Tensor& bias_in
   const Tensor offset = Tensor::empty({E + 1}, DType::i64, dev);
   return dispatch_float(scores.dtype(), "moe_route", [&]<class T>() {
     ex.launch(RouteTopkKernel<T>{scores.data<T>(), bias.defined() ? bias.data<T>() : nullptr,
-                                 indices.data<int64_t>(), top.data<T>(), nan.data<int64_t>(), N, E,
-                                 k, rp.n_group, rp.topk_group},
+                                 indices.data<int64_t>(), top.data<T>(), margin.data<int64_t>(),
+                                 nan.data<int64_t>(), N, E, k, rp.n_group, rp.topk_group},
               blocks_for(N, 128));
     if (N > 0) {
       const int64_t first_nan = index_range(ex, nan).min;
@@ -230,7 +187,7 @@ Tensors moe_route(const Exec& ex, const Tensor& scores_in, const Tensor& bias_in
                               top.data<T>(), weights.data<T>(), token.data<int64_t>(),
                               slot.data<int64_t>(), A, k, rp.renormalize, T(rp.scale)},
         blocks_for(A, 256));
-    return Tensors{weights, indices, token, counts, routed, slot, top};
+    return Tensors{weights, indices, token, counts, routed, margin, slot, top};
   });
 }
 

@@ -3,8 +3,9 @@
 // bytes or a tokenizer's ids, on the built-in corpus (nn/data.h) or any
 // text file. The command line is llama_train's (examples/common/train_cli.h)
 // plus the MoE's own flags; each logged step adds the router losses and,
-// per layer, the tokens routed to each expert and those dropped by the
-// capacity limit.
+// per layer, the tokens routed to each expert, those dropped by the
+// capacity limit, and the share of tokens whose routing margin is within
+// 1, 16 and 256 ulps (near-ties that an inexact recompute may flip).
 
 #include <cstdio>
 #include <string>
@@ -124,11 +125,27 @@ void log_moe(const nn::Trainer::StepStats& step, train_cli::StepLog& log) {
     std::snprintf(buf, sizeof buf, "         %s tokens per expert", s.layer.c_str());
     std::string line = buf + counts(s.tokens_per_expert, width);
     std::snprintf(buf, sizeof buf, " | dropped %lld", (long long)s.tokens_dropped);
-    log.lines.push_back(line + buf);
+    line += buf;
+    // The share of tokens within 1, 16 and 256 ulps of another choice.
+    line += " | margin <=";
+    json::Value within = json::Object{};
+    for (size_t i = 0; i < nn::kMarginUlps.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%s%lld", i ? "/" : " ", (long long)nn::kMarginUlps[i]);
+      line += buf;
+      within.set(std::to_string(nn::kMarginUlps[i]), s.within_ulps[i]);
+    }
+    line += " ulp:";
+    for (const int64_t n : s.within_ulps) {
+      std::snprintf(buf, sizeof buf, " %.1f%%", 100.0 * double(n) / double(s.tokens));
+      line += buf;
+    }
+    log.lines.push_back(line);
     json::Value l = json::Object{};
     l.set("layer", s.layer);
     l.set("tokens_per_expert", int_array(s.tokens_per_expert));
     l.set("dropped", s.tokens_dropped);
+    l.set("tokens", s.tokens);
+    l.set("margin_within_ulps", std::move(within));
     l.set("aux_loss", s.aux_loss);
     l.set("z_loss", s.z_loss);
     layers.push_back(std::move(l));

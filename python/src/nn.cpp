@@ -7,6 +7,7 @@
 // step, file I/O) release the GIL; Python code they call back into
 // (policies, layer runners, hooks) takes it again.
 
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
@@ -389,7 +390,11 @@ void bind_nn(nb::module_& m) {
       .def_ro("dropped_per_expert", &nn::MoeLayerStats::dropped_per_expert)
       .def_ro("tokens_dropped", &nn::MoeLayerStats::tokens_dropped)
       .def_ro("aux_loss", &nn::MoeLayerStats::aux_loss)
-      .def_ro("z_loss", &nn::MoeLayerStats::z_loss);
+      .def_ro("z_loss", &nn::MoeLayerStats::z_loss)
+      .def_ro("within_ulps", &nn::MoeLayerStats::within_ulps,
+              "Tokens whose routing margin is within 1, 16 and 256 ulps (margin_ulps).");
+  m.attr("margin_ulps") =
+      nb::cast(std::vector<int64_t>(nn::kMarginUlps.begin(), nn::kMarginUlps.end()));
   nb::class_<nn::MoeRouterTerms>(m, "MoeRouterTerms",
                                  "A layer's router loss terms, on its device (nn/moe.h).")
       .def_ro("layer", &nn::MoeRouterTerms::layer)

@@ -239,7 +239,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       .def_ro("indices", &ops::MoeRoute::indices)
       .def_ro("token", &ops::MoeRoute::token)
       .def_ro("counts", &ops::MoeRoute::counts)
-      .def_ro("routed", &ops::MoeRoute::routed);
+      .def_ro("routed", &ops::MoeRoute::routed)
+      .def_ro("margin", &ops::MoeRoute::margin);
   m.def(
       "moe_route",
       [](const Tensor& scores, int64_t k, bool renormalize, int64_t capacity,

@@ -121,11 +121,11 @@ TEST(CudaSimIndexing, MoeRouteMatchesTheCpu) {
         const Tensors want = cpu_backend().moe_route(scores, b, p);
         const Tensor gw = random_tensor({want[0].size(0)}, 11, DType::f64);
         std::vector<Tensor> w(want.begin(), want.end());
-        w.push_back(cpu_backend().moe_route_backward(gw, want[1], want[5], want[6], 12, p));
+        w.push_back(cpu_backend().moe_route_backward(gw, want[1], want[6], want[7], 12, p));
         const auto got = simulate([&](const SimExec& ex) {
           const Tensors out = cuda::moe_route(ex, scores, b, p);
           std::vector<Tensor> r(out.begin(), out.end());
-          r.push_back(cuda::moe_route_backward(ex, gw, out[1], out[5], out[6], 12, p));
+          r.push_back(cuda::moe_route_backward(ex, gw, out[1], out[6], out[7], 12, p));
           return r;
         });
         expect_same(

@@ -270,18 +270,27 @@ TEST(LoadBalance, ResumeIsBitwise) {
 // Two micro-batches of 2 sequences count what one batch of the same 4
 // sequences counts (routing a token does not depend on its batch-mates, and
 // no capacity limit drops any), so the first update is the same, and the
-// formula of the summed counts.
+// formula of the summed counts; the routing margins count together too.
 TEST(LoadBalance, AccumulatedMicroBatchesCountTogether) {
-  TrainConfig accumulate = deepseek_run(0.01, 2);
+  // A bf16 gate, whose equal logits make near-ties to count.
+  TrainConfig single = deepseek_run(0.01, 2);
+  single.model.moe->router_dtype = RouterDType::bf16;
+  TrainConfig accumulate = single;
   accumulate.batch = 2;
   accumulate.grad_accum = 2;
   Trainer two(accumulate, corpus());
-  Trainer one(deepseek_run(0.01, 2), corpus());
+  Trainer one(single, corpus());
   const std::vector<std::vector<float>> start = biases(two);
   const Trainer::StepStats s2 = two.step(), s1 = one.step();
+  int64_t near_ties = 0;
+  for (size_t l = 0; l < 2; ++l) near_ties += s1.moe[l].stats().within_ulps.front();
+  EXPECT_GT(near_ties, 0);
   for (size_t l = 0; l < 2; ++l) {
     const std::vector<int64_t> routed = s2.moe[l].routed.to_vector<int64_t>();
     EXPECT_EQ(routed, s1.moe[l].routed.to_vector<int64_t>());
+    // The routing margins too: the near-tie counts of both micro-batches.
+    EXPECT_EQ(s2.moe[l].stats().within_ulps, s1.moe[l].stats().within_ulps);
+    EXPECT_EQ(s2.moe[l].stats().tokens, s1.moe[l].stats().tokens);
     EXPECT_EQ(bits(biases(two)[l]), bits(expected_bias(start[l], routed, 0.01)));
     EXPECT_EQ(bits(biases(two)[l]), bits(biases(one)[l]));
   }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/grad_mode.h"
+#include "engine/route_choice.h"
 #include "ops/grouped_linear.h"
 #include "ops/matmul.h"
 #include "ops/moe_route.h"
@@ -78,6 +79,41 @@ TEST(MoeRoute, SortsByExpertThenTokenAndDropsOverCapacity) {
   EXPECT_EQ(c.token.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 0, 1, 0, 2}));
   EXPECT_EQ(c.counts.to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 2}));
   EXPECT_EQ(c.routed.to_vector<int64_t>(), (std::vector<int64_t>{3, 3, 2}));
+}
+
+TEST(MoeRoute, MarginCountsTheUlpsToTheBestUnchosenExpert) {
+  // f32 scores of 4 tokens for 4 experts, top-2:
+  //   token 0: the 2nd (0.5) and 3rd (0.5) tie: margin 0;
+  //   token 1: the 3rd is the 2nd's lower neighbour: margin 1;
+  //   token 2: 0.5 against 0.25: 2^23 ulps (one binade);
+  //   token 3: 0.75 against -0.25: through zero, counted on both sides.
+  const float half = 0.5f, below = std::nextafter(half, 0.0f);
+  Tensor s = Tensor::from_vector(std::vector<float>{0.9f, half, half, 0.1f,       //
+                                                    below, 0.9f, half, 0.1f,      //
+                                                    0.9f, half, 0.25f, 0.1f,      //
+                                                    -0.5f, 0.75f, 1.0f, -0.25f},  //
+                                 {4, 4});
+  const int64_t one_binade = int64_t(1) << 23;
+  const int64_t through_zero = route::ordered(0.75f) - route::ordered(-0.25f);
+  EXPECT_EQ(through_zero, route::ordered(0.75f) + route::ordered(0.25f));
+  EXPECT_EQ(moe_route(s, 2, true).margin.to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, one_binade, through_zero}));
+  // Choosing every expert leaves no runner-up.
+  EXPECT_EQ(moe_route(s, 4, true).margin.to_vector<int64_t>(),
+            std::vector<int64_t>(4, route::kNoRunnerUp));
+  // With a bias the margin is between biased values; with groups, among
+  // the chosen groups only. Token 2 biased: 0.9 + 0, 0.5 + 0.5 = 1, 0.25 +
+  // 0.75 = 1, 0.1 + 0: its top-2 are experts 1 and 2 (tie, lower first),
+  // and the runner-up expert 0 (0.9) lies 0.1 below.
+  const Tensor bias = Tensor::from_vector(std::vector<float>{0, 0.5f, 0.75f, 0}, {4});
+  const MoeRoute biased = moe_route(s.slice(0, 2, 3), 2, {.bias = bias});
+  EXPECT_EQ(biased.indices.to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(biased.margin.to_vector<int64_t>(),
+            (std::vector<int64_t>{route::ulps_apart(half + 0.5f, 0.9f)}));
+  // Two groups of 2, the best 1: token 0 keeps group 0 (0.9 + 0.5 > 0.5 +
+  // 0.1) and chooses both its experts, so no runner-up is left.
+  const MoeRoute grouped = moe_route(s.slice(0, 0, 1), 2, {.n_group = 2, .topk_group = 1});
+  EXPECT_EQ(grouped.margin.to_vector<int64_t>(), (std::vector<int64_t>{route::kNoRunnerUp}));
 }
 
 TEST(MoeOps, BadInputsNameTheOpAndShapes) {

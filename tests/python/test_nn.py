@@ -167,6 +167,10 @@ def test_mixtral_folder_runs_with_router_statistics():
     assert len(stats) == model.config.num_hidden_layers
     k = model.config.moe.num_experts_per_tok
     assert sum(stats[0].tokens_per_expert) == 32 * k
+    # Tokens within 1, 16 and 256 ulps of another choice: nested counts.
+    assert nn.margin_ulps == [1, 16, 256]
+    within = list(stats[0].within_ulps)
+    assert len(within) == 3 and 0 <= within[0] <= within[1] <= within[2] <= 32
     loss = model.causal_lm_loss(out, ids)
     loss.backward()
     assert out.router_losses().aux is not None
