@@ -10,13 +10,14 @@ namespace study {
 std::vector<Curve> train_curves(const nn::TrainConfig& base,
                                 const std::vector<CurveVariant>& variants,
                                 const std::shared_ptr<const nn::TextDataset>& data,
-                                int64_t eval_batches, Device device) {
+                                int64_t eval_batches, Device device, const NamedTensors* weights) {
   std::vector<Curve> out;
   for (const CurveVariant& v : variants) {
     nn::TrainConfig c = base;
     c.checkpointing.set_policy(v.checkpoint_policy);
     c.checkpointing.rng_replay = v.rng;
     nn::Trainer trainer(c, data, nullptr, device);
+    if (weights != nullptr) copy_state(trainer.model(), *weights);
     Curve curve{v, {}, 0, 0};
     while (!trainer.finished()) {
       const double t0 = step_clock_seconds(device);

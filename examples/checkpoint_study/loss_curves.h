@@ -30,11 +30,12 @@ struct Curve {
 };
 
 // Trains `base` once per variant with nn::Trainer on `device`, from
-// scratch each time.
+// scratch each time: the run's initialisation, or `weights` when given.
 std::vector<Curve> train_curves(const nn::TrainConfig& base,
                                 const std::vector<CurveVariant>& variants,
                                 const std::shared_ptr<const nn::TextDataset>& data,
-                                int64_t eval_batches, Device device);
+                                int64_t eval_batches, Device device,
+                                const NamedTensors* weights = nullptr);
 
 // A Markdown table, one row per curve: the loss of step 1, the mean
 // training loss over each quarter of the run, the held-out loss and its

@@ -10,7 +10,16 @@
 // correct and with fresh (wrong) recompute randomness and compares the loss
 // curves. docs/checkpointing-study.md explains the results.
 //
-//   checkpoint_study [--out DIR] [--quick] [--threads N] [--device D]
+//   checkpoint_study [--out DIR] [--quick] [--threads N] [--device D] [--dtype T]
+//                    [--model DIR [--train-steps N] [--load-balance-coeff X]]
+//
+// --model runs the same scenarios on any family's model instead: the one
+// DIR/config.json describes (with the folder's weights when it has them),
+// and for an MoE model a sweep of router noise with the gate in f32 and
+// bf16, after --train-steps of training without and (with a routing bias,
+// DeepSeek-V3's) with auxiliary-loss-free balancing. Every MoE model also
+// gets its routing margins per layer: the share of tokens within 1, 16 and
+// 256 ulps of choosing another expert.
 //
 // --out writes DIR/table.md, DIR/table.csv and DIR/loss_curves.csv. Every
 // run checks the study's claims (recorded and stash replay bitwise equal to
@@ -19,6 +28,8 @@
 // on a tiny model in well under a second.
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -34,7 +45,9 @@
 #include "io/write_file.h"
 #include "loss_curves.h"
 #include "nn/data.h"
+#include "nn/hf.h"
 #include "nn/llama.h"
+#include "nn/moe.h"
 #include "nn/train_state.h"
 #include "report.h"
 #include "step_measure.h"
@@ -61,6 +74,13 @@ fresh recompute randomness, and checks the claims.
                 step times are wall time, the device waited for
   --dtype T     f32 | bf16: precision of the projections (f32); bf16 runs them
                 on bf16 copies of activations and weights with f32 masters
+  --model DIR   the model of a Hugging Face folder (config.json; its weights when
+                it has them) instead of the built-in ones; any family, with a
+                vocabulary of at least 256 (the data is bytes)
+  --train-steps N  also measure the MoE models after N steps of training (0)
+  --load-balance-coeff X  with --train-steps and a model with a routing bias
+                (DeepSeek-V3): train once more with auxiliary-loss-free balancing
+                at X (0.001)
   --help        this text
 )";
 
@@ -70,6 +90,9 @@ struct Options {
   int threads = 1;
   Device device = Device::cpu();
   DType dtype = DType::f32;
+  std::string model_dir;  // empty: the built-in models
+  int64_t train_steps = 0;
+  double load_balance_coeff = 1e-3;
 };
 
 // A bad command line: exit status 2.
@@ -105,6 +128,22 @@ Options parse_flags(int argc, char** argv, bool& help) {
       } catch (const Error& e) {
         throw UsageError(e.what());
       }
+    } else if (a == "--model") {
+      o.model_dir = value();
+    } else if (a == "--train-steps") {
+      const std::string v = value();
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 0 || n > 1'000'000)
+        throw UsageError("--train-steps: expected an integer in [0, 1000000], got '" + v + "'");
+      o.train_steps = n;
+    } else if (a == "--load-balance-coeff") {
+      const std::string v = value();
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(x) || x <= 0)
+        throw UsageError("--load-balance-coeff: expected a positive number, got '" + v + "'");
+      o.load_balance_coeff = x;
     } else if (a == "--dtype") {
       const std::string v = value();
       const std::optional<DType> dtype = nn::run_dtype_named(v);
@@ -114,6 +153,7 @@ Options parse_flags(int argc, char** argv, bool& help) {
       throw UsageError("unknown flag '" + a + "'");
     }
   }
+  if (o.model_dir.empty() && o.train_steps > 0) throw UsageError("--train-steps needs --model");
   return o;
 }
 
@@ -162,6 +202,8 @@ Sizes sizes(bool quick) {
 struct Model {
   std::string label;  // "llama p=0.1"
   nn::LlamaConfig config;
+  // Its weights; null: initialised from the study's seed as HF does.
+  std::shared_ptr<const study::NamedTensors> weights;
 };
 
 enum class Expect { equal, differs };
@@ -169,7 +211,6 @@ enum class Expect { equal, differs };
 // (ActivationCheckpointing::save_router) and where noise is injected.
 enum class Router { saved, recomputed };
 enum class NoiseOn { all, router };
-const std::string kRouterScopes = nn::router_scopes(nn::family_info(nn::Family::mixtral).moe_block);
 
 struct Scenario {
   size_t model;        // index into the models
@@ -217,11 +258,16 @@ struct Claim {
 
 // The model's reference step (no checkpointing), then each scenario's
 // step against it: one table row and the claims it checks per scenario.
-void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
-                   const nn::TextDataset& data, const Sizes& sz, uint64_t seed, Device device,
-                   DType dtype, std::vector<study::Row>& rows, std::vector<Claim>& claims) {
+// Returns the reference step's routing, per MoE layer.
+std::vector<nn::MoeLayerStats> measure_model(const Model& model,
+                                             const std::vector<Scenario>& scenarios,
+                                             const nn::TextDataset& data, const Sizes& sz,
+                                             uint64_t seed, Device device, DType dtype,
+                                             std::vector<study::Row>& rows,
+                                             std::vector<Claim>& claims) {
   const bool moe = model.config.moe.has_value();
-  study::StepBench bench(model.config, data, sz.batch, sz.seq, seed, device, dtype);
+  study::StepBench bench(model.config, data, sz.batch, sz.seq, seed, device, dtype,
+                         model.weights.get());
   const study::StepMeasurement ref = bench.run(nn::CheckpointConfig::parse("none"), 1, sz.repeats);
   rows.push_back({model.label, "none", "recorded", "none", "0", "reference: no checkpointing", 0, 0,
                   true, moe ? 0.0 : -1.0, moe ? 0.0 : -1.0, ref.peak_saved_activation, ref.seconds,
@@ -241,7 +287,9 @@ void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
     if (moe) {
       policy += s.router == Router::saved ? ", router saved" : ", router recomputed";
       if (s.noise_ulps > 0) noise += s.noise_on == NoiseOn::all ? " (all)" : " (router)";
-      if (s.noise_on == NoiseOn::router) ac.noise_scopes = kRouterScopes;
+      if (s.noise_on == NoiseOn::router) {
+        ac.noise_scopes = nn::router_scopes(nn::moe_block_of(model.config));
+      }
     }
     // Noise is one draw per (noise seed, node, element): average what it
     // does over several seeds. The first draw is the timed one.
@@ -300,6 +348,205 @@ void measure_model(const Model& model, const std::vector<Scenario>& scenarios,
     std::printf(".");
     std::fflush(stdout);
   }
+  return ref.moe;
+}
+
+// ---- the models ----------------------------------------------------------------
+
+// The built-in models: the small Llama without and with dropout, and the
+// same with Mixtral-style MoE layers, its gate in f32 and in bf16.
+std::vector<Model> builtin_models(const Sizes& sz) {
+  nn::LlamaConfig plain = sz.dense, dropout = sz.dense;
+  dropout.dropout = 0.1;
+  dropout.attention_dropout = 0.1;
+  nn::LlamaConfig moe = dropout;
+  moe.intermediate_size = sz.expert_ffn;
+  moe.family = nn::Family::mixtral;
+  moe.moe = sz.moe;
+  nn::LlamaConfig moe_bf16 = moe;
+  moe_bf16.moe->router_dtype = nn::RouterDType::bf16;
+  return {{"llama p=0", plain, nullptr},
+          {"llama p=0.1", dropout, nullptr},
+          {"moe p=0.1", moe, nullptr},
+          {"moe p=0.1 bf16 gate", moe_bf16, nullptr}};
+}
+
+bool has_weights(const std::string& dir) {
+  namespace fs = std::filesystem;
+  return fs::exists(fs::path(dir) / "model.safetensors") ||
+         fs::exists(fs::path(dir) / "model.safetensors.index.json");
+}
+
+// The model's state, detached from it (the tensors outlive the model).
+std::shared_ptr<const study::NamedTensors> state_of(const nn::Module& model) {
+  auto out = std::make_shared<study::NamedTensors>();
+  for (const auto& [name, value] : model.named_state()) out->emplace_back(name, value.detach());
+  return out;
+}
+
+// The model of a folder, as the built-in ones: without and with dropout
+// and, for an MoE model, the gate in f32 and in bf16; with train_steps the
+// MoE models again after that many steps of training from the same start,
+// and (for a model with a routing bias, DeepSeek-V3's) once more with
+// auxiliary-loss-free balancing.
+std::vector<Model> folder_models(const Options& o, const Sizes& sz,
+                                 const std::shared_ptr<const nn::TextDataset>& data,
+                                 uint64_t seed) {
+  const std::string where = o.model_dir + "/config.json";
+  const nn::ModelConfigFile file = nn::read_model_config_file(o.model_dir);
+  const std::string unknown = nn::unknown_fields_warning(file, where);
+  if (!unknown.empty()) std::fprintf(stderr, "warning: %s\n", unknown.c_str());
+  const nn::LlamaConfig plain = file.config;
+  REPRISE_CHECK(plain.vocab_size >= nn::kByteVocabSize, where, ": vocab_size is ", plain.vocab_size,
+                "; the study's data is bytes, which needs at least ", nn::kByteVocabSize);
+  REPRISE_CHECK(plain.max_sequence_length() >= sz.seq, where, ": the model takes sequences of ",
+                plain.max_sequence_length(), " tokens at most; the study's are ", sz.seq);
+  std::shared_ptr<const study::NamedTensors> weights;
+  if (has_weights(o.model_dir)) weights = state_of(*nn::load_model(o.model_dir));
+
+  const std::string family = plain.info().model_type;
+  nn::LlamaConfig dropout = plain;
+  dropout.dropout = 0.1;
+  dropout.attention_dropout = 0.1;
+  std::vector<Model> models{{family + " p=0", plain, weights},
+                            {family + " p=0.1", dropout, weights}};
+  if (!plain.moe) return models;
+  nn::LlamaConfig bf16_gate = dropout;
+  bf16_gate.moe->router_dtype = nn::RouterDType::bf16;
+  auto add_moe = [&](const std::string& label,
+                     const std::shared_ptr<const study::NamedTensors>& w) {
+    models.push_back({family + label + " p=0.1", dropout, w});
+    models.push_back({family + label + " p=0.1 bf16 gate", bf16_gate, w});
+  };
+  add_moe("", weights);
+  auto trained = [&](double load_balance_coeff) {
+    nn::TrainConfig t = sz.curves;
+    t.model = plain;
+    t.model.moe->load_balance_coeff = load_balance_coeff;
+    t.steps = o.train_steps;
+    t.warmup = std::min<int64_t>(t.warmup, std::max<int64_t>(o.train_steps / 10, 1));
+    t.seed = seed;
+    std::printf("training %s %lld steps%s\n", family.c_str(), (long long)o.train_steps,
+                load_balance_coeff > 0 ? ", auxiliary-loss-free balancing" : "");
+    std::fflush(stdout);
+    nn::Trainer trainer(t, data);
+    if (weights) study::copy_state(trainer.model(), *weights);
+    while (!trainer.finished()) trainer.step();
+    return state_of(trainer.model());
+  };
+  if (o.train_steps > 0) {
+    add_moe(" trained", trained(0));
+    if (plain.moe->score_correction_bias) add_moe(" balanced", trained(o.load_balance_coeff));
+  }
+  return models;
+}
+
+// What the table's header says of the models.
+std::string models_note(const Options& o, const Sizes& sz, const std::vector<Model>& models) {
+  char buf[1024];
+  if (o.model_dir.empty()) {
+    std::snprintf(
+        buf, sizeof buf,
+        "Llama: %s; p=0.1 is residual and attention dropout 0.1. MoE: the same with %s, "
+        "experts of ffn %lld (%lld routing slots per step: tokens x top-k x layers).",
+        sz.dense.describe().c_str(), sz.moe.describe().c_str(), (long long)sz.expert_ffn,
+        (long long)(sz.batch * sz.seq * sz.moe.num_experts_per_tok * sz.dense.num_hidden_layers));
+    return buf;
+  }
+  const nn::LlamaConfig& c = models.front().config;
+  std::snprintf(buf, sizeof buf, "Model: %s (%s), %s; p=0.1 is residual and attention dropout 0.1.",
+                o.model_dir.c_str(), c.describe().c_str(),
+                models.front().weights ? "the folder's weights"
+                                       : "initialised as Hugging Face does from the seed");
+  std::string note = buf;
+  if (c.moe && o.train_steps > 0) {
+    std::snprintf(buf, sizeof buf,
+                  " \"trained\": after %lld AdamW steps of %lld x %lld tokens (lr %.g) from the "
+                  "same start; \"balanced\": the same with auxiliary-loss-free balancing at %.g.",
+                  (long long)o.train_steps, (long long)sz.curves.batch, (long long)sz.curves.seq,
+                  sz.curves.lr, o.load_balance_coeff);
+    note += buf;
+  }
+  return note;
+}
+
+// ---- routers ------------------------------------------------------------------
+
+// What the study saw of one MoE model's router.
+struct RouterReport {
+  std::string model;
+  std::vector<nn::MoeLayerStats> layers;  // the reference step's routing
+  int64_t slots = 0;                      // routing slots per step: tokens x k x MoE layers
+  // Mean slots flipped per step with the router recomputed and noise on the
+  // router's values, at nn::kMarginUlps[i] ulps; -1 where not run.
+  std::array<double, nn::kMarginUlps.size()> router_noise;
+  double all_noise = -1;        // 1 ulp on every replayed value, router recomputed
+  double all_noise_saved = -1;  // the same, router saved
+};
+
+// The report of a model from its reference routing and its scenarios,
+// whose rows start at rows[first_row].
+RouterReport router_report(const Model& model, const std::vector<nn::MoeLayerStats>& routing,
+                           const std::vector<Scenario>& scenarios,
+                           const std::vector<study::Row>& rows, size_t first_row) {
+  RouterReport r{.model = model.label, .layers = routing};
+  r.router_noise.fill(-1);
+  for (const nn::MoeLayerStats& l : routing) {
+    r.slots += l.tokens * model.config.moe->num_experts_per_tok;
+  }
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const Scenario& s = scenarios[i];
+    const double flips = rows.at(first_row + i).routing_flips;
+    if (s.policy != "full" || s.rng != RngReplay::recorded || s.noise_ulps == 0) continue;
+    if (s.noise_on == NoiseOn::router && s.router == Router::recomputed) {
+      for (size_t j = 0; j < nn::kMarginUlps.size(); ++j) {
+        if (s.noise_ulps == nn::kMarginUlps[j]) r.router_noise[j] = flips;
+      }
+    } else if (s.noise_on == NoiseOn::all && s.noise_ulps == 1) {
+      (s.router == Router::recomputed ? r.all_noise : r.all_noise_saved) = flips;
+    }
+  }
+  return r;
+}
+
+std::string percent(int64_t part, int64_t whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", whole > 0 ? 100.0 * double(part) / double(whole) : 0.0);
+  return buf;
+}
+
+std::string flips_cell(double flips) {
+  if (flips < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", flips);
+  return buf;
+}
+
+// Two Markdown tables: flips per step against the noise on recompute, and
+// each layer's routing margins (the share of tokens within 1, 16 and 256
+// ulps of another choice: where noise of that size can flip a token).
+std::string routers_markdown(const std::vector<RouterReport>& routers) {
+  if (routers.empty()) return "";
+  std::string md =
+      "| model | routing slots per step | flipped at 1 ulp on the router | 16 ulps | 256 ulps | "
+      "1 ulp everywhere | 1 ulp everywhere, router saved |\n"
+      "| --- | --- | --- | --- | --- | --- | --- |\n";
+  for (const RouterReport& r : routers) {
+    md += "| " + r.model + " | " + std::to_string(r.slots);
+    for (const double f : r.router_noise) md += " | " + flips_cell(f);
+    md += " | " + flips_cell(r.all_noise) + " | " + flips_cell(r.all_noise_saved) + " |\n";
+  }
+  md +=
+      "\n| model | layer | tokens | margin <= 1 ulp | <= 16 ulps | <= 256 ulps |\n"
+      "| --- | --- | --- | --- | --- | --- |\n";
+  for (const RouterReport& r : routers) {
+    for (const nn::MoeLayerStats& l : r.layers) {
+      md += "| " + r.model + " | " + l.layer + " | " + std::to_string(l.tokens);
+      for (const int64_t n : l.within_ulps) md += " | " + percent(n, l.tokens);
+      md += " |\n";
+    }
+  }
+  return md;
 }
 
 int run(const Options& o) {
@@ -309,19 +556,9 @@ int run(const Options& o) {
   sz.curves.dtype = o.dtype;
   const uint64_t seed = 1;
 
-  std::vector<Model> models;
-  nn::LlamaConfig plain = sz.dense, dropout = sz.dense;
-  dropout.dropout = 0.1;
-  dropout.attention_dropout = 0.1;
-  nn::LlamaConfig moe = dropout, moe_bf16 = dropout;
-  moe.intermediate_size = moe_bf16.intermediate_size = sz.expert_ffn;
-  moe.family = moe_bf16.family = nn::Family::mixtral;
-  moe.moe = moe_bf16.moe = sz.moe;
-  moe_bf16.moe->router_dtype = nn::RouterDType::bf16;
-  models.push_back({"llama p=0", plain});
-  models.push_back({"llama p=0.1", dropout});
-  models.push_back({"moe p=0.1", moe});
-  models.push_back({"moe p=0.1 bf16 gate", moe_bf16});
+  const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
+  const std::vector<Model> models =
+      o.model_dir.empty() ? builtin_models(sz) : folder_models(o, sz, data, seed);
 
   const RngReplay rec = RngReplay::recorded, stash = RngReplay::stash, fresh = RngReplay::fresh;
   const Verify none = Verify::none, bitwise = Verify::bitwise;
@@ -331,7 +568,7 @@ int run(const Options& o) {
   // model, policy, rng, verifier, noise ulps, expected, in --quick, what it
   // stands for; for MoE models: router saved or recomputed, noise on all
   // replayed nodes or the router's only.
-  const std::vector<Scenario> scenarios{
+  std::vector<Scenario> scenarios{
       {0, "full", fresh, none, 0, eq, true, "no dropout: preserve_rng_state=False is harmless"},
       {1, "full", fresh, none, 0, ne, true, "PyTorch preserve_rng_state=False"},
       {1, "full", fresh, Verify::metadata, 0, ne, false,
@@ -358,51 +595,74 @@ int run(const Options& o) {
       {2, "full", rec, bitwise, 16, ne, false, "a noisier router kernel", recomputed, router},
       {2, "full", rec, bitwise, 256, ne, false, "a noisier router kernel", recomputed, router},
       {2, "op-sac", rec, bitwise, 1, ne, false, "op-level SAC, noisy router", recomputed, router},
-      {3, "full", rec, bitwise, 0, eq, false, "exact replay", recomputed},
-      {3, "full", rec, bitwise, 1, ne, false, "non-bit-exact router kernel", recomputed, router},
-      {3, "full", rec, bitwise, 1, eq, false, "... with the router saved", saved, router},
-      {3, "full", rec, bitwise, 1, ne, false, "non-bit-exact kernels everywhere", recomputed, all},
-      {3, "full", rec, bitwise, 1, ne, false, "... with the router saved", saved, all},
   };
+  // Every other MoE model (the bf16 gate, the trained routers): how router
+  // flips grow with the noise, and that saving the router stops them.
+  for (size_t m = 3; m < models.size(); ++m) {
+    for (const Scenario& r : std::vector<Scenario>{
+             {m, "full", rec, bitwise, 0, eq, true, "exact replay", recomputed},
+             {m, "full", rec, bitwise, 1, ne, false, "non-bit-exact router kernel", recomputed,
+              router},
+             {m, "full", rec, bitwise, 16, ne, false, "a noisier router kernel", recomputed,
+              router},
+             {m, "full", rec, bitwise, 256, ne, false, "a noisier router kernel", recomputed,
+              router},
+             {m, "full", rec, bitwise, 1, eq, true, "... with the router saved", saved, router},
+             {m, "full", rec, bitwise, 1, ne, false, "non-bit-exact kernels everywhere", recomputed,
+              all},
+             {m, "full", rec, bitwise, 1, ne, false, "... with the router saved", saved, all}}) {
+      scenarios.push_back(r);
+    }
+  }
 
-  const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
-  std::printf("study    %s, step of %lld x %lld tokens, %d threads, device %s, dtype %s%s\n",
-              sz.dense.describe().c_str(), (long long)sz.batch, (long long)sz.seq,
-              threads::num_threads(), to_string(o.device).c_str(), dtype_name(o.dtype),
-              o.quick ? " (quick)" : "");
+  std::printf("study    step of %lld x %lld tokens, %d threads, device %s, dtype %s%s\n",
+              (long long)sz.batch, (long long)sz.seq, threads::num_threads(),
+              to_string(o.device).c_str(), dtype_name(o.dtype), o.quick ? " (quick)" : "");
+  for (const Model& m : models) {
+    std::printf("model    %s: %s\n", m.label.c_str(), m.config.describe().c_str());
+  }
   // Steps on the CPU are timed in process CPU time, on a GPU in wall time.
   const std::string time_column = o.device.is_cpu() ? "step CPU ms" : "step ms";
   const std::string time_note =
       time_column + (o.device.is_cpu()
                          ? ": process CPU time"
                          : ": wall time on " + to_string(o.device) + ", the device waited for,");
-  std::printf("moe      %s\n", moe.describe().c_str());
   std::fflush(stdout);
 
   std::vector<study::Row> rows;
   std::vector<Claim> claims;
+  std::vector<RouterReport> routers;
   for (size_t mi = 0; mi < models.size(); ++mi) {
     std::vector<Scenario> mine;
     for (const Scenario& s : scenarios) {
       if (s.model == mi && (!o.quick || s.quick)) mine.push_back(s);
     }
-    if (!mine.empty())
-      measure_model(models[mi], mine, *data, sz, seed, o.device, o.dtype, rows, claims);
+    if (mine.empty()) continue;
+    const size_t first_row = rows.size() + 1;  // after the reference's
+    const std::vector<nn::MoeLayerStats> routing =
+        measure_model(models[mi], mine, *data, sz, seed, o.device, o.dtype, rows, claims);
+    if (mi >= 2 && models[mi].config.moe) {
+      routers.push_back(router_report(models[mi], routing, mine, rows, first_row));
+    }
   }
   std::printf("\n\n%s\n", study::format_text(rows, time_column).c_str());
+  const std::string router_md = routers_markdown(routers);
+  std::printf("%s\n", router_md.c_str());
 
-  // Training curves: the correct run (no checkpointing), the same with full
-  // checkpointing and recorded replay (must be the same bits), and with
-  // fresh replay (preserve_rng_state=False).
+  // Training curves of the dropout model: the correct run (no
+  // checkpointing), the same with full checkpointing and recorded replay
+  // (must be the same bits), and with fresh replay (preserve_rng_state=False).
+  nn::TrainConfig curves_config = sz.curves;
+  curves_config.model = models[1].config;
   const std::vector<study::CurveVariant> variants{
       {"none", "none", rec}, {"full_recorded", "full", rec}, {"full_fresh", "full", fresh}};
   std::printf("training %lld steps of %lld x %lld tokens, dropout %.2g/%.2g, seed %llu\n",
-              (long long)sz.curves.steps, (long long)sz.curves.batch, (long long)sz.curves.seq,
-              sz.curves.model.dropout, sz.curves.model.attention_dropout,
-              (unsigned long long)sz.curves.seed);
+              (long long)curves_config.steps, (long long)curves_config.batch,
+              (long long)curves_config.seq, curves_config.model.dropout,
+              curves_config.model.attention_dropout, (unsigned long long)curves_config.seed);
   std::fflush(stdout);
-  const std::vector<study::Curve> curves =
-      study::train_curves(sz.curves, variants, data, sz.eval_batches, o.device);
+  const std::vector<study::Curve> curves = study::train_curves(
+      curves_config, variants, data, sz.eval_batches, o.device, models[1].weights.get());
   const std::string curve_md = study::curves_markdown(curves);
   std::printf("%s", curve_md.c_str());
   claims.push_back({"training: full/recorded logs the losses of no checkpointing, bit for bit",
@@ -413,28 +673,26 @@ int run(const Options& o) {
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     char header[1024];
-    std::snprintf(
-        header, sizeof header,
-        "Llama: %s; p=0.1 is residual and attention dropout 0.1. MoE: the same with %s, experts "
-        "of ffn %lld (%lld routing slots per step: tokens x top-k x layers). One step of "
-        "%lld x %lld tokens of the built-in corpus, seed %llu, against the same step without "
-        "checkpointing; %d thread(s). %s of forward, loss and "
-        "backward, the best of %d (the least disturbed by other work on the machine). Rows with "
-        "noise: the mean over %d noise seeds (max |dgrad|: "
-        "the largest).\n\n",
-        sz.dense.describe().c_str(), sz.moe.describe().c_str(), (long long)sz.expert_ffn,
-        (long long)(sz.batch * sz.seq * sz.moe.num_experts_per_tok * sz.dense.num_hidden_layers),
-        (long long)sz.batch, (long long)sz.seq, (unsigned long long)seed, threads::num_threads(),
-        time_note.c_str(), sz.repeats, sz.noise_draws);
+    std::snprintf(header, sizeof header,
+                  " One step of %lld x %lld tokens of the built-in corpus, seed %llu, against the "
+                  "same step without checkpointing; %d thread(s). %s of forward, loss and "
+                  "backward, the best of %d (the least disturbed by other work on the machine). "
+                  "Rows with noise: the mean over %d noise seeds (max |dgrad|: the largest).\n\n",
+                  (long long)sz.batch, (long long)sz.seq, (unsigned long long)seed,
+                  threads::num_threads(), time_note.c_str(), sz.repeats, sz.noise_draws);
     char curve_header[256];
     std::snprintf(curve_header, sizeof curve_header,
                   "\nTraining, %lld AdamW steps of %lld x %lld tokens, dropout %.2g/%.2g, "
                   "same seed:\n\n",
-                  (long long)sz.curves.steps, (long long)sz.curves.batch, (long long)sz.curves.seq,
-                  sz.curves.model.dropout, sz.curves.model.attention_dropout);
+                  (long long)curves_config.steps, (long long)curves_config.batch,
+                  (long long)curves_config.seq, curves_config.model.dropout,
+                  curves_config.model.attention_dropout);
+    const std::string routers_section =
+        routers.empty() ? "" : "\nRouters, from the same steps:\n\n" + router_md;
     // Each file atomically: a reader sees the previous study's or this one's.
-    io::write_text_atomic(o.out + "/table.md", header + study::format_markdown(rows, time_column) +
-                                                   curve_header + curve_md);
+    io::write_text_atomic(o.out + "/table.md", models_note(o, sz, models) + header +
+                                                   study::format_markdown(rows, time_column) +
+                                                   routers_section + curve_header + curve_md);
     io::write_text_atomic(o.out + "/table.csv", study::format_csv(rows));
     io::write_text_atomic(o.out + "/loss_curves.csv", study::curves_csv(curves));
     std::printf("wrote    %s/table.md, table.csv, loss_curves.csv\n", o.out.c_str());

@@ -8,6 +8,7 @@
 
 #include "autograd/backward.h"
 #include "engine/error.h"
+#include "engine/grad_mode.h"
 #include "engine/memory_stats.h"
 #include "nn/autocast.h"
 #include "nn/device.h"
@@ -24,6 +25,16 @@ double process_cpu_seconds() {
 double step_clock_seconds(Device device) {
   if (device.is_cpu()) return process_cpu_seconds();
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void copy_state(nn::Module& model, const NamedTensors& weights) {
+  NoGradGuard no_grad;
+  for (auto& [name, value] : model.named_state()) {
+    const auto it = std::find_if(weights.begin(), weights.end(),
+                                 [&](const auto& w) { return w.first == name; });
+    REPRISE_CHECK(it != weights.end(), "study::copy_state: no weights for '", name, "'");
+    value.copy_(it->second);
+  }
 }
 
 GradientError compare(const StepMeasurement& step, const StepMeasurement& reference) {
@@ -50,8 +61,10 @@ GradientError compare(const StepMeasurement& step, const StepMeasurement& refere
 }
 
 StepBench::StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch,
-                     int64_t seq, uint64_t seed, Device device, DType dtype)
+                     int64_t seq, uint64_t seed, Device device, DType dtype,
+                     const NamedTensors* weights)
     : device_(device), dtype_(dtype), gen_(seed), model_(config, gen_) {
+  if (weights != nullptr) copy_state(model_, *weights);
   model_.set_dropout_generator(gen_);
   batch_ = data.sample(batch, seq, gen_);
   start_ = gen_.state();
@@ -68,17 +81,20 @@ StepMeasurement StepBench::step(nn::LayerCheckpointing& layers, bool read_grads)
   memory_stats::reset_peaks();
   const double t0 = step_clock_seconds(device_);
   StepMeasurement m;
+  nn::CausalLMOutput routing;  // the forward's router terms, read after the step
   {
     Tensor loss;
     {
       const nn::Autocast precision(dtype_);
       const nn::CausalLMOutput out = model_.forward(batch_.input_ids, layers.runner());
       loss = model_.causal_lm_loss(out, batch_.labels);  // with MoE router losses
+      routing.moe = out.moe;
     }
     autograd::backward(loss);
     m.loss = loss.item<float>();  // waits for the device
   }
   m.seconds = step_clock_seconds(device_) - t0;
+  if (read_grads) m.moe = routing.moe_stats();
   const MemorySnapshot snap = memory_stats::snapshot();
   m.peak_saved_activation = snap[MemoryKind::saved_activation].peak;
   m.peak_total = snap.total.peak;

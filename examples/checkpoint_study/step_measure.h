@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/checkpoint.h"
@@ -21,6 +22,13 @@ namespace study {
 
 using namespace reprise;
 
+// A model's parameters and buffers by name (Module::named_state()).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Copies into each tensor of model's state the one of `weights` of its
+// name; raises when one is missing.
+void copy_state(nn::Module& model, const NamedTensors& weights);
+
 struct StepMeasurement {
   std::vector<std::vector<float>> grads;  // per parameter, in parameters() order
   float loss = 0;
@@ -29,6 +37,7 @@ struct StepMeasurement {
   double seconds = 0;                          // process CPU time, the least over the timed repeats
   autograd::RecomputeStats stats;              // counters of one step
   std::vector<autograd::Mismatch> mismatches;  // verifier reports of one step
+  std::vector<nn::MoeLayerStats> moe;          // the forward's routing, per MoE layer
 };
 
 // CPU time of this process (all threads), in seconds. Steps on the CPU are
@@ -51,12 +60,14 @@ GradientError compare(const StepMeasurement& step, const StepMeasurement& refere
 class StepBench {
  public:
   // Initialises the model from stream "init" of a generator seeded with
-  // `seed`, samples one (batch, seq) batch from `data` and remembers the
-  // generator state after it: every measured step starts from there. The
-  // model and the batch are then moved to `device`. The forward runs under
-  // nn::Autocast(dtype): f32, or bf16 projections (nn/autocast.h).
+  // `seed` (then, given `weights`, copies each named tensor of its state
+  // from them), samples one (batch, seq) batch from `data` and remembers
+  // the generator state after it: every measured step starts from there.
+  // The model and the batch are then moved to `device`. The forward runs
+  // under nn::Autocast(dtype): f32, or bf16 projections (nn/autocast.h).
   StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch, int64_t seq,
-            uint64_t seed, Device device = Device::cpu(), DType dtype = DType::f32);
+            uint64_t seed, Device device = Device::cpu(), DType dtype = DType::f32,
+            const NamedTensors* weights = nullptr);
 
   // Runs `warmup` unmeasured steps (a budget planner records in the first),
   // then `repeats` >= 1 measured ones, all from the same state; the
