@@ -91,7 +91,7 @@ struct KeyRange {
 
 // Lanes l with first <= l < end.
 template <class T>
-M16<T> lanes_between(int64_t first, int64_t end) {
+REPRISE_CPU_INLINE M16<T> lanes_between(int64_t first, int64_t end) {
   T index[W];
   for (int l = 0; l < W; ++l) index[l] = T(l);
   const V16<T> lane = V16<T>::load(index);

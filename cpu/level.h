@@ -50,9 +50,11 @@
   }                     \
   REPRISE_CPU_TARGET_POP
 
-// For the small vector helpers of cpu/ (the compiler inlines them; a call
-// would pass vectors through memory).
-#define REPRISE_CPU_INLINE inline
+// For the small vector helpers of cpu/: always inlined. A call would pass
+// vectors through memory, and with GCC 12 a call that returns a 512-bit
+// vector struct under the target pragma came back wrong: sanitizer builds,
+// which inline less, lost lanes of an attention mask.
+#define REPRISE_CPU_INLINE inline __attribute__((always_inline))
 // A lambda that passes vectors on to a functor, always inlined for the same
 // reason: `[&](auto x) REPRISE_CPU_LAMBDA { return f(x); }`.
 #define REPRISE_CPU_LAMBDA __attribute__((always_inline))
