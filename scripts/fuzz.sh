@@ -41,8 +41,7 @@ mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
 # on some of their GCC pragmas (fuzz/CMakeLists.txt).
 if ! {
   if [[ ! -f $build/CMakeCache.txt ]]; then
-    launcher=()
-    command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    source scripts/launcher.sh
     cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DREPRISE_FUZZ=ON -DREPRISE_WERROR=OFF -DREPRISE_CUDA=OFF -DREPRISE_BUILD_TESTS=OFF \
       -DREPRISE_BUILD_EXAMPLES=OFF "${launcher[@]}"

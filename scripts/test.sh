@@ -9,12 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${REPRISE_JOBS:-$(nproc)}
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # Each stage's start is printed with the seconds since this script began.
 stage() { echo "== [$SECONDS s] $*"; }
 
 scripts/setup.sh
+source scripts/launcher.sh
 
 stage "format check"
 scripts/check_format.sh

@@ -17,8 +17,7 @@ read -r -a suites <<<"${REPRISE_TSAN_SUITES:-engine autograd ops io}"
 # GCC's sanitizer instrumentation adds known false-positive warnings
 # (-Wmaybe-uninitialized in its AVX-512 headers), so warnings are not errors
 # here, as in scripts/test.sh's ASan+UBSan build.
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+source scripts/launcher.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_TSAN=ON -DREPRISE_WERROR=OFF \
   -DREPRISE_CUDA=OFF -DREPRISE_BUILD_EXAMPLES=OFF "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"$jobs" --target "${suites[@]/#/test_}"
