@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numbers>
 #include <random>
 #include <string>
@@ -145,6 +146,27 @@ TEST_F(SafetensorsTest, RoundTripEveryDTypeBitwise) {
   EXPECT_EQ(file.info("bf16").dtype_name, "BF16");
 }
 
+// 4 threads, each reading every tensor 20 times, starting at a different
+// one: how many reads `matches(name, written)` rejected.
+int concurrent_mismatches(
+    const std::vector<std::pair<std::string, Tensor>>& tensors,
+    const std::function<bool(const std::string& name, const Tensor& written)>& matches) {
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < tensors.size(); ++i) {
+          const auto& [name, written] = tensors[(i + size_t(r)) % tensors.size()];
+          mismatches += matches(name, written) ? 0 : 1;
+        }
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  return mismatches.load();
+}
+
 // One SafetensorsFile read by several std::threads at once (a data loader's
 // workers, parallel weight loading): every get() returns the written bytes.
 TEST_F(SafetensorsTest, ConcurrentGetsOfOneFile) {
@@ -154,20 +176,11 @@ TEST_F(SafetensorsTest, ConcurrentGetsOfOneFile) {
                          pattern(DType::f32, {17, int64_t(i) + 3}, i));
   write_safetensors(path("shared.safetensors"), tensors);
   const SafetensorsFile file = read_safetensors(path("shared.safetensors"));
-  std::atomic<int> mismatches{0};
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 4; ++r) {
-    readers.emplace_back([&, r] {
-      for (int round = 0; round < 20; ++round) {
-        for (size_t i = 0; i < tensors.size(); ++i) {
-          const auto& [name, written] = tensors[(i + size_t(r)) % tensors.size()];
-          mismatches += !same_bytes(file.get(name), written);
-        }
-      }
-    });
-  }
-  for (std::thread& t : readers) t.join();
-  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(concurrent_mismatches(tensors,
+                                  [&](const std::string& name, const Tensor& written) {
+                                    return same_bytes(file.get(name), written);
+                                  }),
+            0);
 }
 
 TEST_F(SafetensorsTest, WritesTheReferenceLayout) {
@@ -833,22 +846,13 @@ TEST_F(SafetensorsTest, ConcurrentReadIntoWithConversion) {
     tensors.emplace_back(std::string(1, char('a' + i)), float_values(DType::bf16, 1000 + i, i));
   write_safetensors(path("c.safetensors"), tensors);
   const SafetensorsFile file = read_safetensors(path("c.safetensors"));
-  std::atomic<int> mismatches{0};
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 4; ++r) {
-    readers.emplace_back([&, r] {
-      for (int round = 0; round < 20; ++round) {
-        for (size_t i = 0; i < tensors.size(); ++i) {
-          const auto& [name, written] = tensors[(i + size_t(r)) % tensors.size()];
-          Tensor dst = Tensor::empty(written.shape(), DType::f32);
-          file.read_into(name, dst);
-          mismatches += !same_bytes(dst, written.to(DType::f32));
-        }
-      }
-    });
-  }
-  for (std::thread& t : readers) t.join();
-  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(concurrent_mismatches(tensors,
+                                  [&](const std::string& name, const Tensor& written) {
+                                    Tensor dst = Tensor::empty(written.shape(), DType::f32);
+                                    file.read_into(name, dst);
+                                    return same_bytes(dst, written.to(DType::f32));
+                                  }),
+            0);
 }
 
 }  // namespace
