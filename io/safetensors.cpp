@@ -243,20 +243,23 @@ void SafetensorsFile::unmap() {
   map_bytes_ = 0;
 }
 
+std::string describe_tensor_names(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 5;
+  std::string out = std::to_string(names.size()) + (names.size() == 1 ? " tensor" : " tensors");
+  for (size_t i = 0; i < names.size() && i < kShown; ++i) {
+    out += (i ? ", " : ": ") + quoted(names[i]);
+  }
+  if (names.size() > kShown) out += ", ...";
+  return out;
+}
+
 bool SafetensorsFile::contains(const std::string& name) const { return infos_.count(name) != 0; }
 
 const TensorInfo& SafetensorsFile::info(const std::string& name) const {
   auto it = infos_.find(name);
   if (it != infos_.end()) return it->second;
-  std::string known;
-  constexpr size_t kShown = 5;
-  for (size_t i = 0; i < names_.size() && i < kShown; ++i) {
-    known += (i ? ", " : "") + quoted(names_[i]);
-  }
-  if (names_.size() > kShown) known += ", ...";
   REPRISE_FAIL("safetensors: ", path_, ": no tensor ", quoted(name), "; the file has ",
-               names_.size(), " tensor", names_.size() == 1 ? "" : "s",
-               names_.empty() ? "" : ": " + known);
+               describe_tensor_names(names_));
 }
 
 void SafetensorsFile::check_unchanged(const std::string& name) const {

@@ -62,6 +62,10 @@ inline constexpr size_t kMaxSafetensorsTensors = size_t(1) << 17;
 // The format's dtype name for a reprise dtype: f32 -> "F32", boolean -> "BOOL".
 const char* safetensors_dtype_name(DType dtype);
 
+// For an error about a missing tensor: "3 tensors: 'a', 'b', 'c'", the first
+// five names and "..." after them.
+std::string describe_tensor_names(const std::vector<std::string>& names);
+
 class SafetensorsFile {
  public:
   SafetensorsFile(SafetensorsFile&&) noexcept;

@@ -77,15 +77,8 @@ uint64_t total_size_of(const json::Value& v, const std::string& where) {
 const SafetensorsFile& SafetensorsFolder::shard(const std::string& name) const {
   auto it = shard_of_.find(name);
   if (it != shard_of_.end()) return shards_[it->second];
-  std::string known;
-  constexpr size_t kShown = 5;
-  for (size_t i = 0; i < names_.size() && i < kShown; ++i) {
-    known += (i ? ", " : "") + quoted(names_[i]);
-  }
-  if (names_.size() > kShown) known += ", ...";
   REPRISE_FAIL("safetensors folder ", dir_, ": no tensor ", quoted(name), "; the folder has ",
-               names_.size(), " tensor", names_.size() == 1 ? "" : "s",
-               names_.empty() ? "" : ": " + known);
+               describe_tensor_names(names_));
 }
 
 const TensorInfo& SafetensorsFolder::info(const std::string& name) const {
