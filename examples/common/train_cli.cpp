@@ -25,6 +25,7 @@
 #include "engine/cpu_capability.h"
 #include "engine/error.h"
 #include "engine/memory_limit.h"
+#include "engine/memory_stats.h"
 #include "engine/threads.h"
 #include "examples/common/config_file.h"
 #include "io/tokenizer.h"
@@ -1031,6 +1032,14 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
                 (long long)skipped_steps);
   }
   std::printf("\n");
+  // Each kind's own peak over the last step (they need not coincide), and
+  // that of everything together.
+  const MemorySnapshot memory = memory_stats::snapshot(o.device);
+  std::printf("memory   peaks of the last step:");
+  for (size_t k = 0; k < kMemoryKindCount; ++k) {
+    std::printf(" %s %s,", memory_kind_name(MemoryKind(k)), mib(memory.by_kind[k].peak).c_str());
+  }
+  std::printf(" all together %s\n", mib(memory.total.peak).c_str());
   return status;
 }
 

@@ -84,7 +84,7 @@ function(reprise_trainer_tests trainer)
     PASS_REGULAR_EXPRESSION "${ARG_LOG_REGEX}")
   set_tests_properties(${trainer}.resume PROPERTIES
     FIXTURES_REQUIRED ${trainer}_state FIXTURES_SETUP ${trainer}_hf
-    PASS_REGULAR_EXPRESSION "resumed  from .* at step 2.*step +4/4.*verifier mismatches")
+    PASS_REGULAR_EXPRESSION "resumed  from .* at step 2.*step +4/4.*verifier mismatches\nmemory   peaks of the last step: temporary [0-9.]+ MiB, parameter [0-9.]+ MiB, gradient [0-9.]+ MiB, optimizer_state [0-9.]+ MiB, saved_activation [0-9.]+ MiB, all together [0-9.]+ MiB")
   set_tests_properties(${trainer}.straight PROPERTIES
     FIXTURES_REQUIRED ${trainer}_clean FIXTURES_SETUP ${trainer}_straight)
   set_tests_properties(${trainer}.resume_is_bitwise PROPERTIES
