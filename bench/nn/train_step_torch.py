@@ -158,11 +158,29 @@ def core_peak_flops(bench):
 
 def in_fresh_process(fn, *args):
     """fn(*args) of this module in a new interpreter, so earlier runs leave
-    nothing behind."""
+    nothing behind: a number, or a tuple of numbers."""
     code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r});"
-            f"import train_step_torch as m; print(m.{fn}(*{args!r}))")
+            f"import train_step_torch as m; r = m.{fn}(*{args!r}); "
+            f"print(*(r if isinstance(r, tuple) else (r,)))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    values = tuple(float(v) for v in out.stdout.strip().splitlines()[-1].split())
+    return values if len(values) > 1 else values[0]
+
+
+def first_loss(model_dir, variant, policy, B, T):
+    """The loss of a first step, before any update."""
+    torch.set_num_threads(2)
+    return step(*load(model_dir, variant, policy), batch(B, T))
+
+
+def torch_seconds(model_dir, variant, policy, B, T, reps):
+    """(wall, cpu) seconds of one torch step after a warm-up step: a mean
+    over `reps` steps."""
+    torch.set_num_threads(2)
+    model, opt = load(model_dir, variant, policy)
+    ids = batch(B, T)
+    step(model, opt, ids)
+    return time_torch(model, opt, ids, reps)
 
 
 def run_ours(bench, case, model_env, model_dir):
@@ -192,16 +210,20 @@ def time_torch(model, opt, ids, reps):
     return statistics.mean(wall), statistics.mean(cpu)
 
 
-def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
+def compare(model, bench, model_env, cases, variants, B, T, rounds, reps, one_at_a_time=False):
     """Saves `model` (a freshly initialised HF model) and runs the side by
     side: for each (label, ours, policy) in `cases` (ours: the bench
     program's case; policy: "none" or "full" for torch), the first-loss
     check, `rounds` alternating rounds against every variant (a dict name ->
-    from_pretrained keyword arguments), and both sides' peak memory."""
+    from_pretrained keyword arguments), and both sides' peak memory.
+    one_at_a_time: every torch model lives in a process of its own, one
+    round's at a time (the first step of each round warms it up), so a
+    model too large to hold twice is never in memory beside ours."""
     torch.set_num_threads(2)
     ids = batch(B, T)
     with tempfile.TemporaryDirectory() as model_dir:
         model.save_pretrained(model_dir, safe_serialization=True)
+        del model
         print(f"torch {torch.__version__}, threads 2, B={B} T={T}, {rounds} alternating "
               f"rounds; medians of per-round mean step times (ms); ratio = ours / torch")
         counted = "eager" if "eager" in variants else next(iter(variants))
@@ -210,18 +232,26 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
         print(f"model GFLOP per step {flops / 1e9:.2f}; one core's {level} f32 FMA peak "
               f"{peak / 1e9:.1f} GFLOP/s (bench_fma_peak)")
         for label, case, policy in cases:
-            torch_runs = {v: load(model_dir, kw, policy) for v, kw in variants.items()}
-            # Same weights, same batch: the first losses must agree (f32
-            # summation orders differ, so not bitwise).
-            first = {v: step(*torch_runs[v], ids) for v in variants}
+            if one_at_a_time:
+                first = {v: in_fresh_process("first_loss", model_dir, kw, policy, B, T)
+                         for v, kw in variants.items()}
+            else:
+                torch_runs = {v: load(model_dir, kw, policy) for v, kw in variants.items()}
+                # Same weights, same batch: the first losses must agree (f32
+                # summation orders differ, so not bitwise).
+                first = {v: step(*torch_runs[v], ids) for v in variants}
             ours = run_ours(bench, case, model_env, model_dir)  # its memory figures are printed below
             ours0 = ours["loss0"]
             for v, l in first.items():
                 if abs(l - ours0) > 1e-4 * abs(l):
                     raise SystemExit(f"{label}/{v}: first loss {l} vs ours {ours0}")
             sides = {"ours": lambda: ours_seconds(bench, case, model_env, model_dir)}
-            for v in variants:
-                sides[v] = lambda v=v: time_torch(*torch_runs[v], ids, reps)
+            for v, kw in variants.items():
+                if one_at_a_time:
+                    sides[v] = lambda kw=kw: in_fresh_process("torch_seconds", model_dir, kw, policy,
+                                                              B, T, reps)
+                else:
+                    sides[v] = lambda v=v: time_torch(*torch_runs[v], ids, reps)
             # name -> [(wall, cpu) per round], each side first in every other round
             times = side_by_side.alternate(rounds, sides)
             name = next(iter(variants))
@@ -252,7 +282,7 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps):
                   flush=True)
 
 
-def main(make_model, model_env, cases, variants, B, T):
+def main(make_model, model_env, cases, variants, B, T, one_at_a_time=False):
     """The command line of a side-by-side script: --bench (the bench
     program), --rounds, --reps; compare() on make_model() built from seed 0."""
     parser = argparse.ArgumentParser()
@@ -261,4 +291,5 @@ def main(make_model, model_env, cases, variants, B, T):
     parser.add_argument("--reps", type=int, default=3, help="torch steps per round (ours: 3)")
     args = parser.parse_args()
     torch.manual_seed(0)
-    compare(make_model(), args.bench, model_env, cases, variants, B, T, args.rounds, args.reps)
+    compare(make_model(), args.bench, model_env, cases, variants, B, T, args.rounds, args.reps,
+            one_at_a_time)
