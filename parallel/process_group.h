@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "nn/train_state.h"
+#include "nn/trainer.h"
 #include "parallel/communicator.h"
 #include "parallel/expert_parallel.h"
 #include "parallel/gradient_buckets.h"

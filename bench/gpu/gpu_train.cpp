@@ -23,7 +23,7 @@
 #include "nn/device.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
-#include "nn/train_state.h"
+#include "nn/train_config.h"
 
 using namespace reprise;
 

@@ -15,7 +15,7 @@
 // passes the ones PyTorch uses); otherwise the model is initialised as HF
 // does from a fixed seed.
 #include "bench/nn/train_step.h"
-#include "nn/train_state.h"
+#include "nn/train_config.h"
 
 namespace {
 

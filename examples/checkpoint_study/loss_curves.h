@@ -9,7 +9,7 @@
 
 #include "autograd/checkpoint.h"
 #include "nn/data.h"
-#include "nn/train_state.h"
+#include "nn/trainer.h"
 #include "step_measure.h"
 
 namespace study {

@@ -48,7 +48,7 @@
 #include "nn/hf.h"
 #include "nn/llama.h"
 #include "nn/moe.h"
-#include "nn/train_state.h"
+#include "nn/trainer.h"
 #include "report.h"
 #include "step_measure.h"
 

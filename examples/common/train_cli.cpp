@@ -31,6 +31,7 @@
 #include "io/tokenizer.h"
 #include "nn/data.h"
 #include "nn/hf.h"
+#include "nn/train_state.h"
 #include "parallel/process_group.h"
 #include "parallel/world.h"
 

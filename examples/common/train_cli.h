@@ -1,6 +1,6 @@
 #pragma once
 // The command line of the example trainers (llama_train, moe_train) around
-// nn::Trainer (nn/train_state.h): flags and their parsing, the usage text,
+// nn::Trainer (nn/trainer.h): flags and their parsing, the usage text,
 // progress lines, metrics JSONL, evaluation, training checkpoints (save,
 // resume), Hugging Face import and export, and the gradient dump.
 //
@@ -24,7 +24,7 @@
 #include "io/json.h"
 #include "nn/hf.h"
 #include "nn/llama.h"
-#include "nn/train_state.h"
+#include "nn/trainer.h"
 
 namespace reprise::train_cli {
 

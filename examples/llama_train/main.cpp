@@ -1,9 +1,9 @@
 // llama_train: trains a small Llama with reprise, on bytes or a tokenizer's
 // ids, on a built-in generated corpus (nn/data.h) or any text file, and
 // prints its progress.
-// The run itself (model, optimizer, generator, step, checkpoints) is
-// nn::Trainer (nn/train_state.h); the command line around it (flags,
-// logging, metrics, evaluation, saving and HF import/export) is
+// The run itself (model, optimizer, generator, step) is nn::Trainer
+// (nn/trainer.h), its checkpoints nn/train_state.h; the command line around
+// it (flags, logging, metrics, evaluation, saving and HF import/export) is
 // examples/common/train_cli.h, which this program uses as it is.
 
 #include "examples/common/train_cli.h"

@@ -18,6 +18,7 @@
 #include "nn/hf.h"
 #include "nn/optim.h"
 #include "nn/train_state.h"
+#include "nn/trainer.h"
 #include "python/src/bind.h"
 
 namespace reprise::python {
@@ -234,7 +235,7 @@ void bind_training(nb::module_& m) {
       .def_ro("peak_total", &StepStats::peak_total)
       .def_ro("moe", &StepStats::moe);
   nb::class_<nn::Trainer>(m, "Trainer",
-                          "llama_train's training run in C++ (nn/train_state.h): model, AdamW, "
+                          "llama_train's training run in C++ (nn/trainer.h): model, AdamW, "
                           "one generator (streams init, data, dropout) and the step count.")
       .def(
           "__init__",

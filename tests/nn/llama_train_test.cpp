@@ -14,6 +14,7 @@
 #include "engine/threads.h"
 #include "io/safetensors.h"
 #include "nn/train_state.h"
+#include "nn/trainer.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_train.h"
 

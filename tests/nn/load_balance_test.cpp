@@ -17,6 +17,7 @@
 #include "io/json.h"
 #include "nn/hf_config.h"
 #include "nn/train_state.h"
+#include "nn/trainer.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/temp_dir.h"

@@ -12,6 +12,7 @@
 #include "nn/hf.h"
 #include "nn/llama.h"
 #include "nn/train_state.h"
+#include "nn/trainer.h"
 #include "ops/binary.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/temp_dir.h"

@@ -19,6 +19,7 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "nn/hf.h"
+#include "nn/trainer.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tiny_train.h"

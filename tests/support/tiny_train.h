@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "nn/data.h"
-#include "nn/train_state.h"
+#include "nn/trainer.h"
 
 namespace reprise::testing {
 
