@@ -420,6 +420,10 @@ REPRISE_CPU_INLINE V16<T> log_of(V16<T> x) {
   return lanewise(x, [](T v) { return std::log(v); });
 }
 template <class T>
+REPRISE_CPU_INLINE V16<T> log1p_of(V16<T> x) {
+  return lanewise(x, [](T v) { return std::log1p(v); });
+}
+template <class T>
 REPRISE_CPU_INLINE V16<T> sqrt_of(V16<T> x) {
   return lanewise(x, [](T v) { return std::sqrt(v); });
 }

@@ -2,38 +2,6 @@
 
 namespace reprise {
 
-const char* unary_op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg:
-      return "neg";
-    case UnaryOp::exp:
-      return "exp";
-    case UnaryOp::log:
-      return "log";
-    case UnaryOp::sqrt:
-      return "sqrt";
-    case UnaryOp::rsqrt:
-      return "rsqrt";
-    case UnaryOp::pow:
-      return "pow";
-    case UnaryOp::relu:
-      return "relu";
-    case UnaryOp::gelu:
-      return "gelu";
-    case UnaryOp::silu:
-      return "silu";
-    case UnaryOp::sigmoid:
-      return "sigmoid";
-    case UnaryOp::tanh:
-      return "tanh";
-    case UnaryOp::add_scalar:
-      return "add_scalar";
-    case UnaryOp::mul_scalar:
-      return "mul_scalar";
-  }
-  return "?";
-}
-
 Backend& backend(Device device) {
   return device.is_cpu() ? cpu_backend() : cuda_backend(device.index());
 }

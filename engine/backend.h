@@ -25,6 +25,7 @@
 
 #include "engine/device.h"
 #include "engine/dtype.h"
+#include "engine/elementwise_ops.h"
 #include "engine/tensor.h"
 #include "rng/reservation.h"
 
@@ -32,26 +33,8 @@ namespace reprise {
 
 using Tensors = std::vector<Tensor>;
 
-// Elementwise unary ops. `param` is the exponent of pow and the scalar of
-// add_scalar and mul_scalar; the others ignore it.
-enum class UnaryOp : uint8_t {
-  neg,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  pow,
-  relu,
-  gelu,  // tanh approximation
-  silu,
-  sigmoid,
-  tanh,
-  add_scalar,
-  mul_scalar,
-};
-const char* unary_op_name(UnaryOp op);
-
-enum class BinaryOp : uint8_t { add, sub, mul, div };
+// Elementwise ops (UnaryOp, BinaryOp): engine/elementwise_ops.h. A unary
+// kernel's `param` is the scalar parameter of the ops that take one.
 enum class SoftmaxKind : uint8_t { softmax, log_softmax };
 
 // Inverted dropout of attention weights: weight (b, h, i, j) is kept when

@@ -140,6 +140,8 @@ REPRISE_HD float exp_of(float x) { return exp_poly(x); }
 REPRISE_HD double exp_of(double x) { return std::exp(x); }
 REPRISE_HD float log_of(float x) { return std::log(x); }
 REPRISE_HD double log_of(double x) { return std::log(x); }
+REPRISE_HD float log1p_of(float x) { return std::log1p(x); }
+REPRISE_HD double log1p_of(double x) { return std::log1p(x); }
 REPRISE_HD float sqrt_of(float x) { return std::sqrt(x); }
 REPRISE_HD double sqrt_of(double x) { return std::sqrt(x); }
 REPRISE_HD float tanh_of(float x) { return tanh_poly(x); }
@@ -216,6 +218,15 @@ struct GeluTanh {
   template <class T>
   REPRISE_HD T operator()(T x) const {
     return x / (lit<T>(1) + exp_of(lit<T>(-2) * inner(x)));
+  }
+};
+// PyTorch's softplus with beta 1 and threshold 20: log(1 + e^x), and x
+// itself above 20, where the two differ by less than e^-20.
+struct Softplus {
+  static constexpr double kThreshold = 20;
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return select(x > lit<T>(kThreshold), x, log1p_of(exp_of(x)));
   }
 };
 struct PowScalar {
@@ -307,6 +318,13 @@ struct GeluTanhGrad {
     const T s = lit<T>(1) / (lit<T>(1) + exp_of(lit<T>(-2) * GeluTanh::inner(x)));
     const T d_inner = alpha * (lit<T>(1) + lit<T>(3) * beta * x * x);
     return g * (s + lit<T>(2) * x * s * (lit<T>(1) - s) * d_inner);
+  }
+};
+struct SoftplusGrad {  // sigmoid(x) as e^x / (e^x + 1), PyTorch's form; 1 above 20
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    const T z = exp_of(x);
+    return select(x > lit<T>(Softplus::kThreshold), g, g * z / (z + lit<T>(1)));
   }
 };
 struct PowScalarGrad {  // e x^(e-1)

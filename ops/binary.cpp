@@ -34,7 +34,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_device("add", a, b);
   Shape sa = a.shape(), sb = b.shape();
   return autograd::record_one({
-      .op = registry::kAdd,
+      .op = registry::of(BinaryOp::add),
       .inputs = {a, b},
       .forward = [](const Tensors& in,
                     auto*) { return Tensors{apply(BinaryOp::add, "add", in[0], in[1])}; },
@@ -49,7 +49,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_device("sub", a, b);
   Shape sa = a.shape(), sb = b.shape();
   return autograd::record_one({
-      .op = registry::kSub,
+      .op = registry::of(BinaryOp::sub),
       .inputs = {a, b},
       .forward = [](const Tensors& in,
                     auto*) { return Tensors{apply(BinaryOp::sub, "sub", in[0], in[1])}; },
@@ -70,7 +70,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   if (b.requires_grad()) save.inputs.push_back(0);
   if (a.requires_grad()) save.inputs.push_back(1);
   return autograd::record_one({
-      .op = registry::kMul,
+      .op = registry::of(BinaryOp::mul),
       .inputs = {a, b},
       .forward = [](const Tensors& in,
                     auto*) { return Tensors{apply(BinaryOp::mul, "mul", in[0], in[1])}; },
@@ -98,7 +98,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   autograd::SaveSpec save{.inputs = {1}};
   if (b.requires_grad()) save.outputs.push_back(0);
   return autograd::record_one({
-      .op = registry::kDiv,
+      .op = registry::of(BinaryOp::div),
       .inputs = {a, b},
       .forward = [](const Tensors& in,
                     auto*) { return Tensors{apply(BinaryOp::div, "div", in[0], in[1])}; },
@@ -121,7 +121,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& x, double s) {
   detail::check_float("add_scalar", x);
   return autograd::record_one({
-      .op = registry::kAddScalar,
+      .op = registry::of(UnaryOp::add_scalar),
       .inputs = {x},
       .forward =
           [s](const Tensors& in, auto*) {
@@ -134,7 +134,7 @@ Tensor add(const Tensor& x, double s) {
 Tensor mul(const Tensor& x, double s) {
   detail::check_float("mul_scalar", x);
   return autograd::record_one({
-      .op = registry::kMulScalar,
+      .op = registry::of(UnaryOp::mul_scalar),
       .inputs = {x},
       .forward = [s](const Tensors& in, auto*) { return Tensors{scale(in[0], s)}; },
       .backward = [s](Node&, const Tensors& g) { return Tensors{scale(g[0], s)}; },

@@ -1,6 +1,7 @@
 #include "ops/registry.h"
 
 #include "autograd/op_registry.h"
+#include "engine/elementwise_ops.h"
 #include "engine/tensor.h"
 
 namespace reprise::ops::registry {
@@ -59,23 +60,17 @@ double input_compares(const Tensors& in, const Tensors&) { return double(in[0].n
 
 }  // namespace
 
-const OpInfo kNeg{.name = "neg"};
-const OpInfo kExp{.name = "exp"};
-const OpInfo kLog{.name = "log"};
-const OpInfo kSqrt{.name = "sqrt"};
-const OpInfo kRsqrt{.name = "rsqrt"};
-const OpInfo kPow{.name = "pow"};
-const OpInfo kRelu{.name = "relu"};
-const OpInfo kGelu{.name = "gelu"};
-const OpInfo kSilu{.name = "silu"};
-const OpInfo kSigmoid{.name = "sigmoid"};
-const OpInfo kTanh{.name = "tanh"};
-const OpInfo kAdd{.name = "add"};
-const OpInfo kSub{.name = "sub"};
-const OpInfo kMul{.name = "mul"};
-const OpInfo kDiv{.name = "div"};
-const OpInfo kAddScalar{.name = "add_scalar"};
-const OpInfo kMulScalar{.name = "mul_scalar"};
+namespace {
+// One per row of engine/elementwise_ops.h, in its order.
+#define REPRISE_OP_INFO(op, ...) OpInfo{.name = #op},
+const OpInfo kUnaryOps[] = {REPRISE_UNARY_OPS(REPRISE_OP_INFO) REPRISE_SCALAR_OPS(REPRISE_OP_INFO)};
+const OpInfo kBinaryOps[] = {REPRISE_BINARY_OPS(REPRISE_OP_INFO)};
+#undef REPRISE_OP_INFO
+}  // namespace
+
+const OpInfo& of(UnaryOp op) { return kUnaryOps[size_t(op)]; }
+const OpInfo& of(BinaryOp op) { return kBinaryOps[size_t(op)]; }
+
 const OpInfo kSwiglu{.name = "swiglu", .flops = swiglu_flops};
 const OpInfo kSum{.name = "sum"};
 const OpInfo kMean{.name = "mean"};
@@ -114,16 +109,20 @@ const OpInfo kSplit{.name = "split", .flops = no_flops, .bytes = no_bytes};
 const OpInfo kStack{.name = "stack", .flops = no_flops};
 
 const std::vector<const OpInfo*>& all() {
-  static const std::vector<const OpInfo*> ops = {
-      &kNeg,           &kExp,        &kLog,         &kSqrt,      &kRsqrt,       &kPow,
-      &kRelu,          &kGelu,       &kSilu,        &kSigmoid,   &kTanh,        &kAdd,
-      &kSub,           &kMul,        &kDiv,         &kAddScalar, &kMulScalar,   &kSwiglu,
-      &kSum,           &kMean,       &kMax,         &kSoftmax,   &kLogSoftmax,  &kCrossEntropy,
-      &kRmsnorm,       &kLayernorm,  &kRotary,      &kEmbedding, &kIndexSelect, &kGather,
-      &kScatterAdd,    &kIndexAdd,   &kWhere,       &kTopk,      &kMatmul,      &kLinear,
-      &kGroupedLinear, &kSdpa,       &kSdpaDropout, &kMoeRoute,  &kDropout,     &kCast,
-      &kReshape,       &kTranspose,  &kPermute,     &kSlice,     &kExpand,      &kSqueeze,
-      &kUnsqueeze,     &kContiguous, &kCat,         &kSplit,     &kStack};
+  static const std::vector<const OpInfo*> ops = [] {
+    std::vector<const OpInfo*> v;
+    for (const OpInfo& op : kUnaryOps) v.push_back(&op);
+    for (const OpInfo& op : kBinaryOps) v.push_back(&op);
+    for (const OpInfo* op :
+         {&kSwiglu,       &kSum,           &kMean,       &kMax,         &kSoftmax,   &kLogSoftmax,
+          &kCrossEntropy, &kRmsnorm,       &kLayernorm,  &kRotary,      &kEmbedding, &kIndexSelect,
+          &kGather,       &kScatterAdd,    &kIndexAdd,   &kWhere,       &kTopk,      &kMatmul,
+          &kLinear,       &kGroupedLinear, &kSdpa,       &kSdpaDropout, &kMoeRoute,  &kDropout,
+          &kCast,         &kReshape,       &kTranspose,  &kPermute,     &kSlice,     &kExpand,
+          &kSqueeze,      &kUnsqueeze,     &kContiguous, &kCat,         &kSplit,     &kStack})
+      v.push_back(op);
+    return v;
+  }();
   return ops;
 }
 

@@ -9,14 +9,18 @@
 #include <vector>
 
 #include "autograd/op_info.h"
+#include "engine/elementwise_ops.h"
 
 namespace reprise::ops::registry {
 
 using autograd::OpInfo;
 
-// Elementwise (ops/unary.h, ops/binary.h, ops/swiglu.h).
-extern const OpInfo kNeg, kExp, kLog, kSqrt, kRsqrt, kPow, kRelu, kGelu, kSilu, kSigmoid, kTanh;
-extern const OpInfo kAdd, kSub, kMul, kDiv, kAddScalar, kMulScalar, kSwiglu;
+// Elementwise (ops/unary.h, ops/binary.h): one per row of
+// engine/elementwise_ops.h.
+const OpInfo& of(UnaryOp op);
+const OpInfo& of(BinaryOp op);
+// Fused (ops/swiglu.h).
+extern const OpInfo kSwiglu;
 // Reductions (ops/reduce.h).
 extern const OpInfo kSum, kMean, kMax;
 // Layers (ops/softmax.h, ops/loss.h, ops/norm.h, ops/rotary.h, ops/embedding.h).
@@ -31,7 +35,7 @@ extern const OpInfo kMoeRoute, kDropout, kCast;
 extern const OpInfo kReshape, kTranspose, kPermute, kSlice, kExpand, kSqueeze, kUnsqueeze,
     kContiguous, kCat, kSplit, kStack;
 
-// All of the above, in this order.
+// All of the above, in this order (the elementwise ops in their table's).
 const std::vector<const OpInfo*>& all();
 
 }  // namespace reprise::ops::registry

@@ -1,6 +1,6 @@
-// Unary elementwise ops: what each gradient reads, and the kernel (a
-// Backend's unary, the math of engine/functors.h). The gradient reads x or
-// y, whichever its formula needs, and the op saves only that.
+// Unary elementwise ops: each records the kernel of its row of
+// engine/elementwise_ops.h (a Backend's unary, the math of
+// engine/functors.h) and saves what its gradient reads, x or y or nothing.
 #include "ops/unary.h"
 
 #include "autograd/tape.h"
@@ -14,14 +14,13 @@ namespace {
 using autograd::Node;
 using autograd::Tensors;
 
-enum class Reads { input, output, nothing };
-
-Tensor unary(const autograd::OpInfo& op, UnaryOp kind, const Tensor& x, Reads reads,
-             double param = 0) {
+Tensor record_unary(UnaryOp kind, const Tensor& x, double param) {
+  const autograd::OpInfo& op = registry::of(kind);
+  const GradReads reads = unary_op_row(kind).reads;
   detail::check_float(op.name, x);
   autograd::SaveSpec save;
-  if (reads == Reads::input) save.inputs = {0};
-  if (reads == Reads::output) save.outputs = {0};
+  if (reads == GradReads::input) save.inputs = {0};
+  if (reads == GradReads::output) save.outputs = {0};
   return autograd::record_one({
       .op = op,
       .inputs = {x},
@@ -30,9 +29,9 @@ Tensor unary(const autograd::OpInfo& op, UnaryOp kind, const Tensor& x, Reads re
                      auto*) { return Tensors{backend_of(in[0]).unary(kind, param, in[0])}; },
       .backward =
           [kind, param, reads](Node& node, const Tensors& g) {
-            const Tensor v = reads == Reads::input    ? node.saved_input(0)
-                             : reads == Reads::output ? node.saved_output(0)
-                                                      : g[0];
+            const Tensor v = reads == GradReads::input    ? node.saved_input(0)
+                             : reads == GradReads::output ? node.saved_output(0)
+                                                          : g[0];
             return Tensors{backend_of(g[0]).unary_backward(kind, param, v, g[0])};
           },
       .save = save,
@@ -41,20 +40,17 @@ Tensor unary(const autograd::OpInfo& op, UnaryOp kind, const Tensor& x, Reads re
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary(registry::kNeg, UnaryOp::neg, x, Reads::nothing); }
-Tensor exp(const Tensor& x) { return unary(registry::kExp, UnaryOp::exp, x, Reads::output); }
-Tensor log(const Tensor& x) { return unary(registry::kLog, UnaryOp::log, x, Reads::input); }
-Tensor sqrt(const Tensor& x) { return unary(registry::kSqrt, UnaryOp::sqrt, x, Reads::output); }
-Tensor rsqrt(const Tensor& x) { return unary(registry::kRsqrt, UnaryOp::rsqrt, x, Reads::output); }
-Tensor pow(const Tensor& x, double e) {
-  return unary(registry::kPow, UnaryOp::pow, x, Reads::input, e);
+Tensor unary(UnaryOp op, const Tensor& x) {
+  REPRISE_CHECK(!unary_op_row(op).takes_scalar, "unary: ", unary_op_name(op),
+                " takes a scalar; call its own function (ops::pow, ops::add, ops::mul)");
+  return record_unary(op, x, 0);
 }
-Tensor relu(const Tensor& x) { return unary(registry::kRelu, UnaryOp::relu, x, Reads::input); }
-Tensor gelu(const Tensor& x) { return unary(registry::kGelu, UnaryOp::gelu, x, Reads::input); }
-Tensor silu(const Tensor& x) { return unary(registry::kSilu, UnaryOp::silu, x, Reads::input); }
-Tensor sigmoid(const Tensor& x) {
-  return unary(registry::kSigmoid, UnaryOp::sigmoid, x, Reads::output);
-}
-Tensor tanh(const Tensor& x) { return unary(registry::kTanh, UnaryOp::tanh, x, Reads::output); }
+
+#define REPRISE_DEFINE_UNARY(name, ...) \
+  Tensor name(const Tensor& x) { return record_unary(UnaryOp::name, x, 0); }
+REPRISE_UNARY_OPS(REPRISE_DEFINE_UNARY)
+#undef REPRISE_DEFINE_UNARY
+
+Tensor pow(const Tensor& x, double e) { return record_unary(UnaryOp::pow, x, e); }
 
 }  // namespace reprise::ops

@@ -16,21 +16,36 @@ which holds up better when the machine is oversubscribed.
 
 Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
     .venv/bin/python bench/ops/ops_torch.py --bench build/bench/bench_ops [--filter 'silu|exp'] [--clock cpu]
+
+--check only compares the case names with the ones bench_ops lists and fails
+on any case that has no PyTorch counterpart here (CTest runs it; it needs no
+PyTorch).
 """
 
 import argparse
 import os
 import re
 import statistics
+import subprocess
 import sys
-
-import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from side_by_side import alternate, google_benchmark, time_calls  # noqa: E402
 
+torch = None  # imported by main() unless --check
+
 N, C, FF, B, T, HQ, HKV, D, V, E, K = 2048, 256, 688, 8, 256, 8, 4, 32, 256, 8, 2
+
+
+class AnyName:
+    """Stands for torch and torch.nn.functional under --check, which builds
+    the case table only for its names."""
+
+    def __getattr__(self, name):
+        return self
+
+    def __call__(self, *args, **kwargs):
+        return self
 
 
 def u(*shape, lo=-4.0, hi=4.0):
@@ -59,16 +74,22 @@ def grouped_linear(x, *weights):
     return torch.cat([b @ w.t() for b, w in zip(blocks, weights)])
 
 
-def cases():
+def unary_ops(F):
+    """Each row of engine/elementwise_ops.h's REPRISE_UNARY_OPS as PyTorch
+    writes it, and the low end of its inputs (bench_ops: the row's smooth
+    interval widened to [lo, 4])."""
+    return {"neg": (torch.neg, -4), "exp": (torch.exp, -4), "log": (torch.log, 0.1),
+            "sqrt": (torch.sqrt, 0.1), "rsqrt": (torch.rsqrt, 0.1), "relu": (F.relu, -4),
+            "gelu": (lambda x: F.gelu(x, approximate="tanh"), -4), "silu": (F.silu, -4),
+            "sigmoid": (torch.sigmoid, -4), "tanh": (torch.tanh, -4), "softplus": (F.softplus, -4)}
+
+
+def cases(F):
     """case name -> (inputs() returning a list of tensors, fn(*inputs) -> outputs)."""
     act = lambda: [u(N, C)]  # noqa: E731
     qkv = lambda: [u(B, HQ, T, D), u(B, HKV, T, D), u(B, HKV, T, D)]  # noqa: E731
     c = {}
-    for name, f, lo in (("neg", torch.neg, -4), ("exp", torch.exp, -4), ("log", torch.log, 0.1),
-                        ("sqrt", torch.sqrt, 0.1), ("rsqrt", torch.rsqrt, 0.1),
-                        ("relu", F.relu, -4), ("gelu", lambda x: F.gelu(x, approximate="tanh"), -4),
-                        ("silu", F.silu, -4), ("sigmoid", torch.sigmoid, -4),
-                        ("tanh", torch.tanh, -4)):
+    for name, (f, lo) in unary_ops(F).items():
         c[f"{name}/2048x688"] = (lambda lo=lo: [u(N, FF, lo=lo)], f)
     c["pow/2048x688_cube"] = (lambda: [u(N, FF)], lambda x: x.pow(3))
     for name, f in (("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div)):
@@ -113,6 +134,13 @@ def cases():
     c["moe_route/2048x8_top2"] = (lambda: [torch.softmax(u(N, E), -1)], moe_route)
     c["dropout/2048x256_p0.1"] = (act, lambda x: F.dropout(x, 0.1))
     c["cast/2048x256_to_f64"] = (act, lambda x: x.double())
+    c["reshape/2048x256_to_8x256x256"] = (act, lambda x: x.reshape(B, T, C))
+    c["transpose/2048x256"] = (act, lambda x: x.t())
+    c["permute/8x256x8x32_heads_first"] = (lambda: [u(B, T, HQ, D)], lambda x: x.permute(0, 2, 1, 3))
+    c["slice/2048x256_half"] = (act, lambda x: x[:, : C // 2])
+    c["expand/2048x1_to_2048x256"] = (lambda: [u(N, 1)], lambda x: x.expand(N, C))
+    c["squeeze/2048x1x256"] = (lambda: [u(N, 1, C)], lambda x: x.squeeze(1))
+    c["unsqueeze/2048x256"] = (act, lambda x: x.unsqueeze(1))
     c["contiguous/256x2048_transposed"] = (act, lambda x: x.t().contiguous())
     c["cat/3x2048x256_last_dim"] = (lambda: [u(N, C), u(N, C), u(N, C)],
                                     lambda *xs: torch.cat(xs, -1))
@@ -143,6 +171,19 @@ def torch_call(inputs, fn, backward):
     return forward_backward
 
 
+def check(bench):
+    """Fails unless every case bench_ops lists has a counterpart here."""
+    global torch
+    torch = AnyName()
+    listed = subprocess.run([bench, "--benchmark_list_tests"], check=True, capture_output=True,
+                            text=True).stdout.split()
+    ours = {re.sub(r"/(fwd|fwd_bwd)(/real_time)?$", "", name) for name in listed}
+    missing = sorted(ours - set(cases(AnyName())))
+    if missing:
+        sys.exit("ops_torch.py: bench_ops cases without a PyTorch counterpart: " + " ".join(missing))
+    print(f"ops_torch.py: all {len(ours)} bench_ops cases have a PyTorch counterpart")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bench", default="build/bench/bench_ops")
@@ -151,10 +192,16 @@ def main():
     parser.add_argument("--min-seconds", type=float, default=0.2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--check", action="store_true", help="only check the case names")
     args = parser.parse_args()
+    if args.check:
+        return check(args.bench)
+    global torch
+    import torch
+    import torch.nn.functional as F
     torch.set_num_threads(args.threads)
     key = "cpu_s" if args.clock == "cpu" else "real_s"
-    table = {name: case for name, case in cases().items() if re.search(args.filter, name)}
+    table = {name: case for name, case in cases(F).items() if re.search(args.filter, name)}
     timed = [(name, phase) for name in table for phase in ("fwd", "fwd_bwd")]
 
     def run_ours():

@@ -11,6 +11,7 @@
 #include "cuda/kernel.h"
 #include "cuda/kernels/strided.h"
 #include "engine/backend.h"
+#include "engine/elementwise_dispatch.h"
 #include "engine/functors.h"
 #include "engine/tensor.h"
 
@@ -91,73 +92,6 @@ Tensor map_new(const Exec& ex, const std::array<Tensor, N>& ins, F f) {
   return out;
 }
 
-// Calls run(functor) with op's forward functor.
-template <class Run>
-auto with_unary(UnaryOp op, double param, Run run) {
-  switch (op) {
-    case UnaryOp::neg:
-      return run(fn::Neg{});
-    case UnaryOp::exp:
-      return run(fn::Exp{});
-    case UnaryOp::log:
-      return run(fn::Log{});
-    case UnaryOp::sqrt:
-      return run(fn::Sqrt{});
-    case UnaryOp::rsqrt:
-      return run(fn::Rsqrt{});
-    case UnaryOp::pow:
-      return run(fn::PowScalar{param});
-    case UnaryOp::relu:
-      return run(fn::Relu{});
-    case UnaryOp::gelu:
-      return run(fn::GeluTanh{});
-    case UnaryOp::silu:
-      return run(fn::Silu{});
-    case UnaryOp::sigmoid:
-      return run(fn::Sigmoid{});
-    case UnaryOp::tanh:
-      return run(fn::Tanh{});
-    case UnaryOp::add_scalar:
-      return run(fn::AddScalar{param});
-    case UnaryOp::mul_scalar:
-      return run(fn::MulScalar{param});
-  }
-  REPRISE_FAIL("unary: unknown op");
-}
-
-// Calls run(functor) with op's gradient functor (x, y, dy) -> dx.
-template <class Run>
-auto with_unary_grad(UnaryOp op, double param, Run run) {
-  switch (op) {
-    case UnaryOp::neg:
-      return run(fn::NegGrad{});
-    case UnaryOp::exp:
-      return run(fn::ExpGrad{});
-    case UnaryOp::log:
-      return run(fn::LogGrad{});
-    case UnaryOp::sqrt:
-      return run(fn::SqrtGrad{});
-    case UnaryOp::rsqrt:
-      return run(fn::RsqrtGrad{});
-    case UnaryOp::pow:
-      return run(fn::PowScalarGrad{param});
-    case UnaryOp::relu:
-      return run(fn::ReluGrad{});
-    case UnaryOp::gelu:
-      return run(fn::GeluTanhGrad{});
-    case UnaryOp::silu:
-      return run(fn::SiluGrad{});
-    case UnaryOp::sigmoid:
-      return run(fn::SigmoidGrad{});
-    case UnaryOp::tanh:
-      return run(fn::TanhGrad{});
-    case UnaryOp::add_scalar:
-    case UnaryOp::mul_scalar:
-      break;  // their gradients are the identity and mul_scalar itself
-  }
-  REPRISE_FAIL("unary_backward: ", unary_op_name(op), " has no gradient kernel");
-}
-
 template <class Exec>
 Tensor unary(const Exec& ex, UnaryOp op, double param, const Tensor& x) {
   return dispatch_float(x.dtype(), unary_op_name(op), [&]<class T>() {
@@ -178,16 +112,10 @@ Tensor unary_backward(const Exec& ex, UnaryOp op, double param, const Tensor& sa
 template <class Exec>
 void binary(const Exec& ex, BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch_arith(out.dtype(), "binary", [&]<class T>() {
-    switch (op) {
-      case BinaryOp::add:
-        return map_into<T, 2>(ex, out, {a, b}, fn::Add{});
-      case BinaryOp::sub:
-        return map_into<T, 2>(ex, out, {a, b}, fn::Sub{});
-      case BinaryOp::mul:
-        return map_into<T, 2>(ex, out, {a, b}, fn::Mul{});
-      case BinaryOp::div:
-        return map_into<T, 2>(ex, out, {a, b}, fn::Div{});
-    }
+    with_binary(op, [&](auto f) {
+      map_into<T, 2>(ex, out, {a, b}, f);
+      return 0;
+    });
   });
 }
 

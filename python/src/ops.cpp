@@ -61,16 +61,10 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   };
 
   // ---- elementwise -------------------------------------------------------------
-  both("neg", &ops::neg, "-x");
-  both("exp", &ops::exp, "");
-  both("log", &ops::log, "");
-  both("sqrt", &ops::sqrt, "");
-  both("rsqrt", &ops::rsqrt, "1 / sqrt(x)");
-  both("relu", &ops::relu, "");
-  both("gelu", &ops::gelu, "tanh approximation");
-  both("silu", &ops::silu, "x * sigmoid(x)");
-  both("sigmoid", &ops::sigmoid, "");
-  both("tanh", &ops::tanh, "");
+#define REPRISE_BIND_UNARY(name, Forward, Gradient, reads, lo, hi, doc) \
+  both(#name, &ops::name, doc);
+  REPRISE_UNARY_OPS(REPRISE_BIND_UNARY)
+#undef REPRISE_BIND_UNARY
   both("pow", &ops::pow, "x ** exponent (a scalar exponent)", arg("exponent"));
 
   using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);

@@ -18,25 +18,25 @@ namespace {
 
 using reprise::Tensor;
 
-OpCase unary_case(std::string name, Tensor (*f)(const Tensor&), double lo, double hi) {
-  return {name + "/3x5x7",
-          [lo, hi] {
-            return Inputs{param({3, 5, 7}, 11, lo, hi)};
-          },
-          [f](const Inputs& in) { return f(in[0]); }};
+// One case per function of x alone in engine/elementwise_ops.h, on its
+// smooth interval.
+std::vector<OpCase> unary_cases_from_table() {
+  std::vector<OpCase> cases;
+  for (const UnaryOpRow& row : kUnaryOpRows) {
+    if (row.takes_scalar) continue;
+    const UnaryOp op = row.op;
+    cases.push_back({std::string(row.name) + "/3x5x7",
+                     [lo = row.lo, hi = row.hi] {
+                       return Inputs{param({3, 5, 7}, 11, lo, hi)};
+                     },
+                     [op](const Inputs& in) { return ops::unary(op, in[0]); }});
+  }
+  return cases;
 }
 
-const RegisterOpCases unary_cases({
-    unary_case("neg", ops::neg, -2, 2),
-    unary_case("exp", ops::exp, -2, 2),
-    unary_case("log", ops::log, 0.2, 3),
-    unary_case("sqrt", ops::sqrt, 0.2, 3),
-    unary_case("rsqrt", ops::rsqrt, 0.2, 3),
-    unary_case("relu", ops::relu, -2, 2),  // kink at 0: the LCG never draws |x| < eps
-    unary_case("gelu", ops::gelu, -3, 3),
-    unary_case("silu", ops::silu, -4, 4),
-    unary_case("sigmoid", ops::sigmoid, -4, 4),
-    unary_case("tanh", ops::tanh, -2, 2),
+const RegisterOpCases unary_cases(unary_cases_from_table());
+
+const RegisterOpCases pow_cases({
     {"pow/2.5_257", [] { return Inputs{param({257}, 12, 0.2, 2)}; },
      [](const Inputs& in) { return ops::pow(in[0], 2.5); }},
     {"pow/2_257", [] { return Inputs{param({257}, 13)}; },
@@ -154,6 +154,27 @@ const RegisterOpCases view_cases({
      },
      [](const Inputs& in) { return ops::exp(ops::contiguous(ops::transpose(in[0], 0, 1))); }},
 });
+
+// PyTorch's softplus (beta 1, threshold 20), values and gradients from
+// torch.nn.functional.softplus in f64: log1p(e^x) up to 20, x itself above,
+// where the gradient is exactly 1.
+TEST(ElementwiseForward, SoftplusIsPyTorchsWithItsThreshold) {
+  const Tensor x =
+      Tensor::from_vector<double>({-30, 0, 1, 19.9, 20, 20.5}, {6}).requires_grad(true);
+  const Tensor y = ops::softplus(x);
+  const std::vector<double> want{9.357622968839737e-14, 0.6931471805599453, 1.3132616875182228,
+                                 19.900000002277924,    20.000000002061153, 20.5};
+  const std::vector<double> want_grad{
+      9.3576229688393e-14, 0.5, 0.7310585786300049, 0.9999999977220729, 0.9999999979388464, 1.0};
+  const std::vector<double> got = y.to_vector<double>();
+  const std::vector<double> grad = autograd::grad({ops::sum(y)}, {x})[0].to_vector<double>();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-15 * std::max(1.0, want[i])) << "x = " << i;
+    EXPECT_NEAR(grad[i], want_grad[i], 1e-15) << "x = " << i;
+  }
+  EXPECT_EQ(got[5], 20.5);
+  EXPECT_EQ(grad[5], 1.0);
+}
 
 TEST(ElementwiseForward, MatchesHandComputedValues) {
   Tensor x = Tensor::from_vector<float>({-1.f, 0.f, 2.f}, {3});
