@@ -5,16 +5,6 @@
 
 namespace reprise::cuda {
 
-void CudaBackend::fill(const Tensor& dst, double value) {
-  cuda::fill(exec_for(device()), dst, value);
-}
-
-void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
-  cuda::copy(exec_for(device()), dst, src);
-}
-
-bool CudaBackend::representable(const Tensor& x, DType to) {
-  return cuda::representable(exec_for(device()), x, to);
-}
+REPRISE_CUDA_COPY_KERNELS(REPRISE_CUDA_FORWARD)
 
 }  // namespace reprise::cuda

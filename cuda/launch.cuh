@@ -11,6 +11,7 @@
 
 #include "cuda/gemm_problem.h"
 #include "cuda/kernel.h"
+#include "cuda/kernel_list.h"
 #include "cuda/runtime.h"
 #include "cuda/stream.h"
 #include "engine/device.h"
@@ -101,5 +102,10 @@ class CudaExec {
 
 // The executor for `device`'s current stream.
 inline CudaExec exec_for(Device device) { return CudaExec(device, current_stream(device)); }
+
+// A row of cuda/kernel_list.h as CudaBackend's kernel: its driver on the
+// device's current stream.
+#define REPRISE_CUDA_FORWARD(Ret, name, params, args) \
+  Ret CudaBackend::name params { return cuda::name(exec_for(device()), REPRISE_KERNEL_ARGS args); }
 
 }  // namespace reprise::cuda

@@ -192,8 +192,6 @@ class Gemm {
 
 void CudaExec::gemm(const GemmProblem& p) const { Gemm::of(device_).run(p, stream_); }
 
-Tensor CudaBackend::matmul(const Tensor& a, const Tensor& b) {
-  return cuda::matmul(exec_for(device()), a, b);
-}
+REPRISE_CUDA_MATMUL_KERNELS(REPRISE_CUDA_FORWARD)
 
 }  // namespace reprise::cuda

@@ -5,19 +5,6 @@
 
 namespace reprise::cuda {
 
-void CudaBackend::fill_uniform(const Tensor& t, const rng::Reservation& r, double low,
-                               double high) {
-  cuda::fill_uniform(exec_for(device()), t, r, low, high);
-}
-
-void CudaBackend::fill_normal(const Tensor& t, const rng::Reservation& r, double mean, double std) {
-  cuda::fill_normal(exec_for(device()), t, r, mean, std);
-}
-
-void CudaBackend::fill_bernoulli(const Tensor& t, const rng::Reservation& r, double p) {
-  cuda::fill_bernoulli(exec_for(device()), t, r, p);
-}
-
 // Truncated normals invert the normal CDF with erfc, exp and log, whose
 // last bits differ between the C library and the device's: this fill runs
 // on the CPU backend and is uploaded, so it has the CPU's bits. It
@@ -29,8 +16,6 @@ void CudaBackend::fill_trunc_normal(const Tensor& t, const rng::Reservation& r, 
   copy_from_host(t.raw_data(), host.raw_data(), host.nbytes());
 }
 
-Tensor CudaBackend::dropout(const Tensor& x, double p, const rng::Reservation& r) {
-  return cuda::dropout(exec_for(device()), x, p, r);
-}
+REPRISE_CUDA_RANDOM_KERNELS(REPRISE_CUDA_FORWARD)
 
 }  // namespace reprise::cuda

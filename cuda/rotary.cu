@@ -5,9 +5,6 @@
 
 namespace reprise::cuda {
 
-Tensor CudaBackend::rotary(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
-                           double scaling, int sign) {
-  return cuda::rotary(exec_for(device()), x, positions, inv_freq, scaling, sign);
-}
+REPRISE_CUDA_ROTARY_KERNELS(REPRISE_CUDA_FORWARD)
 
 }  // namespace reprise::cuda

@@ -1,10 +1,24 @@
 #include "engine/backend.h"
 
+#include <atomic>
+
 namespace reprise {
 
+namespace {
+std::atomic<Backend*> cpu_override{nullptr};
+}  // namespace
+
 Backend& backend(Device device) {
-  return device.is_cpu() ? cpu_backend() : cuda_backend(device.index());
+  if (!device.is_cpu()) return cuda_backend(device.index());
+  Backend* b = cpu_override.load(std::memory_order_relaxed);
+  return b ? *b : cpu_backend();
 }
+
+ScopedCpuBackend::ScopedCpuBackend(Backend& b) : previous_(nullptr) {
+  REPRISE_CHECK(b.device().is_cpu(), "ScopedCpuBackend: ", b.name(), " is not a CPU backend");
+  previous_ = cpu_override.exchange(&b);
+}
+ScopedCpuBackend::~ScopedCpuBackend() { cpu_override.store(previous_); }
 
 std::string Backend::name() const { return to_string(device_); }
 

@@ -266,8 +266,23 @@ class Backend {
 };
 
 // The backend of a device. For the CPU it is the build for the capability
-// cpu_capability() selects (engine/cpu_capability.h).
+// cpu_capability() selects (engine/cpu_capability.h), unless a
+// ScopedCpuBackend is in place.
 Backend& backend(Device device);
+
+// While it lives, the CPU device's kernels run on `b` (for tests: the CUDA
+// kernels on the simulator, tests/support/cuda_sim_backend.h). Guards nest;
+// set them while no op runs on another thread.
+class ScopedCpuBackend {
+ public:
+  explicit ScopedCpuBackend(Backend& b);
+  ~ScopedCpuBackend();
+  ScopedCpuBackend(const ScopedCpuBackend&) = delete;
+  ScopedCpuBackend& operator=(const ScopedCpuBackend&) = delete;
+
+ private:
+  Backend* previous_;
+};
 inline Backend& backend_of(const Tensor& t) { return backend(t.device()); }
 
 // Defined by the backends themselves (cpu/, cuda/).

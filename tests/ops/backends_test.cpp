@@ -1,10 +1,10 @@
 // The op registry drives the comparison of backends: every registered op has
 // a case in the table (tests/support/gradcheck.h), and every case gives
 // the same bits, forward and backward, at every CPU capability this machine
-// supports (scalar is the reference), in f32 and f64. On a CUDA device the
-// same cases run there against the CPU (bitwise for data movement and
-// random ops, within a stated tolerance otherwise); without one that test
-// says so and skips.
+// supports (scalar is the reference), in f32 and f64. The same cases run
+// the CUDA kernels against the CPU (bitwise for data movement and random
+// ops, within a stated tolerance otherwise): always on the simulator, and
+// on a CUDA device when there is one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "ops/reduce.h"
 #include "ops/registry.h"
 #include "tests/support/capabilities.h"
+#include "tests/support/cuda_sim_backend.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/gradcheck.h"
 
@@ -108,32 +109,58 @@ TEST_P(Backends, EveryCaseHasTheSameBitsAtEveryCpuCapability) {
   }
 }
 
-// Each case on the CUDA device against the CPU: bitwise for ops that move
-// data or draw random numbers, otherwise within 2e-5 relative (f32) or 1e-12
-// (f64) of the largest value, the room that a different order of the
-// device's reductions leaves.
+// A case's results on a CUDA backend against the CPU's: bitwise for ops
+// that move data or draw random numbers, otherwise within 2e-5 relative
+// (f32) or 1e-12 (f64) of the largest value, the room that a different
+// order of the device's reductions leaves.
+void expect_matches_cpu(const OpCase& c, const std::vector<Tensor>& got,
+                        const std::vector<Tensor>& cpu, DType dtype, const std::string& where) {
+  static const std::set<std::string> bitwise = {
+      "reshape",    "transpose", "permute", "slice", "expand", "squeeze",      "unsqueeze",
+      "contiguous", "cat",       "split",   "stack", "gather", "index_select", "where",
+      "embedding",  "dropout",   "cast",    "neg",   "relu",   "topk",         "max"};
+  const double rtol = dtype == DType::f32 ? 2e-5 : 1e-12;
+  ASSERT_EQ(got.size(), cpu.size()) << c.name << " on " << where;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (bitwise.count(op_of(c))) {
+      EXPECT_TRUE(same_bits(got[i], cpu[i])) << c.name << " on " << where << ", result " << i;
+      continue;
+    }
+    const double scale =
+        std::max(1.0, max_abs_diff(cpu[i], Tensor::zeros(cpu[i].shape(), cpu[i].dtype())));
+    EXPECT_LE(max_abs_diff(got[i], cpu[i]), rtol * scale)
+        << c.name << " on " << where << ", result " << i;
+  }
+}
+
 TEST_P(Backends, EveryCaseOnCudaMatchesTheCpu) {
   if (cuda_device_count() == 0) {
     GTEST_SKIP() << (built_with_cuda() ? "no CUDA device present" : "built without CUDA");
   }
-  const std::set<std::string> bitwise = {
-      "reshape",    "transpose", "permute", "slice", "expand", "squeeze",      "unsqueeze",
-      "contiguous", "cat",       "split",   "stack", "gather", "index_select", "where",
-      "embedding",  "dropout",   "cast",    "neg",   "relu",   "topk",         "max"};
-  const double rtol = GetParam() == DType::f32 ? 2e-5 : 1e-12;
   for (const OpCase& c : op_cases()) {
     const std::vector<Tensor> cpu = run_case(c, inputs_as(c, GetParam(), Device::cpu()));
     const std::vector<Tensor> gpu = run_case(c, inputs_as(c, GetParam(), Device::cuda(0)));
-    ASSERT_EQ(gpu.size(), cpu.size()) << c.name;
-    for (size_t i = 0; i < cpu.size(); ++i) {
-      if (bitwise.count(op_of(c))) {
-        EXPECT_TRUE(same_bits(gpu[i], cpu[i])) << c.name << ", result " << i;
-        continue;
-      }
-      const double scale =
-          std::max(1.0, max_abs_diff(cpu[i], Tensor::zeros(cpu[i].shape(), cpu[i].dtype())));
-      EXPECT_LE(max_abs_diff(gpu[i], cpu[i]), rtol * scale) << c.name << ", result " << i;
-    }
+    expect_matches_cpu(c, gpu, cpu, GetParam(), "cuda");
+  }
+}
+
+// Every case's CUDA kernels on the simulator, forward and backward, by the
+// same rule as on a device; and the same bits with the simulator's threads
+// and blocks in reverse order (no kernel's threads race).
+TEST_P(Backends, EveryCaseOnTheCudaSimulatorMatchesTheCpu) {
+  CudaSimBackend in_order(false), reversed(true);
+  for (const OpCase& c : op_cases()) {
+    const std::vector<Tensor> cpu = run_case(c, inputs_as(c, GetParam(), Device::cpu()));
+    auto simulated = [&](CudaSimBackend& sim) {
+      ScopedCpuBackend use(sim);
+      return run_case(c, inputs_as(c, GetParam(), Device::cpu()));
+    };
+    const std::vector<Tensor> got = simulated(in_order);
+    expect_matches_cpu(c, got, cpu, GetParam(), "the CUDA simulator");
+    const std::vector<Tensor> again = simulated(reversed);
+    ASSERT_EQ(again.size(), got.size()) << c.name;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(same_bits(again[i], got[i])) << c.name << ", result " << i << " races";
   }
 }
 
