@@ -238,12 +238,13 @@ std::unique_ptr<LlamaForCausalLM> load_train_state_model(const std::string& dir)
   return model;
 }
 
-void load_train_state(Trainer& t, const std::string& dir) {
-  const OpenedState s = open_state(dir);
-  const std::string& path = s.file.path();
+namespace {
 
-  const TrainConfig saved =
-      TrainConfig::from_json(field(s.state, "config", path), path + " config");
+// Raises an Error naming the file unless the checkpoint `s`, of run config
+// `saved`, belongs to `t`'s run: the same run config, data and tokenizer,
+// and number of processes.
+void check_same_run(const Trainer& t, const OpenedState& s, const TrainConfig& saved) {
+  const std::string& path = s.file.path();
   const std::vector<std::string> diffs = t.config().run_differences(saved);
   if (!diffs.empty()) {
     std::string all;
@@ -265,9 +266,11 @@ void load_train_state(Trainer& t, const std::string& dir) {
                 ")");
 
   check_resume_ranks(path, saved_ranks(s.state, path), t.ranks());
-  const int64_t step = int_field(s.state, "step", path);
-  REPRISE_CHECK(step >= 0 && step <= saved.steps, path, ": step ", step, " outside [0, ",
-                saved.steps, "]");
+}
+
+// The checkpoint's generator state, checked against the run's `seed`.
+rng::GeneratorState saved_generator_state(const OpenedState& s, uint64_t seed) {
+  const std::string& path = s.file.path();
   const rng::GeneratorState gen_state = [&] {
     const std::vector<uint8_t> bytes =
         unhex_bytes(string_field(s.state, "generator", path), path + " generator");
@@ -277,16 +280,20 @@ void load_train_state(Trainer& t, const std::string& dir) {
       REPRISE_FAIL(path, ": generator state: ", e.what());
     }
   }();
-  REPRISE_CHECK(gen_state.seed == saved.seed, path, ": generator seed ", gen_state.seed,
-                " is not the config's seed ", saved.seed);
+  REPRISE_CHECK(gen_state.seed == seed, path, ": generator seed ", gen_state.seed,
+                " is not the config's seed ", seed);
   try {
-    rng::Generator(saved.seed).set_state(gen_state);  // its checks, on a scratch generator
+    rng::Generator(seed).set_state(gen_state);  // its checks, on a scratch generator
   } catch (const Error& e) {
     REPRISE_FAIL(path, ": generator state: ", e.what());
   }
+  return gen_state;
+}
 
-  // The tensor list: every parameter, optimizer entries, nothing else, each
-  // with its hash.
+// Every tensor of the file, each checked against its hash in the checksum
+// list, which must name the file's tensors and nothing else.
+std::map<std::string, Tensor> checked_tensors(const OpenedState& s) {
+  const std::string& path = s.file.path();
   const json::Value& checksums = field(s.state, "checksums", path);
   REPRISE_CHECK(checksums.is_object() && checksums.as_object().size() == s.file.names().size(),
                 path, ": the checksum list does not match the ", s.file.names().size(),
@@ -306,10 +313,18 @@ void load_train_state(Trainer& t, const std::string& dir) {
                   value.describe(), ") is corrupted: its bytes do not match the recorded hash");
     loaded.emplace(name, std::move(value));
   }
+  return loaded;
+}
+
+// The optimizer's part of `loaded` (the file's tensors), by AdamW state
+// name, after checking that `loaded` holds every entry of `params` (the
+// model's state of `t`) with its shape and dtype and nothing but them and
+// optimizer entries.
+std::map<std::string, Tensor> optimizer_entries(
+    const Trainer& t, const std::vector<std::pair<std::string, Tensor>>& params,
+    const std::map<std::string, Tensor>& loaded, const std::string& path) {
   std::map<std::string, Tensor> optimizer_state;
   std::set<std::string> param_names, held_experts;
-  // The parameters and buffers (the model's state).
-  const std::vector<std::pair<std::string, Tensor>> params = t.model().named_state();
   for (const auto& [name, param] : params) {
     param_names.insert(name);
     held_experts.insert(expert_of_entry(name));
@@ -329,6 +344,27 @@ void load_train_state(Trainer& t, const std::string& dir) {
     REPRISE_CHECK(name.rfind(kOptimizerPrefix, 0) == 0, path, ": unexpected tensor '", name, "'");
     optimizer_state.emplace(name.substr(std::string(kOptimizerPrefix).size()), value);
   }
+  return optimizer_state;
+}
+
+}  // namespace
+
+void load_train_state(Trainer& t, const std::string& dir) {
+  const OpenedState s = open_state(dir);
+  const std::string& path = s.file.path();
+  const TrainConfig saved =
+      TrainConfig::from_json(field(s.state, "config", path), path + " config");
+  check_same_run(t, s, saved);
+  const int64_t step = int_field(s.state, "step", path);
+  REPRISE_CHECK(step >= 0 && step <= saved.steps, path, ": step ", step, " outside [0, ",
+                saved.steps, "]");
+  const rng::GeneratorState gen_state = saved_generator_state(s, saved.seed);
+  // The tensor list: every parameter, optimizer entries, nothing else, each
+  // with its hash.
+  const std::map<std::string, Tensor> loaded = checked_tensors(s);
+  // The parameters and buffers (the model's state).
+  const std::vector<std::pair<std::string, Tensor>> params = t.model().named_state();
+  const std::map<std::string, Tensor> optimizer_state = optimizer_entries(t, params, loaded, path);
 
   // Everything checked: AdamW validates its part before changing it, then
   // the parameters, the generator and the step follow.

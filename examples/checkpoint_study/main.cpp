@@ -256,6 +256,84 @@ struct Claim {
   bool holds;
 };
 
+// A scenario's checkpointing, and the policy and noise as its table row
+// names them. `ref` is the model's reference step (a budget is half its
+// peak).
+struct ScenarioSetup {
+  nn::CheckpointConfig checkpointing;
+  std::string policy, noise;
+};
+ScenarioSetup scenario_setup(const Scenario& s, const Model& model,
+                             const study::StepMeasurement& ref) {
+  std::string policy = s.policy;
+  if (policy == "budget") {
+    policy = "budget:" + std::to_string(ref.peak_saved_activation / 2 / 1024) + "K";
+  }
+  nn::CheckpointConfig ac = nn::CheckpointConfig::parse(policy);
+  ac.rng_replay = s.rng;
+  ac.verify = s.verify;
+  ac.recompute_noise_ulps = s.noise_ulps;
+  ac.on_mismatch = autograd::OnMismatch::report;
+  ac.save_router = s.router == Router::saved;
+  std::string noise = std::to_string(s.noise_ulps);
+  if (model.config.moe) {
+    policy += s.router == Router::saved ? ", router saved" : ", router recomputed";
+    if (s.noise_ulps > 0) noise += s.noise_on == NoiseOn::all ? " (all)" : " (router)";
+    if (s.noise_on == NoiseOn::router) {
+      ac.noise_scopes = nn::router_scopes(nn::moe_block_of(model.config));
+    }
+  }
+  return {ac, policy, noise};
+}
+
+// A scenario's steps against the reference: the timed one, and what
+// `draws` noise seeds (the first is the timed step's) do on average.
+struct Outcome {
+  study::StepMeasurement timed;
+  bool equal_bits = true;                                     // for every draw
+  double max_abs = 0;                                         // the largest
+  double rel_l2 = 0, slots = 0, experts = 0, mismatches = 0;  // the means
+};
+Outcome measure_scenario(study::StepBench& bench, nn::CheckpointConfig ac, int draws, int repeats,
+                         const study::StepMeasurement& ref) {
+  Outcome out{.timed = bench.run(ac, 1, repeats)};
+  for (int d = 0; d < draws; ++d) {
+    ac.noise_seed = autograd::CheckpointOptions{}.noise_seed + uint64_t(d);
+    const study::StepMeasurement md = d == 0 ? out.timed : bench.run(ac, 0, 1);
+    const study::GradientError e = study::compare(md, ref);
+    const RoutingChange routing = routing_change(md.mismatches);
+    out.equal_bits = out.equal_bits && e.bitwise_equal;
+    out.max_abs = std::max(out.max_abs, e.max_abs);
+    out.rel_l2 += e.rel_l2 / draws;
+    out.slots += double(routing.slots) / draws;
+    out.experts += double(routing.experts) / draws;
+    out.mismatches += double(md.stats.mismatches) / draws;
+  }
+  return out;
+}
+
+// The claims a scenario's outcome checks; `name` names the scenario.
+void add_claims(const Scenario& s, bool moe, const std::string& name, const Outcome& out,
+                std::vector<Claim>& claims) {
+  const bool equal = s.expect == Expect::equal;
+  claims.push_back({name + (equal ? ": gradients bitwise equal to no checkpointing"
+                                  : ": gradients differ from no checkpointing"),
+                    out.equal_bits == equal});
+  if (s.verify == Verify::bitwise) {
+    claims.push_back({name + ": the verifier reports " + (equal ? "nothing" : "a mismatch"),
+                      (out.mismatches == 0) == equal});
+  }
+  if (s.verify == Verify::metadata) {
+    claims.push_back({name + ": the metadata verifier reports nothing", out.mismatches == 0});
+  }
+  if (moe && (s.router == Router::saved || s.noise_ulps == 0) && s.rng != RngReplay::fresh) {
+    claims.push_back({name + ": routing unchanged", out.slots == 0 && out.experts == 0});
+  }
+  claims.push_back(
+      {name + (s.rng == RngReplay::stash ? ": RNG state stashed" : ": no RNG state stashed"),
+       (out.timed.stats.rng_bytes_stashed > 0) == (s.rng == RngReplay::stash)});
+}
+
 // The model's reference step (no checkpointing), then each scenario's
 // step against it: one table row and the claims it checks per scenario.
 // Returns the reference step's routing, per MoE layer.
@@ -273,77 +351,32 @@ std::vector<nn::MoeLayerStats> measure_model(const Model& model,
                   true, moe ? 0.0 : -1.0, moe ? 0.0 : -1.0, ref.peak_saved_activation, ref.seconds,
                   0, 0, ""});
   for (const Scenario& s : scenarios) {
-    std::string policy = s.policy;
-    if (policy == "budget") {
-      policy = "budget:" + std::to_string(ref.peak_saved_activation / 2 / 1024) + "K";
-    }
-    nn::CheckpointConfig ac = nn::CheckpointConfig::parse(policy);
-    ac.rng_replay = s.rng;
-    ac.verify = s.verify;
-    ac.recompute_noise_ulps = s.noise_ulps;
-    ac.on_mismatch = autograd::OnMismatch::report;
-    ac.save_router = s.router == Router::saved;
-    std::string noise = std::to_string(s.noise_ulps);
-    if (moe) {
-      policy += s.router == Router::saved ? ", router saved" : ", router recomputed";
-      if (s.noise_ulps > 0) noise += s.noise_on == NoiseOn::all ? " (all)" : " (router)";
-      if (s.noise_on == NoiseOn::router) {
-        ac.noise_scopes = nn::router_scopes(nn::moe_block_of(model.config));
-      }
-    }
+    const ScenarioSetup setup = scenario_setup(s, model, ref);
     // Noise is one draw per (noise seed, node, element): average what it
     // does over several seeds. The first draw is the timed one.
     const int draws = s.noise_ulps > 0 ? sz.noise_draws : 1;
-    const study::StepMeasurement m = bench.run(ac, 1, sz.repeats);
-    bool equal_bits = true;
-    double max_abs = 0, rel_l2 = 0, slots = 0, experts = 0, mismatches = 0;
-    for (int d = 0; d < draws; ++d) {
-      ac.noise_seed = autograd::CheckpointOptions{}.noise_seed + uint64_t(d);
-      const study::StepMeasurement md = d == 0 ? m : bench.run(ac, 0, 1);
-      const study::GradientError e = study::compare(md, ref);
-      const RoutingChange routing = routing_change(md.mismatches);
-      equal_bits = equal_bits && e.bitwise_equal;
-      max_abs = std::max(max_abs, e.max_abs);
-      rel_l2 += e.rel_l2 / draws;
-      slots += double(routing.slots) / draws;
-      experts += double(routing.experts) / draws;
-      mismatches += double(md.stats.mismatches) / draws;
-    }
+    const Outcome out = measure_scenario(bench, setup.checkpointing, draws, sz.repeats, ref);
+    const study::StepMeasurement& m = out.timed;
     study::Row r{model.label,
-                 policy,
+                 setup.policy,
                  autograd::rng_replay_name(s.rng),
                  autograd::verify_name(s.verify),
-                 noise,
+                 setup.noise,
                  s.what,
-                 max_abs,
-                 rel_l2,
-                 equal_bits,
-                 moe ? slots : -1,
-                 moe ? experts : -1,
+                 out.max_abs,
+                 out.rel_l2,
+                 out.equal_bits,
+                 moe ? out.slots : -1,
+                 moe ? out.experts : -1,
                  m.peak_saved_activation,
                  m.seconds,
                  m.stats.rng_bytes_stashed,
-                 mismatches,
+                 out.mismatches,
                  m.mismatches.empty() ? "" : mismatch_summary(m.mismatches.front())};
-    const std::string name =
-        model.label + ", " + policy + ", " + r.rng + ", verify " + r.verifier + ", noise " + noise;
-    const bool equal = s.expect == Expect::equal;
-    claims.push_back({name + (equal ? ": gradients bitwise equal to no checkpointing"
-                                    : ": gradients differ from no checkpointing"),
-                      equal_bits == equal});
-    if (s.verify == Verify::bitwise) {
-      claims.push_back({name + ": the verifier reports " + (equal ? "nothing" : "a mismatch"),
-                        (mismatches == 0) == equal});
-    }
-    if (s.verify == Verify::metadata) {
-      claims.push_back({name + ": the metadata verifier reports nothing", mismatches == 0});
-    }
-    if (moe && (s.router == Router::saved || s.noise_ulps == 0) && s.rng != RngReplay::fresh) {
-      claims.push_back({name + ": routing unchanged", slots == 0 && experts == 0});
-    }
-    claims.push_back(
-        {name + (s.rng == RngReplay::stash ? ": RNG state stashed" : ": no RNG state stashed"),
-         (m.stats.rng_bytes_stashed > 0) == (s.rng == RngReplay::stash)});
+    add_claims(s, moe,
+               model.label + ", " + setup.policy + ", " + r.rng + ", verify " + r.verifier +
+                   ", noise " + setup.noise,
+               out, claims);
     rows.push_back(std::move(r));
     std::printf(".");
     std::fflush(stdout);
@@ -549,17 +582,9 @@ std::string routers_markdown(const std::vector<RouterReport>& routers) {
   return md;
 }
 
-int run(const Options& o) {
-  threads::set_num_threads(o.threads);
-  const double start = study::process_cpu_seconds();
-  Sizes sz = sizes(o.quick);
-  sz.curves.dtype = o.dtype;
-  const uint64_t seed = 1;
-
-  const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
-  const std::vector<Model> models =
-      o.model_dir.empty() ? builtin_models(sz) : folder_models(o, sz, data, seed);
-
+// The scenarios, by index into `models` (the built-in ones' layout: the
+// plain Llama, the Llama with dropout, the MoE, then any other MoE models).
+std::vector<Scenario> study_scenarios(size_t models) {
   const RngReplay rec = RngReplay::recorded, stash = RngReplay::stash, fresh = RngReplay::fresh;
   const Verify none = Verify::none, bitwise = Verify::bitwise;
   const Expect eq = Expect::equal, ne = Expect::differs;
@@ -598,7 +623,7 @@ int run(const Options& o) {
   };
   // Every other MoE model (the bf16 gate, the trained routers): how router
   // flips grow with the noise, and that saving the router stops them.
-  for (size_t m = 3; m < models.size(); ++m) {
+  for (size_t m = 3; m < models; ++m) {
     for (const Scenario& r : std::vector<Scenario>{
              {m, "full", rec, bitwise, 0, eq, true, "exact replay", recomputed},
              {m, "full", rec, bitwise, 1, ne, false, "non-bit-exact router kernel", recomputed,
@@ -614,46 +639,57 @@ int run(const Options& o) {
       scenarios.push_back(r);
     }
   }
+  return scenarios;
+}
 
-  std::printf("study    step of %lld x %lld tokens, %d threads, device %s, dtype %s%s\n",
-              (long long)sz.batch, (long long)sz.seq, threads::num_threads(),
-              to_string(o.device).c_str(), dtype_name(o.dtype), o.quick ? " (quick)" : "");
-  for (const Model& m : models) {
-    std::printf("model    %s: %s\n", m.label.c_str(), m.config.describe().c_str());
-  }
-  // Steps on the CPU are timed in process CPU time, on a GPU in wall time.
-  const std::string time_column = o.device.is_cpu() ? "step CPU ms" : "step ms";
-  const std::string time_note =
-      time_column + (o.device.is_cpu()
-                         ? ": process CPU time"
-                         : ": wall time on " + to_string(o.device) + ", the device waited for,");
-  std::fflush(stdout);
+// The column, and the note under the table, of step times: process CPU
+// time on the CPU, wall time on a GPU.
+std::string time_column(Device device) { return device.is_cpu() ? "step CPU ms" : "step ms"; }
+std::string time_note(Device device) {
+  return time_column(device) +
+         (device.is_cpu() ? ": process CPU time"
+                          : ": wall time on " + to_string(device) + ", the device waited for,");
+}
 
+// What the scenarios measured: the table's rows, the claims they check and
+// the routers' reports.
+struct Measurements {
   std::vector<study::Row> rows;
   std::vector<Claim> claims;
   std::vector<RouterReport> routers;
+};
+
+// Each model's scenarios (those of --quick with it), then the tables.
+Measurements measure_models(const Options& o, const Sizes& sz, const std::vector<Model>& models,
+                            const std::vector<Scenario>& scenarios, const nn::TextDataset& data,
+                            uint64_t seed) {
+  Measurements out;
   for (size_t mi = 0; mi < models.size(); ++mi) {
     std::vector<Scenario> mine;
     for (const Scenario& s : scenarios) {
       if (s.model == mi && (!o.quick || s.quick)) mine.push_back(s);
     }
     if (mine.empty()) continue;
-    const size_t first_row = rows.size() + 1;  // after the reference's
+    const size_t first_row = out.rows.size() + 1;  // after the reference's
     const std::vector<nn::MoeLayerStats> routing =
-        measure_model(models[mi], mine, *data, sz, seed, o.device, o.dtype, rows, claims);
+        measure_model(models[mi], mine, data, sz, seed, o.device, o.dtype, out.rows, out.claims);
     if (mi >= 2 && models[mi].config.moe) {
-      routers.push_back(router_report(models[mi], routing, mine, rows, first_row));
+      out.routers.push_back(router_report(models[mi], routing, mine, out.rows, first_row));
     }
   }
-  std::printf("\n\n%s\n", study::format_text(rows, time_column).c_str());
-  const std::string router_md = routers_markdown(routers);
-  std::printf("%s\n", router_md.c_str());
+  std::printf("\n\n%s\n", study::format_text(out.rows, time_column(o.device)).c_str());
+  std::printf("%s\n", routers_markdown(out.routers).c_str());
+  return out;
+}
 
-  // Training curves of the dropout model: the correct run (no
-  // checkpointing), the same with full checkpointing and recorded replay
-  // (must be the same bits), and with fresh replay (preserve_rng_state=False).
-  nn::TrainConfig curves_config = sz.curves;
-  curves_config.model = models[1].config;
+// Training curves of the dropout model: the correct run (no
+// checkpointing), the same with full checkpointing and recorded replay
+// (must be the same bits), and with fresh replay (preserve_rng_state=False).
+std::vector<study::Curve> loss_curves(const Options& o, const nn::TrainConfig& curves_config,
+                                      const Model& model,
+                                      const std::shared_ptr<const nn::TextDataset>& data,
+                                      const Sizes& sz, std::vector<Claim>& claims) {
+  const RngReplay rec = RngReplay::recorded, fresh = RngReplay::fresh;
   const std::vector<study::CurveVariant> variants{
       {"none", "none", rec}, {"full_recorded", "full", rec}, {"full_fresh", "full", fresh}};
   std::printf("training %lld steps of %lld x %lld tokens, dropout %.2g/%.2g, seed %llu\n",
@@ -662,43 +698,49 @@ int run(const Options& o) {
               curves_config.model.attention_dropout, (unsigned long long)curves_config.seed);
   std::fflush(stdout);
   const std::vector<study::Curve> curves = study::train_curves(
-      curves_config, variants, data, sz.eval_batches, o.device, models[1].weights.get());
-  const std::string curve_md = study::curves_markdown(curves);
-  std::printf("%s", curve_md.c_str());
+      curves_config, variants, data, sz.eval_batches, o.device, model.weights.get());
+  std::printf("%s", study::curves_markdown(curves).c_str());
   claims.push_back({"training: full/recorded logs the losses of no checkpointing, bit for bit",
                     curves[1].losses == curves[0].losses});
   claims.push_back({"training: full/fresh logs other losses than no checkpointing",
                     curves[2].losses != curves[0].losses});
+  return curves;
+}
 
-  if (!o.out.empty()) {
-    std::filesystem::create_directories(o.out);
-    char header[1024];
-    std::snprintf(header, sizeof header,
-                  " One step of %lld x %lld tokens of the built-in corpus, seed %llu, against the "
-                  "same step without checkpointing; %d thread(s). %s of forward, loss and "
-                  "backward, the best of %d (the least disturbed by other work on the machine). "
-                  "Rows with noise: the mean over %d noise seeds (max |dgrad|: the largest).\n\n",
-                  (long long)sz.batch, (long long)sz.seq, (unsigned long long)seed,
-                  threads::num_threads(), time_note.c_str(), sz.repeats, sz.noise_draws);
-    char curve_header[256];
-    std::snprintf(curve_header, sizeof curve_header,
-                  "\nTraining, %lld AdamW steps of %lld x %lld tokens, dropout %.2g/%.2g, "
-                  "same seed:\n\n",
-                  (long long)curves_config.steps, (long long)curves_config.batch,
-                  (long long)curves_config.seq, curves_config.model.dropout,
-                  curves_config.model.attention_dropout);
-    const std::string routers_section =
-        routers.empty() ? "" : "\nRouters, from the same steps:\n\n" + router_md;
-    // Each file atomically: a reader sees the previous study's or this one's.
-    io::write_text_atomic(o.out + "/table.md", models_note(o, sz, models) + header +
-                                                   study::format_markdown(rows, time_column) +
-                                                   routers_section + curve_header + curve_md);
-    io::write_text_atomic(o.out + "/table.csv", study::format_csv(rows));
-    io::write_text_atomic(o.out + "/loss_curves.csv", study::curves_csv(curves));
-    std::printf("wrote    %s/table.md, table.csv, loss_curves.csv\n", o.out.c_str());
-  }
+// --out: DIR/table.md, DIR/table.csv and DIR/loss_curves.csv.
+void write_tables(const Options& o, const Sizes& sz, const std::vector<Model>& models,
+                  uint64_t seed, const Measurements& m, const nn::TrainConfig& curves_config,
+                  const std::vector<study::Curve>& curves) {
+  std::filesystem::create_directories(o.out);
+  char header[1024];
+  std::snprintf(header, sizeof header,
+                " One step of %lld x %lld tokens of the built-in corpus, seed %llu, against the "
+                "same step without checkpointing; %d thread(s). %s of forward, loss and "
+                "backward, the best of %d (the least disturbed by other work on the machine). "
+                "Rows with noise: the mean over %d noise seeds (max |dgrad|: the largest).\n\n",
+                (long long)sz.batch, (long long)sz.seq, (unsigned long long)seed,
+                threads::num_threads(), time_note(o.device).c_str(), sz.repeats, sz.noise_draws);
+  char curve_header[256];
+  std::snprintf(curve_header, sizeof curve_header,
+                "\nTraining, %lld AdamW steps of %lld x %lld tokens, dropout %.2g/%.2g, "
+                "same seed:\n\n",
+                (long long)curves_config.steps, (long long)curves_config.batch,
+                (long long)curves_config.seq, curves_config.model.dropout,
+                curves_config.model.attention_dropout);
+  const std::string routers_section =
+      m.routers.empty() ? "" : "\nRouters, from the same steps:\n\n" + routers_markdown(m.routers);
+  // Each file atomically: a reader sees the previous study's or this one's.
+  io::write_text_atomic(o.out + "/table.md",
+                        models_note(o, sz, models) + header +
+                            study::format_markdown(m.rows, time_column(o.device)) +
+                            routers_section + curve_header + study::curves_markdown(curves));
+  io::write_text_atomic(o.out + "/table.csv", study::format_csv(m.rows));
+  io::write_text_atomic(o.out + "/loss_curves.csv", study::curves_csv(curves));
+  std::printf("wrote    %s/table.md, table.csv, loss_curves.csv\n", o.out.c_str());
+}
 
-  std::printf("done     in %.0f s of CPU time\n", study::process_cpu_seconds() - start);
+// Prints every claim and whether it held; 1 when one failed, else 0.
+int report_claims(const std::vector<Claim>& claims) {
   int failed = 0;
   std::printf("\nclaims\n");
   for (const Claim& c : claims) {
@@ -711,6 +753,36 @@ int run(const Options& o) {
   }
   std::printf("all %zu claims hold\n", claims.size());
   return 0;
+}
+
+int run(const Options& o) {
+  threads::set_num_threads(o.threads);
+  const double start = study::process_cpu_seconds();
+  Sizes sz = sizes(o.quick);
+  sz.curves.dtype = o.dtype;
+  const uint64_t seed = 1;
+
+  const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
+  const std::vector<Model> models =
+      o.model_dir.empty() ? builtin_models(sz) : folder_models(o, sz, data, seed);
+  const std::vector<Scenario> scenarios = study_scenarios(models.size());
+
+  std::printf("study    step of %lld x %lld tokens, %d threads, device %s, dtype %s%s\n",
+              (long long)sz.batch, (long long)sz.seq, threads::num_threads(),
+              to_string(o.device).c_str(), dtype_name(o.dtype), o.quick ? " (quick)" : "");
+  for (const Model& m : models) {
+    std::printf("model    %s: %s\n", m.label.c_str(), m.config.describe().c_str());
+  }
+  std::fflush(stdout);
+
+  Measurements m = measure_models(o, sz, models, scenarios, *data, seed);
+  nn::TrainConfig curves_config = sz.curves;
+  curves_config.model = models[1].config;
+  const std::vector<study::Curve> curves =
+      loss_curves(o, curves_config, models[1], data, sz, m.claims);
+  if (!o.out.empty()) write_tables(o, sz, models, seed, m, curves_config, curves);
+  std::printf("done     in %.0f s of CPU time\n", study::process_cpu_seconds() - start);
+  return report_claims(m.claims);
 }
 
 }  // namespace

@@ -723,30 +723,36 @@ void export_tokenizer(const nn::DataTokenizer& tok, const std::string& dir) {
   }
 }
 
-// Runs one step under a Tracer (autograd/tracer.h) and writes its trace to
-// --trace's file.
-nn::Trainer::StepStats traced_step(nn::Trainer& trainer, const nn::Trainer::AfterBackward& dump,
-                                   const Program& program, const Options& o) {
-  autograd::Tracer tracer(o.device);
-  nn::Trainer::StepStats s;
-  {
-    autograd::TraceGuard on(tracer);
-    s = trainer.step(dump);
-  }
-  tracer.write(o.trace, program.name + " step " + std::to_string(s.step));
-  std::printf("trace    step %lld: %zu spans and %zu memory samples to %s\n", (long long)s.step,
-              tracer.spans().size(), tracer.memory().size(), o.trace.c_str());
-  return s;
-}
+// ---- the session ---------------------------------------------------------------
 
-// `session` gets the run's config once its Trainer is built.
-int train(const Program& program, const FlagTable& table, const Options& flags_only,
-          const Args& args, parallel::World& world, nn::TrainConfig& session) {
+// A training session, set up by open_session: its checked options, data,
+// processes and trainer, and the figures its log lines share.
+struct Session {
+  const Program* program = nullptr;
+  Options o;
+  Args args;  // the config file's and the command line's flags (resolved_config)
   std::optional<nn::TrainStateInfo> resumed;
-  Options o = session_options(program, table, flags_only, args, resumed);
-  if (o.threads > 0) threads::set_num_threads(o.threads);
-  const int ranks = world.size();
-  const bool lead = world.rank() == 0;  // logs and writes files
+  parallel::World* world = nullptr;
+  bool lead = false;  // rank 0: logs and writes files
+  nn::DataTokenizer tok;
+  std::shared_ptr<const nn::TextDataset> data;
+  std::shared_ptr<parallel::ProcessGroup> group;
+  std::unique_ptr<nn::Trainer> trainer;
+  Peak peak;
+  double flops_per_token = 0;
+  nn::CorpusEntropy entropy;
+  // With a tokenizer, the built-in corpus's entropy rate per token: its
+  // lines' entropy over the tokens they became (EOS and BOS add none).
+  double entropy_rate = 0, grammar_only_rate = 0;
+  std::ofstream metrics;  // --metrics, on the lead process
+
+  const nn::TrainConfig& config() const { return trainer->config(); }
+};
+
+// The options that depend on the number of processes: what needs one
+// process or one micro-batch, and a checkpoint's ranks.
+void check_processes(const Options& o, const std::optional<nn::TrainStateInfo>& resumed,
+                     int ranks) {
   if (!o.dump_grads.empty() && ranks * o.config.grad_accum > 1)
     throw UsageError(
         "--dump-grads writes one micro-batch's gradients: it needs one process and "
@@ -768,269 +774,349 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
       throw UsageError(e.what());
     }
   }
+}
 
-  const nn::DataTokenizer tok = session_tokenizer(o, resumed);
+// Checks the options and builds the session: its data, process group and
+// trainer, restored from --resume's checkpoint or --init-from's weights.
+// `config` gets the run's config once the Trainer is built.
+Session open_session(const Program& program, const FlagTable& table, const Options& flags_only,
+                     const Args& args, parallel::World& world, nn::TrainConfig& config) {
+  Session s;
+  s.program = &program;
+  s.o = session_options(program, table, flags_only, args, s.resumed);
+  s.args = args;
+  s.world = &world;
+  s.lead = world.rank() == 0;
+  Options& o = s.o;
+  if (o.threads > 0) threads::set_num_threads(o.threads);
+  check_processes(o, s.resumed, world.size());
+
+  s.tok = session_tokenizer(o, s.resumed);
   // A new model's embedding has a row per id of its tokenizer.
-  if (!tok.is_bytes() && !resumed && o.init_from.empty())
-    o.config.model.vocab_size = tok.vocab_size();
-  auto data = std::make_shared<const nn::TextDataset>(
-      o.data.empty() ? nn::TextDataset::builtin(nn::kCorpusSeed, nn::kCorpusBytes, 0.1, tok)
-                     : nn::TextDataset::from_file(o.data, 0.1, tok));
-  auto group = std::make_shared<parallel::ProcessGroup>(
+  if (!s.tok.is_bytes() && !s.resumed && o.init_from.empty())
+    o.config.model.vocab_size = s.tok.vocab_size();
+  s.data = std::make_shared<const nn::TextDataset>(
+      o.data.empty() ? nn::TextDataset::builtin(nn::kCorpusSeed, nn::kCorpusBytes, 0.1, s.tok)
+                     : nn::TextDataset::from_file(o.data, 0.1, s.tok));
+  s.group = std::make_shared<parallel::ProcessGroup>(
       world.communicator(), parallel::ProcessGroupOptions{.expert_parallel = o.expert_parallel,
                                                           .bucket_bytes = o.bucket_kib * 1024});
-  nn::Trainer trainer(o.config, data, group, o.device);
-  session = trainer.config();
-  if (resumed) nn::load_train_state(trainer, o.resume);
-  if (!o.init_from.empty()) nn::load_weights(trainer.model(), o.init_from);
+  s.trainer = std::make_unique<nn::Trainer>(o.config, s.data, s.group, o.device);
+  config = s.trainer->config();
+  if (s.resumed) nn::load_train_state(*s.trainer, o.resume);
+  if (!o.init_from.empty()) nn::load_weights(s.trainer->model(), o.init_from);
 
-  const nn::TrainConfig& c = trainer.config();
-  const nn::CorpusEntropy entropy = nn::corpus_entropy();
-  const Peak peak = o.device.is_cpu() ? machine_peak(threads::num_threads() * ranks)
-                                      : device_peak(o.device, c.dtype);
-  const double flops_per_token = trainer.model().training_flops_per_token(c.seq);
-  // With a tokenizer, the built-in corpus's entropy rate per token: its
-  // lines' entropy over the tokens they became (EOS and BOS add none).
-  const double lines = double(std::count(data->text().begin(), data->text().end(), '\n'));
-  const double tokens = double(data->num_tokens());
-  const double entropy_rate = lines * entropy.line_nats / tokens;
-  const double grammar_only_rate =
-      lines * entropy.grammar_only_nats * entropy.mean_line_bytes / tokens;
-  if (lead) {
-    std::printf("model    %s: %.2fM parameters%s, %.1f MFLOP per token per step\n",
-                c.model.describe().c_str(), double(trainer.model().num_parameters()) / 1e6,
-                o.expert_parallel ? " in each process" : "", flops_per_token / 1e6);
-    if (tok.is_bytes()) {
-      std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n",
-                  data->name().c_str(), data->text().size(), (long long)data->train_size(),
-                  (long long)data->val_size());
-    } else {
-      std::printf("data     %s: %zu bytes -> %lld tokens (%s), %lld for training, %lld held out\n",
-                  data->name().c_str(), data->text().size(), (long long)data->num_tokens(),
-                  tok.describe().c_str(), (long long)data->train_size(),
-                  (long long)data->val_size());
-    }
-    if (o.data.empty() && tok.is_bytes()) {
-      std::printf(
-          "         entropy rate %.3f nats/byte (a model that cannot copy or add: %.3f); "
-          "uniform %.3f\n",
-          entropy.nats_per_byte, entropy.grammar_only_nats, entropy.uniform_nats);
-    } else if (o.data.empty()) {
-      std::printf(
-          "         entropy rate %.3f nats/token, %.2f bytes per token (a model that cannot copy "
-          "or "
-          "add: %.3f); uniform %.3f\n",
-          entropy_rate, double(data->text().size()) / tokens, grammar_only_rate,
-          std::log(double(tok.vocab_size())));
-    }
+  const nn::TrainConfig& c = s.config();
+  s.entropy = nn::corpus_entropy();
+  s.peak = o.device.is_cpu() ? machine_peak(threads::num_threads() * world.size())
+                             : device_peak(o.device, c.dtype);
+  s.flops_per_token = s.trainer->model().training_flops_per_token(c.seq);
+  const double lines = double(std::count(s.data->text().begin(), s.data->text().end(), '\n'));
+  const double tokens = double(s.data->num_tokens());
+  s.entropy_rate = lines * s.entropy.line_nats / tokens;
+  s.grammar_only_rate = lines * s.entropy.grammar_only_nats * s.entropy.mean_line_bytes / tokens;
+  return s;
+}
+
+// The head of the log: the model, the data and, for the built-in corpus,
+// its entropy rate.
+void print_model_and_data(const Session& s) {
+  const nn::TrainConfig& c = s.config();
+  const nn::TextDataset& data = *s.data;
+  std::printf("model    %s: %.2fM parameters%s, %.1f MFLOP per token per step\n",
+              c.model.describe().c_str(), double(s.trainer->model().num_parameters()) / 1e6,
+              s.o.expert_parallel ? " in each process" : "", s.flops_per_token / 1e6);
+  if (s.tok.is_bytes()) {
+    std::printf("data     %s: %zu bytes, %lld for training, %lld held out\n", data.name().c_str(),
+                data.text().size(), (long long)data.train_size(), (long long)data.val_size());
+  } else {
+    std::printf("data     %s: %zu bytes -> %lld tokens (%s), %lld for training, %lld held out\n",
+                data.name().c_str(), data.text().size(), (long long)data.num_tokens(),
+                s.tok.describe().c_str(), (long long)data.train_size(), (long long)data.val_size());
+  }
+  if (s.o.data.empty() && s.tok.is_bytes()) {
     std::printf(
-        "run      %lld steps of %lld x %lld tokens, AdamW lr %.3g -> %.3g (cosine, warmup %lld), "
-        "wd %.3g, clip %.3g, dropout %.3g/%.3g, seed %llu\n",
-        (long long)c.steps, (long long)trainer.global_batch(), (long long)c.seq, c.lr, c.min_lr,
-        (long long)c.warmup, c.weight_decay, c.grad_clip, c.model.dropout,
-        c.model.attention_dropout, (unsigned long long)c.seed);
-    if (ranks * c.grad_accum > 1) {
-      std::printf("parallel %d process(es) (%s) x %lld micro-batch(es) of %lld sequences", ranks,
-                  world.communicator()->kind().c_str(), (long long)c.grad_accum,
-                  (long long)c.batch);
-      if (o.expert_parallel) {
-        const int64_t held =
-            group->expert_dispatch()->local_experts(c.model.moe->num_local_experts).count;
-        std::printf(", %lld experts per process", (long long)held);
-      }
-      std::printf(", %zu gradient bucket(s) of up to %lld KiB\n", group->buckets().num_buckets(),
-                  (long long)o.bucket_kib);
-    }
-    const nn::CheckpointConfig& ck = c.checkpointing;
-    std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());
-    if (c.model.moe) std::printf("router %s, ", ck.save_router ? "saved" : "recomputed");
+        "         entropy rate %.3f nats/byte (a model that cannot copy or add: %.3f); "
+        "uniform %.3f\n",
+        s.entropy.nats_per_byte, s.entropy.grammar_only_nats, s.entropy.uniform_nats);
+  } else if (s.o.data.empty()) {
     std::printf(
-        "rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s, device %s, dtype %s\n",
-        autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
-        ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()),
-        to_string(o.device).c_str(), dtype_name(c.dtype));
-    if (c.attention_dtype != DType::f32)
-      std::printf("         attention in %s\n", dtype_name(c.attention_dtype));
-    std::printf("peak     %s\n", peak.how.c_str());
-    if (resumed) {
-      std::printf("resumed  from %s at step %lld\n", o.resume.c_str(),
-                  (long long)trainer.steps_done());
-    }
-    std::fflush(stdout);
+        "         entropy rate %.3f nats/token, %.2f bytes per token (a model that cannot copy "
+        "or "
+        "add: %.3f); uniform %.3f\n",
+        s.entropy_rate, double(data.text().size()) / double(data.num_tokens()), s.grammar_only_rate,
+        std::log(double(s.tok.vocab_size())));
   }
+}
 
-  std::ofstream metrics;
-  if (lead) {
-    for (const std::string& file : {o.metrics, o.dump_grads, o.trace}) {
-      const std::filesystem::path parent = std::filesystem::path(file).parent_path();
-      if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
+// The rest of the head: the run, its processes, how it computes, the
+// machine's peak and where a resumed run starts.
+void print_run_and_compute(const Session& s) {
+  const nn::TrainConfig& c = s.config();
+  const nn::Trainer& trainer = *s.trainer;
+  const int ranks = s.world->size();
+  std::printf(
+      "run      %lld steps of %lld x %lld tokens, AdamW lr %.3g -> %.3g (cosine, warmup %lld), "
+      "wd %.3g, clip %.3g, dropout %.3g/%.3g, seed %llu\n",
+      (long long)c.steps, (long long)trainer.global_batch(), (long long)c.seq, c.lr, c.min_lr,
+      (long long)c.warmup, c.weight_decay, c.grad_clip, c.model.dropout, c.model.attention_dropout,
+      (unsigned long long)c.seed);
+  if (ranks * c.grad_accum > 1) {
+    std::printf("parallel %d process(es) (%s) x %lld micro-batch(es) of %lld sequences", ranks,
+                s.world->communicator()->kind().c_str(), (long long)c.grad_accum,
+                (long long)c.batch);
+    if (s.o.expert_parallel) {
+      const int64_t held =
+          s.group->expert_dispatch()->local_experts(c.model.moe->num_local_experts).count;
+      std::printf(", %lld experts per process", (long long)held);
     }
-    if (!o.metrics.empty()) {
-      if (resumed) {
-        if (const int64_t dropped = truncate_metrics_after(o.metrics, trainer.steps_done())) {
-          std::printf("metrics  dropped %lld line(s) of %s past the checkpoint's step %lld\n",
-                      (long long)dropped, o.metrics.c_str(), (long long)trainer.steps_done());
-        }
-      }
-      metrics.open(o.metrics, resumed ? std::ios::app : std::ios::trunc);
-      REPRISE_CHECK(metrics.good(), "cannot open --metrics file '", o.metrics, "'");
-      // The session's settings head its lines (a resumed session's follow
-      // the saved run's steps); readers of steps skip lines without "step".
-      metrics << json::dump(json::Object{{"config", resolved_config(o, args)}}) << "\n";
-    }
-  }
-
-  trainer.set_on_nonfinite(o.on_nonfinite);
-  autograd::set_detect_anomaly(o.detect_anomaly);
-  const StopOnSignals stop_on_signals;
-  int stopped_by = 0;  // the stop signal of any process, after the last step
-  int64_t skipped_steps = 0;
-  const int64_t first_step = trainer.steps_done() + 1;
-  int64_t session_steps = 0, window_tokens = 0, window_peak_saved = 0, window_peak_total = 0;
-  double window_seconds = 0, session_seconds = 0;
-  RankWindow rank_window;
-  float last_loss = 0;
-  std::optional<double> last_val;
-  while (!trainer.finished() && (o.stop_after == 0 || session_steps < o.stop_after) &&
-         stopped_by == 0) {
-    nn::Trainer::AfterBackward dump;
-    if (session_steps == 0 && !o.dump_grads.empty()) {
-      dump = [&](const nn::Batch& b, const nn::CausalLMOutput& out, const Tensor& loss) {
-        nn::write_gradient_dump(o.dump_grads, trainer.model(), b, out.logits, loss);
-      };
-    }
-    const bool trace = lead && !o.trace.empty() && session_steps + 1 == trace_step(o);
-    const nn::Trainer::StepStats s =
-        trace ? traced_step(trainer, dump, program, o) : trainer.step(dump);
-    ++session_steps;
-    last_loss = s.loss;
-    window_tokens += s.tokens;
-    window_seconds += s.seconds;
-    session_seconds += s.seconds;
-    window_peak_saved = std::max(window_peak_saved, s.peak_saved_activation);
-    window_peak_total = std::max(window_peak_total, s.peak_total);
-    rank_window.add(s.seconds, group->buckets().last_timing());
-    skipped_steps += s.skipped ? 1 : 0;
-    if (o.check_replicas_every > 0 && s.step % o.check_replicas_every == 0) group->check_replicas();
-
-    stopped_by = stop_signal_of_any_rank(*group);
-    const bool last = trainer.finished() || (o.stop_after > 0 && session_steps == o.stop_after) ||
-                      stopped_by != 0;
-    // An interrupted run leaves without evaluating.
-    const bool eval = (o.eval_every > 0 && s.step % o.eval_every == 0) || (last && stopped_by == 0);
-    if (!(eval || last || s.skipped || s.step == first_step || s.step % o.log_every == 0)) continue;
-
-    StepLog extra;
-    if (program.on_log) program.on_log(s, extra);
-    if (o.rank_stats) {
-      log_ranks(*group, rank_window, window_tokens / ranks, group->buckets().last_timing(), extra);
-    }
-    std::optional<double> val;
-    if (eval && data->num_val_windows(c.seq) > 0) val = last_val = trainer.evaluate(o.eval_batches);
-    const double tokens_per_s = double(window_tokens) / window_seconds;
-    const double mfu = peak.flops > 0 ? flops_per_token * tokens_per_s / peak.flops : 0;
-    if (lead) {
-      json::Value m = json::Object{};
-      m.set("step", s.step);
-      // JSON has no NaN nor infinity: a skipped step's are null.
-      auto number = [](double x) { return std::isfinite(x) ? json::Value(x) : json::Value(); };
-      m.set("loss", number(s.loss));
-      m.set("lr", s.lr);
-      m.set("grad_norm", number(s.grad_norm));
-      m.set("tokens_per_s", tokens_per_s);
-      if (peak.flops > 0) m.set("mfu", mfu);
-      m.set("peak_saved_activation_bytes", window_peak_saved);
-      m.set("peak_total_bytes", window_peak_total);
-      if (val) m.set("val_loss", number(*val));
-      const autograd::RecomputeStats& r = autograd::recompute_stats();
-      m.set("recompute_replays", r.replays);
-      m.set("recompute_seconds", r.replay_seconds);
-      m.set("recompute_mismatches", r.mismatches);
-      if (s.skipped) m.set("skipped", true);
-      for (auto& [key, value] : extra.metrics) m.set(std::move(key), std::move(value));
-
-      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
-                  (long long)s.step, (long long)c.steps, s.loss, s.lr, s.grad_norm, tokens_per_s);
-      if (peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * mfu);
-      const int64_t session_end =
-          o.stop_after > 0 ? std::min(c.steps, first_step - 1 + o.stop_after) : c.steps;
-      if (session_end > s.step) {
-        std::printf(" | %s",
-                    eta(session_end - s.step, session_seconds / double(session_steps)).c_str());
-      }
-      std::printf(" | saved act %s | mem %s", mib(window_peak_saved).c_str(),
-                  mib(window_peak_total).c_str());
-      if (!o.device.is_cpu()) {
-        const DeviceMemoryInfo gpu = backend(o.device).memory_info();
-        std::printf(" | %s reserved %s", to_string(o.device).c_str(),
-                    mib(gpu.peak_reserved).c_str());
-        m.set("device_peak_reserved_bytes", gpu.peak_reserved);
-      }
-      if (val) std::printf(" | val loss %.4f", *val);
-      if (s.skipped) std::printf(" | skipped: not finite, no update");
-      std::printf("%s\n", extra.columns.c_str());
-      for (const std::string& line : extra.lines) std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-      if (metrics.is_open()) {
-        metrics << json::dump(m) << "\n";
-        metrics.flush();
-      }
-    }
-    window_tokens = 0;
-    window_seconds = 0;
-    window_peak_saved = 0;
-    window_peak_total = 0;
-    rank_window = RankWindow{};
-    if (!o.save.empty() && o.save_every > 0 && s.step % o.save_every == 0 && !last) {
-      nn::save_train_state(trainer, o.save, resolved_config(o, args));
-    }
-  }
-
-  if (!o.save.empty()) {
-    nn::save_train_state(trainer, o.save, resolved_config(o, args));
-    if (lead) {
-      std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
-                  nn::train_state_path(o.save).c_str());
-    }
-  }
-  if (stopped_by != 0 && lead) {
-    std::printf("stopped  by %s after step %lld of %lld; %s\n", signal_name(stopped_by),
-                (long long)trainer.steps_done(), (long long)c.steps,
-                o.save.empty() ? "not saved (no --save)"
-                               : ("--resume " + o.save + " continues it").c_str());
-  }
-  if (!o.export_dir.empty() && lead) {
-    nn::save_model(trainer.model(), o.export_dir, o.export_dtype, uint64_t(o.export_shard_bytes));
-    if (!tok.is_bytes()) export_tokenizer(tok, o.export_dir);
-    std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
-                tok.is_bytes() ? "" : " with its tokenizer");
-  }
-  // mpiexec ends every process once one exits with a non-zero status: none
-  // leaves before rank 0 has written its files.
-  if (stopped_by != 0 && ranks > 1) world.communicator()->barrier();
-  const int status = stopped_by != 0 ? 128 + stopped_by : 0;
-  if (!lead) return status;
-  if (!o.trace.empty() && session_steps < trace_step(o)) {
-    std::printf("trace    none written: the session ran %lld steps, --trace-step is %lld\n",
-                (long long)session_steps, (long long)trace_step(o));
+    std::printf(", %zu gradient bucket(s) of up to %lld KiB\n", s.group->buckets().num_buckets(),
+                (long long)s.o.bucket_kib);
   }
   const nn::CheckpointConfig& ck = c.checkpointing;
-  const autograd::RecomputeStats& r = autograd::recompute_stats();
-  std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)session_steps,
-              session_seconds, last_loss);
-  if (last_val) std::printf(", val loss %.4f", *last_val);
-  if (o.data.empty() && tok.is_bytes()) {
-    std::printf(" (entropy rate %.3f)", entropy.nats_per_byte);
-  } else if (o.data.empty()) {
-    std::printf(" (entropy rate %.3f nats/token)", entropy_rate);
+  std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());
+  if (c.model.moe) std::printf("router %s, ", ck.save_router ? "saved" : "recomputed");
+  std::printf("rng replay %s, verify %s, noise %d ulps, %d threads, cpu %s, device %s, dtype %s\n",
+              autograd::rng_replay_name(ck.rng_replay), autograd::verify_name(ck.verify),
+              ck.recompute_noise_ulps, threads::num_threads(), to_string(cpu_capability()),
+              to_string(s.o.device).c_str(), dtype_name(c.dtype));
+  if (c.attention_dtype != DType::f32)
+    std::printf("         attention in %s\n", dtype_name(c.attention_dtype));
+  std::printf("peak     %s\n", s.peak.how.c_str());
+  if (s.resumed) {
+    std::printf("resumed  from %s at step %lld\n", s.o.resume.c_str(),
+                (long long)trainer.steps_done());
   }
-  if (ck.kind != nn::CheckpointConfig::Kind::none) {
+  std::fflush(stdout);
+}
+
+// Opens --metrics (the lead process's), cut after a resumed run's
+// checkpoint, and writes the session's settings as its first line; makes
+// the folders of every file the session writes.
+void open_metrics(Session& s) {
+  const Options& o = s.o;
+  for (const std::string& file : {o.metrics, o.dump_grads, o.trace}) {
+    const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+    if (!file.empty() && !parent.empty()) std::filesystem::create_directories(parent);
+  }
+  if (o.metrics.empty()) return;
+  const int64_t step = s.trainer->steps_done();
+  if (s.resumed) {
+    if (const int64_t dropped = truncate_metrics_after(o.metrics, step)) {
+      std::printf("metrics  dropped %lld line(s) of %s past the checkpoint's step %lld\n",
+                  (long long)dropped, o.metrics.c_str(), (long long)step);
+    }
+  }
+  s.metrics.open(o.metrics, s.resumed ? std::ios::app : std::ios::trunc);
+  REPRISE_CHECK(s.metrics.good(), "cannot open --metrics file '", o.metrics, "'");
+  // The session's settings head its lines (a resumed session's follow
+  // the saved run's steps); readers of steps skip lines without "step".
+  s.metrics << json::dump(json::Object{{"config", resolved_config(o, s.args)}}) << "\n";
+}
+
+// ---- the steps -----------------------------------------------------------------
+
+// The steps since the last log line, which the line reports.
+struct Window {
+  int64_t tokens = 0, peak_saved = 0, peak_total = 0;
+  double seconds = 0;
+  RankWindow ranks;
+
+  void add(const nn::Trainer::StepStats& s, const parallel::GradientBuckets::Timing& t) {
+    tokens += s.tokens;
+    seconds += s.seconds;
+    peak_saved = std::max(peak_saved, s.peak_saved_activation);
+    peak_total = std::max(peak_total, s.peak_total);
+    ranks.add(s.seconds, t);
+  }
+};
+
+// What the session's steps have done so far.
+struct Progress {
+  int64_t first_step = 0;  // the session's first, counted from the run's start
+  int64_t steps = 0, skipped = 0;
+  double seconds = 0;
+  float last_loss = 0;
+  std::optional<double> last_val;
+  int stop_signal = 0;  // of any process, after the last step
+  Window window;
+};
+
+// One step under a Tracer (autograd/tracer.h), whose trace goes to
+// --trace's file.
+nn::Trainer::StepStats traced_step(const Session& s, const nn::Trainer::AfterBackward& dump) {
+  autograd::Tracer tracer(s.o.device);
+  nn::Trainer::StepStats step;
+  {
+    autograd::TraceGuard on(tracer);
+    step = s.trainer->step(dump);
+  }
+  tracer.write(s.o.trace, s.program->name + " step " + std::to_string(step.step));
+  std::printf("trace    step %lld: %zu spans and %zu memory samples to %s\n", (long long)step.step,
+              tracer.spans().size(), tracer.memory().size(), s.o.trace.c_str());
+  return step;
+}
+
+// The session's next step: its first writes --dump-grads, and
+// --trace-step's is traced.
+nn::Trainer::StepStats next_step(const Session& s, int64_t session_steps) {
+  nn::Trainer::AfterBackward dump;
+  if (session_steps == 0 && !s.o.dump_grads.empty()) {
+    dump = [&](const nn::Batch& b, const nn::CausalLMOutput& out, const Tensor& loss) {
+      nn::write_gradient_dump(s.o.dump_grads, s.trainer->model(), b, out.logits, loss);
+    };
+  }
+  const bool trace = s.lead && !s.o.trace.empty() && session_steps + 1 == trace_step(s.o);
+  return trace ? traced_step(s, dump) : s.trainer->step(dump);
+}
+
+// What the log line of a step reports.
+struct StepReport {
+  const nn::Trainer::StepStats& step;
+  double tokens_per_s = 0;
+  double mfu = 0;                       // when the peak is known
+  std::optional<double> val;            // the held-out loss, when evaluated
+  std::optional<DeviceMemoryInfo> gpu;  // on a GPU
+  StepLog extra;                        // the program's and --rank-stats'
+};
+
+// The step's --metrics object.
+json::Value step_metrics(const Session& s, const Window& w, const StepReport& r) {
+  json::Value m = json::Object{};
+  m.set("step", r.step.step);
+  // JSON has no NaN nor infinity: a skipped step's are null.
+  auto number = [](double x) { return std::isfinite(x) ? json::Value(x) : json::Value(); };
+  m.set("loss", number(r.step.loss));
+  m.set("lr", r.step.lr);
+  m.set("grad_norm", number(r.step.grad_norm));
+  m.set("tokens_per_s", r.tokens_per_s);
+  if (s.peak.flops > 0) m.set("mfu", r.mfu);
+  m.set("peak_saved_activation_bytes", w.peak_saved);
+  m.set("peak_total_bytes", w.peak_total);
+  if (r.val) m.set("val_loss", number(*r.val));
+  const autograd::RecomputeStats& rs = autograd::recompute_stats();
+  m.set("recompute_replays", rs.replays);
+  m.set("recompute_seconds", rs.replay_seconds);
+  m.set("recompute_mismatches", rs.mismatches);
+  if (r.step.skipped) m.set("skipped", true);
+  for (const auto& [key, value] : r.extra.metrics) m.set(key, value);
+  if (r.gpu) m.set("device_peak_reserved_bytes", r.gpu->peak_reserved);
+  return m;
+}
+
+// The step's progress line, and the lines the program adds under it.
+void print_step(const Session& s, const Progress& p, const StepReport& r) {
+  const nn::Trainer::StepStats& st = r.step;
+  const nn::TrainConfig& c = s.config();
+  std::printf("step %5lld/%lld | loss %.4f | lr %.2e | grad norm %6.3f | %7.0f tok/s",
+              (long long)st.step, (long long)c.steps, st.loss, st.lr, st.grad_norm, r.tokens_per_s);
+  if (s.peak.flops > 0) std::printf(" | MFU %4.1f%%", 100 * r.mfu);
+  const int64_t session_end =
+      s.o.stop_after > 0 ? std::min(c.steps, p.first_step - 1 + s.o.stop_after) : c.steps;
+  if (session_end > st.step) {
+    std::printf(" | %s", eta(session_end - st.step, p.seconds / double(p.steps)).c_str());
+  }
+  std::printf(" | saved act %s | mem %s", mib(p.window.peak_saved).c_str(),
+              mib(p.window.peak_total).c_str());
+  if (r.gpu) {
+    std::printf(" | %s reserved %s", to_string(s.o.device).c_str(),
+                mib(r.gpu->peak_reserved).c_str());
+  }
+  if (r.val) std::printf(" | val loss %.4f", *r.val);
+  if (st.skipped) std::printf(" | skipped: not finite, no update");
+  std::printf("%s\n", r.extra.columns.c_str());
+  for (const std::string& line : r.extra.lines) std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// Logs a step: the program's and --rank-stats' additions, the held-out
+// loss when `eval`, then (on the lead process) the progress line and the
+// metrics line. Collective: every process evaluates and gathers.
+void log_step(Session& s, const nn::Trainer::StepStats& step, bool eval, Progress& p) {
+  StepReport r{.step = step};
+  if (s.program->on_log) s.program->on_log(step, r.extra);
+  if (s.o.rank_stats) {
+    log_ranks(*s.group, p.window.ranks, p.window.tokens / s.world->size(),
+              s.group->buckets().last_timing(), r.extra);
+  }
+  if (eval && s.data->num_val_windows(s.config().seq) > 0)
+    r.val = p.last_val = s.trainer->evaluate(s.o.eval_batches);
+  r.tokens_per_s = double(p.window.tokens) / p.window.seconds;
+  r.mfu = s.peak.flops > 0 ? s.flops_per_token * r.tokens_per_s / s.peak.flops : 0;
+  if (!s.lead) return;
+  if (!s.o.device.is_cpu()) r.gpu = backend(s.o.device).memory_info();
+  const json::Value m = step_metrics(s, p.window, r);
+  print_step(s, p, r);
+  if (s.metrics.is_open()) {
+    s.metrics << json::dump(m) << "\n";
+    s.metrics.flush();
+  }
+}
+
+// Runs the session's steps until the run ends, --stop-after's count or a
+// stop signal, logging, evaluating and saving (--save-every) on the way.
+Progress run_steps(Session& s) {
+  nn::Trainer& trainer = *s.trainer;
+  const Options& o = s.o;
+  trainer.set_on_nonfinite(o.on_nonfinite);
+  autograd::set_detect_anomaly(o.detect_anomaly);
+  Progress p;
+  p.first_step = trainer.steps_done() + 1;
+  while (!trainer.finished() && (o.stop_after == 0 || p.steps < o.stop_after) &&
+         p.stop_signal == 0) {
+    const nn::Trainer::StepStats step = next_step(s, p.steps);
+    ++p.steps;
+    p.last_loss = step.loss;
+    p.seconds += step.seconds;
+    p.skipped += step.skipped ? 1 : 0;
+    p.window.add(step, s.group->buckets().last_timing());
+    if (o.check_replicas_every > 0 && step.step % o.check_replicas_every == 0)
+      s.group->check_replicas();
+
+    p.stop_signal = stop_signal_of_any_rank(*s.group);
+    const bool last =
+        trainer.finished() || (o.stop_after > 0 && p.steps == o.stop_after) || p.stop_signal != 0;
+    // An interrupted run leaves without evaluating.
+    const bool eval =
+        (o.eval_every > 0 && step.step % o.eval_every == 0) || (last && p.stop_signal == 0);
+    if (!(eval || last || step.skipped || step.step == p.first_step ||
+          step.step % o.log_every == 0))
+      continue;
+    log_step(s, step, eval, p);
+    p.window = Window{};
+    if (!o.save.empty() && o.save_every > 0 && step.step % o.save_every == 0 && !last) {
+      nn::save_train_state(trainer, o.save, resolved_config(o, s.args));
+    }
+  }
+  return p;
+}
+
+// ---- the end -------------------------------------------------------------------
+
+// The last lines: the session's steps, losses, replays and skipped steps,
+// and each memory kind's peak over the last step.
+void print_summary(const Session& s, const Progress& p) {
+  const Options& o = s.o;
+  if (!o.trace.empty() && p.steps < trace_step(o)) {
+    std::printf("trace    none written: the session ran %lld steps, --trace-step is %lld\n",
+                (long long)p.steps, (long long)trace_step(o));
+  }
+  const autograd::RecomputeStats& r = autograd::recompute_stats();
+  std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)p.steps, p.seconds,
+              p.last_loss);
+  if (p.last_val) std::printf(", val loss %.4f", *p.last_val);
+  if (o.data.empty() && s.tok.is_bytes()) {
+    std::printf(" (entropy rate %.3f)", s.entropy.nats_per_byte);
+  } else if (o.data.empty()) {
+    std::printf(" (entropy rate %.3f nats/token)", s.entropy_rate);
+  }
+  if (s.config().checkpointing.kind != nn::CheckpointConfig::Kind::none) {
     std::printf("; %lld region replays (%.1f s), %lld verifier mismatches", (long long)r.replays,
                 r.replay_seconds, (long long)r.mismatches);
   }
-  if (skipped_steps > 0) {
+  if (p.skipped > 0) {
     std::printf("; %lld step(s) skipped for a non-finite loss or gradient norm",
-                (long long)skipped_steps);
+                (long long)p.skipped);
   }
   std::printf("\n");
   // Each kind's own peak over the last step (they need not coincide), and
@@ -1041,7 +1127,54 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
     std::printf(" %s %s,", memory_kind_name(MemoryKind(k)), mib(memory.by_kind[k].peak).c_str());
   }
   std::printf(" all together %s\n", mib(memory.total.peak).c_str());
-  return status;
+}
+
+// After the last step: saves (--save), says why the session stopped,
+// exports (--export) and prints the summary. Returns the exit status.
+int finish(Session& s, const Progress& p) {
+  const Options& o = s.o;
+  const nn::Trainer& trainer = *s.trainer;
+  if (!o.save.empty()) {
+    nn::save_train_state(trainer, o.save, resolved_config(o, s.args));
+    if (s.lead) {
+      std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
+                  nn::train_state_path(o.save).c_str());
+    }
+  }
+  if (p.stop_signal != 0 && s.lead) {
+    std::printf("stopped  by %s after step %lld of %lld; %s\n", signal_name(p.stop_signal),
+                (long long)trainer.steps_done(), (long long)s.config().steps,
+                o.save.empty() ? "not saved (no --save)"
+                               : ("--resume " + o.save + " continues it").c_str());
+  }
+  if (!o.export_dir.empty() && s.lead) {
+    nn::save_model(trainer.model(), o.export_dir, o.export_dtype, uint64_t(o.export_shard_bytes));
+    if (!s.tok.is_bytes()) export_tokenizer(s.tok, o.export_dir);
+    std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
+                s.tok.is_bytes() ? "" : " with its tokenizer");
+  }
+  // mpiexec ends every process once one exits with a non-zero status: none
+  // leaves before rank 0 has written its files.
+  if (p.stop_signal != 0 && s.world->size() > 1) s.world->communicator()->barrier();
+  if (s.lead) print_summary(s, p);
+  return p.stop_signal != 0 ? 128 + p.stop_signal : 0;
+}
+
+// A training session: set up, run and report. `config` gets the run's
+// config once its Trainer is built.
+int train(const Program& program, const FlagTable& table, const Options& flags_only,
+          const Args& args, parallel::World& world, nn::TrainConfig& config) {
+  Session s = open_session(program, table, flags_only, args, world, config);
+  if (s.lead) {
+    print_model_and_data(s);
+    print_run_and_compute(s);
+    open_metrics(s);
+  }
+  // Through the final save: a signal then only asks again for what is
+  // already under way.
+  const StopOnSignals stop_on_signals;
+  const Progress p = run_steps(s);
+  return finish(s, p);
 }
 
 }  // namespace
