@@ -12,24 +12,6 @@
 REPRISE_CPU_BEGIN
 namespace {
 
-// Whether v converts to the integer type To without undefined behaviour or
-// wrap-around (floats truncate toward zero first).
-template <class To, class From>
-bool fits(From v) {
-  if constexpr (std::is_same_v<From, int64_t> && std::is_same_v<To, int32_t>) {
-    return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
-  } else if constexpr (std::is_integral_v<From>) {
-    return true;  // bool, i32, or i64 to i64
-  } else {
-    const double d = convert<double>(v);  // NaN fails both comparisons
-    if constexpr (std::is_same_v<To, int32_t>) {
-      return d > -0x1p31 - 1 && d < 0x1p31;
-    } else {
-      return d >= -0x1p63 && d < 0x1p63;
-    }
-  }
-}
-
 // A copy whose innermost run reads across rows, as the contiguous copy of a
 // transpose does: the coalesced layout's last two dims are (rows, cols)
 // with dst contiguous along cols and src contiguous along rows. Copied in

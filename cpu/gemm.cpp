@@ -443,13 +443,9 @@ Tensor CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in) {
     return product_16bit(*this, a_in, b_in);
   }
   const int64_t M = a_in.size(-2), K = a_in.size(-1), N = b_in.size(-1);
-  const Shape batch_a(a_in.shape().begin(), a_in.shape().end() - 2);
-  const Shape batch_b(b_in.shape().begin(), b_in.shape().end() - 2);
-  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
-  Shape out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
-  Tensor out = Tensor::empty(out_shape, a_in.dtype());
+  const ProductShapes shapes = product_shapes(a_in.shape(), b_in.shape());
+  const Shape &batch = shapes.batch, &batch_b = shapes.batch_b;
+  Tensor out = Tensor::empty(shapes.out, a_in.dtype());
   if (out.numel() == 0) return out;
   if (K == 0) return out.zero_();
 

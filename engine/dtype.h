@@ -198,4 +198,23 @@ REPRISE_HD To convert(From v) {
   }
 }
 
+// Whether v converts to the integer type To (i32 or i64) without undefined
+// behaviour or wrap-around; floats truncate toward zero first. The CPU and
+// CUDA backends' `representable` test each element with it.
+template <class To, class From>
+REPRISE_HD bool fits(From v) {
+  if constexpr (std::is_same_v<From, int64_t> && std::is_same_v<To, int32_t>) {
+    return v >= -2147483648ll && v <= 2147483647ll;
+  } else if constexpr (std::is_integral_v<From>) {
+    return true;  // bool, i32, or i64 to i64
+  } else {
+    const double d = convert<double>(v);  // NaN fails both comparisons
+    if constexpr (std::is_same_v<To, int32_t>) {
+      return d > -0x1p31 - 1 && d < 0x1p31;
+    } else {
+      return d >= -0x1p63 && d < 0x1p63;
+    }
+  }
+}
+
 }  // namespace reprise

@@ -45,6 +45,17 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+ProductShapes product_shapes(const Shape& a, const Shape& b) {
+  ProductShapes s;
+  s.batch_a.assign(a.begin(), a.end() - 2);
+  s.batch_b.assign(b.begin(), b.end() - 2);
+  s.batch = broadcast_shapes(s.batch_a, s.batch_b, "matmul");
+  s.out = s.batch;
+  s.out.push_back(a[a.size() - 2]);
+  s.out.push_back(b.back());
+  return s;
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = -std::max<int64_t>(ndim, 1), hi = std::max<int64_t>(ndim, 1) - 1;
   REPRISE_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " is out of range for a tensor of ",

@@ -18,6 +18,13 @@ std::string to_string(const Shape& shape);  // "[3, 5, 7]"
 // shapes are incompatible.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
+// The shapes of a batched product (..., M, K) @ (..., K, N): each operand's
+// batch dims, their broadcast, and the output's (..., M, N).
+struct ProductShapes {
+  Shape batch_a, batch_b, batch, out;
+};
+ProductShapes product_shapes(const Shape& a, const Shape& b);
+
 // Wraps a possibly negative dim into [0, ndim); raises naming `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 

@@ -53,24 +53,6 @@ struct CopyKernel {
   }
 };
 
-// Whether v converts to the integer type To without undefined behaviour or
-// wrap-around (floats truncate toward zero first): cpu/copy.cpp's rule.
-template <class To, class From>
-REPRISE_HD bool fits(From v) {
-  if constexpr (std::is_same_v<From, int64_t> && std::is_same_v<To, int32_t>) {
-    return v >= -2147483648ll && v <= 2147483647ll;
-  } else if constexpr (std::is_integral_v<From>) {
-    return true;  // bool, i32, or i64 to i64
-  } else {
-    const double d = convert<double>(v);  // NaN fails both comparisons
-    if constexpr (std::is_same_v<To, int32_t>) {
-      return d > -0x1p31 - 1 && d < 0x1p31;
-    } else {
-      return d >= -0x1p63 && d < 0x1p63;
-    }
-  }
-}
-
 // *bad = 1 when some element does not fit (every writer writes the same 1).
 template <class To, class From>
 struct RepresentableKernel {
