@@ -332,20 +332,15 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   dst.storage()->bump_version();
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  SafetensorsFile file;
-  file.path_ = path;
-  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  REPRISE_CHECK(file.fd_ >= 0, "safetensors: cannot open ", path, ": ", errno_text());
-  struct stat st;
-  REPRISE_CHECK(::fstat(file.fd_, &st) == 0, "safetensors: cannot stat ", path, ": ", errno_text());
-  REPRISE_CHECK(S_ISREG(st.st_mode), "safetensors: ", path, " is not a regular file");
-  const uint64_t file_size = uint64_t(st.st_size);
+namespace {
 
+// The header's bytes: an 8-byte little-endian length, then that much JSON,
+// within the file and the format's limit.
+std::string read_header(int fd, const std::string& path, uint64_t file_size) {
   REPRISE_CHECK(file_size >= 8, "safetensors: ", path, ": truncated file: ", file_size,
                 " bytes, fewer than the 8-byte header length");
   uint8_t len_bytes[8];
-  REPRISE_CHECK(pread_all(file.fd_, len_bytes, 8, 0), "safetensors: ", path,
+  REPRISE_CHECK(pread_all(fd, len_bytes, 8, 0), "safetensors: ", path,
                 ": reading the header length failed");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
@@ -355,51 +350,32 @@ SafetensorsFile read_safetensors(const std::string& path) {
                 header_len, " exceeds the format's limit of ", kMaxHeaderBytes, " bytes");
 
   std::string header(size_t(header_len), '\0');
-  REPRISE_CHECK(pread_all(file.fd_, header.data(), header.size(), 8), "safetensors: ", path,
+  REPRISE_CHECK(pread_all(fd, header.data(), header.size(), 8), "safetensors: ", path,
                 ": reading the header failed");
-  file.data_start_ = 8 + header_len;
-  const uint64_t buffer_size = file_size - file.data_start_;
+  return header;
+}
 
-  json::Value root;
-  try {
-    root = json::parse(header, {.max_depth = 4});
-  } catch (const Error& e) {
-    REPRISE_FAIL("safetensors: ", path, ": bad header JSON: ", e.what());
+// __metadata__: an object of strings.
+void read_metadata(const std::string& path, const json::Value& value,
+                   std::map<std::string, std::string>& metadata) {
+  REPRISE_CHECK(value.is_object(), "safetensors: ", path,
+                ": __metadata__ must be an object of strings, got ", json::kind_name(value.kind()));
+  REPRISE_CHECK(value.as_object().size() <= kMaxMetadataEntries, "safetensors: ", path,
+                ": __metadata__ has ", value.as_object().size(), " entries; reprise reads at most ",
+                kMaxMetadataEntries);
+  for (const auto& [mk, mv] : value.as_object()) {
+    REPRISE_CHECK(mv.is_string(), "safetensors: ", path, ": __metadata__ entry \"", mk,
+                  "\" must be a string, got ", json::kind_name(mv.kind()));
+    metadata.emplace(mk, mv.as_string());
   }
-  REPRISE_CHECK(root.is_object(), "safetensors: ", path, ": header must be a JSON object, got ",
-                json::kind_name(root.kind()));
-  const size_t tensors = root.as_object().size() - (root.find("__metadata__") != nullptr);
-  REPRISE_CHECK(tensors <= kMaxSafetensorsTensors, "safetensors: ", path, ": the header lists ",
-                tensors, " tensors; reprise reads at most ", kMaxSafetensorsTensors, " per file");
+}
 
-  for (const auto& [key, value] : root.as_object()) {
-    if (key == "__metadata__") {
-      REPRISE_CHECK(value.is_object(), "safetensors: ", path,
-                    ": __metadata__ must be an object of strings, got ",
-                    json::kind_name(value.kind()));
-      REPRISE_CHECK(value.as_object().size() <= kMaxMetadataEntries, "safetensors: ", path,
-                    ": __metadata__ has ", value.as_object().size(),
-                    " entries; reprise reads at most ", kMaxMetadataEntries);
-      for (const auto& [mk, mv] : value.as_object()) {
-        REPRISE_CHECK(mv.is_string(), "safetensors: ", path, ": __metadata__ entry \"", mk,
-                      "\" must be a string, got ", json::kind_name(mv.kind()));
-        file.metadata_.emplace(mk, mv.as_string());
-      }
-      continue;
-    }
-    TensorInfo ti = parse_tensor_entry(path, key, value);
-    REPRISE_CHECK(ti.end <= buffer_size, "safetensors: ", path, ": tensor ", quoted(key),
-                  " data_offsets [", ti.begin, ", ", ti.end,
-                  "] are out of range: the data buffer has ", buffer_size,
-                  " bytes (truncated file?)");
-    file.names_.push_back(key);
-    file.infos_.emplace(key, std::move(ti));
-  }
-
-  // The tensors must tile the buffer: sorted by offset, each begins where
-  // the previous one ends, and the last ends at the end of the file.
+// The tensors must tile the buffer: sorted by offset, each begins where
+// the previous one ends, and the last ends at the end of the file.
+void check_tiling(const std::string& path, const std::map<std::string, TensorInfo>& infos,
+                  uint64_t buffer_size) {
   std::vector<const TensorInfo*> by_offset;
-  for (const auto& [name, ti] : file.infos_) by_offset.push_back(&ti);
+  for (const auto& [name, ti] : infos) by_offset.push_back(&ti);
   std::sort(by_offset.begin(), by_offset.end(), [](const TensorInfo* a, const TensorInfo* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
@@ -419,6 +395,51 @@ SafetensorsFile read_safetensors(const std::string& path) {
   REPRISE_CHECK(covered == buffer_size, "safetensors: ", path, ": the tensors cover ", covered,
                 " bytes but the data buffer has ", buffer_size,
                 " (bytes past the last tensor belong to no tensor)");
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  SafetensorsFile file;
+  file.path_ = path;
+  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REPRISE_CHECK(file.fd_ >= 0, "safetensors: cannot open ", path, ": ", errno_text());
+  struct stat st;
+  REPRISE_CHECK(::fstat(file.fd_, &st) == 0, "safetensors: cannot stat ", path, ": ", errno_text());
+  REPRISE_CHECK(S_ISREG(st.st_mode), "safetensors: ", path, " is not a regular file");
+  const uint64_t file_size = uint64_t(st.st_size);
+
+  const std::string header = read_header(file.fd_, path, file_size);
+  file.data_start_ = 8 + header.size();
+  const uint64_t buffer_size = file_size - file.data_start_;
+
+  json::Value root;
+  try {
+    root = json::parse(header, {.max_depth = 4});
+  } catch (const Error& e) {
+    REPRISE_FAIL("safetensors: ", path, ": bad header JSON: ", e.what());
+  }
+  REPRISE_CHECK(root.is_object(), "safetensors: ", path, ": header must be a JSON object, got ",
+                json::kind_name(root.kind()));
+  const size_t tensors = root.as_object().size() - (root.find("__metadata__") != nullptr);
+  REPRISE_CHECK(tensors <= kMaxSafetensorsTensors, "safetensors: ", path, ": the header lists ",
+                tensors, " tensors; reprise reads at most ", kMaxSafetensorsTensors, " per file");
+
+  for (const auto& [key, value] : root.as_object()) {
+    if (key == "__metadata__") {
+      read_metadata(path, value, file.metadata_);
+      continue;
+    }
+    TensorInfo ti = parse_tensor_entry(path, key, value);
+    REPRISE_CHECK(ti.end <= buffer_size, "safetensors: ", path, ": tensor ", quoted(key),
+                  " data_offsets [", ti.begin, ", ", ti.end,
+                  "] are out of range: the data buffer has ", buffer_size,
+                  " bytes (truncated file?)");
+    file.names_.push_back(key);
+    file.infos_.emplace(key, std::move(ti));
+  }
+
+  check_tiling(path, file.infos_, buffer_size);
   file.data_bytes_ = buffer_size;
   file.file_size_ = file_size;
 

@@ -70,6 +70,98 @@ uint64_t total_size_of(const json::Value& v, const std::string& where) {
                json::kind_name(v.kind()), v.is_number() ? " " + json::dump(v) : "");
 }
 
+// The index's JSON: an object with a "weight_map" object of at most
+// kMaxSafetensorsFolderTensors entries.
+json::Value parse_index(const std::string& index_path, const std::string& where) {
+  const std::string text = read_file(index_path, kMaxSafetensorsIndexBytes, "a safetensors index");
+  json::Value root;
+  try {
+    root = json::parse(text, {.max_depth = 4});
+  } catch (const Error& e) {
+    REPRISE_FAIL(where, ": bad JSON: ", e.what());
+  }
+  REPRISE_CHECK(root.is_object(), where, ": expected a JSON object, got ",
+                json::kind_name(root.kind()));
+  const json::Value* weight_map = root.find("weight_map");
+  REPRISE_CHECK(weight_map != nullptr, where, ": no \"weight_map\"");
+  REPRISE_CHECK(weight_map->is_object(), where,
+                ": \"weight_map\" must be an object from tensor names to shard files, got ",
+                json::kind_name(weight_map->kind()));
+  const size_t entries = weight_map->as_object().size();
+  REPRISE_CHECK(entries <= kMaxSafetensorsFolderTensors, where, ": weight_map has ", entries,
+                " entries; reprise reads at most ", kMaxSafetensorsFolderTensors);
+  return root;
+}
+
+// The weight map's shards, in the order it first names them, checked
+// before any is opened.
+struct ShardMap {
+  std::vector<std::string> files;                // each shard's path
+  std::map<std::string, size_t> shard_of;        // tensor -> index into files
+  std::vector<const std::string*> first_tensor;  // per shard, the first tensor mapped to it
+};
+
+ShardMap map_shards(const json::Value& root, const std::string& dir, const std::string& where) {
+  ShardMap map;
+  std::map<std::string, size_t> shard_index;  // shard file name -> index into files
+  for (const auto& [tensor, value] : root.find("weight_map")->as_object()) {
+    REPRISE_CHECK(value.is_string(), where, ": weight_map entry ", quoted(tensor),
+                  " must be a shard file name (a string), got ", json::kind_name(value.kind()));
+    const std::string& file = value.as_string();
+    auto [it, added] = shard_index.emplace(file, map.files.size());
+    if (added) {
+      // Quoted as JSON: a name may hold a NUL, which would end the message.
+      REPRISE_CHECK(plain_file_name(file), where, ": tensor ", quoted(tensor), " is mapped to ",
+                    json::dump(value), ", which is not a plain file name inside ", dir);
+      REPRISE_CHECK(map.files.size() < kMaxSafetensorsShards, where,
+                    ": weight_map names more than ", kMaxSafetensorsShards,
+                    " shards; reprise reads at most ", kMaxSafetensorsShards);
+      map.files.push_back(join(dir, file));
+      map.first_tensor.push_back(&tensor);
+    }
+    map.shard_of.emplace(tensor, it->second);
+  }
+  return map;
+}
+
+// Every tensor the index maps is in its shard, and every tensor of a shard
+// is mapped there, once. Returns the bytes the shards' tensors hold.
+uint64_t check_shards_hold_the_index(const std::vector<SafetensorsFile>& shards,
+                                     const std::vector<std::string>& files,
+                                     const std::map<std::string, size_t>& shard_of,
+                                     const std::string& index_path) {
+  for (const auto& [tensor, s] : shard_of) {
+    REPRISE_CHECK(shards[s].contains(tensor), "safetensors index ", index_path, " maps tensor ",
+                  quoted(tensor), " to ", files[s], ", which does not hold it");
+  }
+  uint64_t bytes = 0;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    for (const std::string& tensor : shards[s].names()) {
+      auto it = shard_of.find(tensor);
+      REPRISE_CHECK(it != shard_of.end(), "safetensors shard ", files[s], " holds tensor ",
+                    quoted(tensor), ", which the index ", index_path, " does not list");
+      REPRISE_CHECK(it->second == s, "safetensors shard ", files[s], " holds tensor ",
+                    quoted(tensor), ", which the index ", index_path, " maps to ",
+                    files[it->second], " (a tensor in two shards)");
+    }
+    bytes += shards[s].data_bytes();
+  }
+  return bytes;
+}
+
+// metadata.total_size, when the index has it, is what the shards hold.
+void check_total_size(const json::Value& root, const std::string& where, uint64_t data_bytes) {
+  const json::Value* metadata = root.find("metadata");
+  if (!metadata) return;
+  REPRISE_CHECK(metadata->is_object(), where, ": \"metadata\" must be an object, got ",
+                json::kind_name(metadata->kind()));
+  if (const json::Value* total = metadata->find("total_size")) {
+    const uint64_t claimed = total_size_of(*total, where);
+    REPRISE_CHECK(claimed == data_bytes, where, ": metadata.total_size is ", claimed,
+                  " bytes but the shards' tensors hold ", data_bytes);
+  }
+}
+
 }  // namespace
 
 // ---- Reading ----
@@ -121,77 +213,19 @@ SafetensorsFolder read_safetensors_folder(const std::string& dir) {
   }
 
   const std::string where = "safetensors index " + index_path;
-  const std::string text = read_file(index_path, kMaxSafetensorsIndexBytes, "a safetensors index");
-  json::Value root;
-  try {
-    root = json::parse(text, {.max_depth = 4});
-  } catch (const Error& e) {
-    REPRISE_FAIL(where, ": bad JSON: ", e.what());
-  }
-  REPRISE_CHECK(root.is_object(), where, ": expected a JSON object, got ",
-                json::kind_name(root.kind()));
-  const json::Value* weight_map = root.find("weight_map");
-  REPRISE_CHECK(weight_map != nullptr, where, ": no \"weight_map\"");
-  REPRISE_CHECK(weight_map->is_object(), where,
-                ": \"weight_map\" must be an object from tensor names to shard files, got ",
-                json::kind_name(weight_map->kind()));
-  const json::Object& entries = weight_map->as_object();
-  REPRISE_CHECK(entries.size() <= kMaxSafetensorsFolderTensors, where, ": weight_map has ",
-                entries.size(), " entries; reprise reads at most ", kMaxSafetensorsFolderTensors);
-
-  // The shards in the order the index first names them, checked before any is opened.
-  std::map<std::string, size_t> shard_index;     // shard file name -> index into files_
-  std::vector<const std::string*> first_tensor;  // per shard, the first tensor mapped to it
-  for (const auto& [tensor, value] : entries) {
-    REPRISE_CHECK(value.is_string(), where, ": weight_map entry ", quoted(tensor),
-                  " must be a shard file name (a string), got ", json::kind_name(value.kind()));
-    const std::string& file = value.as_string();
-    auto [it, added] = shard_index.emplace(file, folder.files_.size());
-    if (added) {
-      // Quoted as JSON: a name may hold a NUL, which would end the message.
-      REPRISE_CHECK(plain_file_name(file), where, ": tensor ", quoted(tensor), " is mapped to ",
-                    json::dump(value), ", which is not a plain file name inside ", dir);
-      REPRISE_CHECK(folder.files_.size() < kMaxSafetensorsShards, where,
-                    ": weight_map names more than ", kMaxSafetensorsShards,
-                    " shards; reprise reads at most ", kMaxSafetensorsShards);
-      folder.files_.push_back(join(dir, file));
-      first_tensor.push_back(&tensor);
-    }
-    folder.shard_of_.emplace(tensor, it->second);
-  }
-  for (size_t s = 0; s < folder.files_.size(); ++s) {
-    const std::string& path = folder.files_[s];
+  const json::Value root = parse_index(index_path, where);
+  ShardMap map = map_shards(root, dir, where);
+  for (size_t s = 0; s < map.files.size(); ++s) {
+    const std::string& path = map.files[s];
     REPRISE_CHECK(present(path), where, ": shard ", fs::path(path).filename().string(),
-                  " (of tensor ", quoted(*first_tensor[s]), ") is missing from ", dir);
+                  " (of tensor ", quoted(*map.first_tensor[s]), ") is missing from ", dir);
     folder.shards_.push_back(read_safetensors(path));
   }
-
-  for (const auto& [tensor, s] : folder.shard_of_) {
-    REPRISE_CHECK(folder.shards_[s].contains(tensor), where, " maps tensor ", quoted(tensor),
-                  " to ", folder.files_[s], ", which does not hold it");
-  }
-  for (size_t s = 0; s < folder.shards_.size(); ++s) {
-    for (const std::string& tensor : folder.shards_[s].names()) {
-      auto it = folder.shard_of_.find(tensor);
-      REPRISE_CHECK(it != folder.shard_of_.end(), "safetensors shard ", folder.files_[s],
-                    " holds tensor ", quoted(tensor), ", which the index ", index_path,
-                    " does not list");
-      REPRISE_CHECK(it->second == s, "safetensors shard ", folder.files_[s], " holds tensor ",
-                    quoted(tensor), ", which the index ", index_path, " maps to ",
-                    folder.files_[it->second], " (a tensor in two shards)");
-    }
-    folder.data_bytes_ += folder.shards_[s].data_bytes();
-  }
-
-  if (const json::Value* metadata = root.find("metadata")) {
-    REPRISE_CHECK(metadata->is_object(), where, ": \"metadata\" must be an object, got ",
-                  json::kind_name(metadata->kind()));
-    if (const json::Value* total = metadata->find("total_size")) {
-      const uint64_t claimed = total_size_of(*total, where);
-      REPRISE_CHECK(claimed == folder.data_bytes_, where, ": metadata.total_size is ", claimed,
-                    " bytes but the shards' tensors hold ", folder.data_bytes_);
-    }
-  }
+  folder.files_ = std::move(map.files);
+  folder.shard_of_ = std::move(map.shard_of);
+  folder.data_bytes_ =
+      check_shards_hold_the_index(folder.shards_, folder.files_, folder.shard_of_, index_path);
+  check_total_size(root, where, folder.data_bytes_);
   for (const auto& [name, shard] : folder.shard_of_) folder.names_.push_back(name);
   return folder;
 }

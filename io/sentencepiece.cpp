@@ -172,14 +172,39 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string_view model, const std
   add_dummy_prefix_ = normalizer.add_dummy_prefix;
   remove_extra_whitespaces_ = normalizer.remove_extra_whitespaces;
 
-  // The checks SentencePiece makes when it loads a model, and two of ours:
-  // no unused pieces (SentencePiece re-splits them after merging; no BPE
-  // model we know has them) and no piece that is both kinds.
+  std::vector<std::string> user_defined = index_pieces();
+  rank_merges();
+  space_word_start_ = space_word_start(normal_ids_);
+  normalizer_.emplace(
+      SentencePieceNormalizer::Spec{
+          .precompiled_charsmap = normalizer.precompiled_charsmap,
+          .add_dummy_prefix = normalizer.add_dummy_prefix,
+          .remove_extra_whitespaces = normalizer.remove_extra_whitespaces,
+          .escape_whitespaces = normalizer.escape_whitespaces,
+          .treat_whitespace_as_suffix = trainer.treat_whitespace_as_suffix,
+      },
+      std::move(user_defined), path);
+
+  // As SentencePieceProcessor::bos_id(): the named piece, if it is a control piece.
+  auto control = [&](const std::string& name) -> std::optional<int64_t> {
+    auto it = reserved_ids_.find(name);
+    if (it == reserved_ids_.end() || pieces_[it->second].type != PieceType::control) return {};
+    return it->second;
+  };
+  bos_ = control(trainer.bos_piece);
+  eos_ = control(trainer.eos_piece);
+}
+
+// The checks SentencePiece makes when it loads a model, and two of ours:
+// no unused pieces (SentencePiece re-splits them after merging; no BPE
+// model we know has them) and no piece that is both kinds. Fills the
+// piece maps, the unknown and byte ids; returns the user-defined pieces.
+std::vector<std::string> SentencePieceTokenizer::index_pieces() {
   byte_ids_.fill(-1);
   std::vector<std::string> user_defined;
   for (int32_t id = 0; id < int32_t(pieces_.size()); ++id) {
     const Piece& p = pieces_[id];
-    const std::string at = path + ": piece " + std::to_string(id);
+    const std::string at = path_ + ": piece " + std::to_string(id);
     REPRISE_CHECK(!p.text.empty(), at, " is empty");
     REPRISE_CHECK(std::isfinite(p.score), at, " (\"", p.text, "\") has score ", p.score);
     REPRISE_CHECK(p.type != PieceType::unused, at, " (\"", p.text,
@@ -202,17 +227,20 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string_view model, const std
     }
   }
   for (const auto& [text, id] : normal_ids_) {
-    REPRISE_CHECK(!reserved_ids_.contains(text), path, ": piece \"", text,
+    REPRISE_CHECK(!reserved_ids_.contains(text), path_, ": piece \"", text,
                   "\" is both a normal and a control/unknown/byte piece");
   }
-  REPRISE_CHECK(unk_id_ >= 0, path, ": no unknown piece (type UNKNOWN)");
+  REPRISE_CHECK(unk_id_ >= 0, path_, ": no unknown piece (type UNKNOWN)");
   REPRISE_CHECK(
-      !byte_fallback_ || std::find(byte_ids_.begin(), byte_ids_.end(), -1) == byte_ids_.end(), path,
-      ": byte_fallback is true but not all 256 byte pieces <0x00>..<0xFF> exist");
+      !byte_fallback_ || std::find(byte_ids_.begin(), byte_ids_.end(), -1) == byte_ids_.end(),
+      path_, ": byte_fallback is true but not all 256 byte pieces <0x00>..<0xFF> exist");
+  return user_defined;
+}
 
-  // SentencePiece merges the pair whose concatenation is the piece with the
-  // highest score; as merge rules, each way to cut a piece into two pieces
-  // is a rule ranked by the piece's score (equal scores, equal ranks).
+// SentencePiece merges the pair whose concatenation is the piece with the
+// highest score; as merge rules, each way to cut a piece into two pieces
+// is a rule ranked by the piece's score (equal scores, equal ranks).
+void SentencePieceTokenizer::rank_merges() {
   std::vector<float> scores;
   for (const auto& [text, id] : normal_ids_) scores.push_back(pieces_[id].score);
   std::sort(scores.begin(), scores.end(), std::greater<>());
@@ -230,26 +258,6 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string_view model, const std
       }
     }
   }
-
-  space_word_start_ = space_word_start(normal_ids_);
-  normalizer_.emplace(
-      SentencePieceNormalizer::Spec{
-          .precompiled_charsmap = normalizer.precompiled_charsmap,
-          .add_dummy_prefix = normalizer.add_dummy_prefix,
-          .remove_extra_whitespaces = normalizer.remove_extra_whitespaces,
-          .escape_whitespaces = normalizer.escape_whitespaces,
-          .treat_whitespace_as_suffix = trainer.treat_whitespace_as_suffix,
-      },
-      std::move(user_defined), path);
-
-  // As SentencePieceProcessor::bos_id(): the named piece, if it is a control piece.
-  auto control = [&](const std::string& name) -> std::optional<int64_t> {
-    auto it = reserved_ids_.find(name);
-    if (it == reserved_ids_.end() || pieces_[it->second].type != PieceType::control) return {};
-    return it->second;
-  };
-  bos_ = control(trainer.bos_piece);
-  eos_ = control(trainer.eos_piece);
 }
 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::load(const std::string& path) {

@@ -68,6 +68,9 @@ class SentencePieceTokenizer final : public Tokenizer {
   void encode_run(std::string_view normalized, BpeWord& word, std::vector<int64_t>& ids) const;
   // Step 4 for one piece that is not in the vocabulary.
   void encode_unknown(std::string_view piece, std::vector<int64_t>& ids) const;
+  // The constructor's steps once the pieces are read.
+  std::vector<std::string> index_pieces();
+  void rank_merges();
 
   std::string path_;
   std::vector<Piece> pieces_;  // by id

@@ -76,6 +76,121 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   if (w.shared_expert_gate.defined()) check(w.shared_expert_gate, {1, C}, "shared_expert_gate");
 }
 
+// The router's logits (N, E), scores (N, E) and routing decision, all
+// recorded under the scope "gate".
+struct Routing {
+  Tensor logits, scores;
+  ops::MoeRoute route;
+};
+
+Routing route_tokens(const Tensor& x2, const MoeWeights& w, const MoeConfig& c) {
+  autograd::Scope scope("gate");
+  Routing r;
+  if (c.router_dtype == RouterDType::bf16) {
+    r.logits = round_bf16(ops::linear(round_bf16(x2), round_bf16(w.gate)));  // (N, E)
+  } else {
+    r.logits = ops::linear(x2, w.gate);  // (N, E)
+  }
+  r.scores = c.scoring_func == RouterScoring::softmax ? ops::softmax(r.logits, -1)
+                                                      : ops::sigmoid(r.logits);
+  r.route = ops::moe_route(r.scores, c.num_experts_per_tok,
+                           {.renormalize = c.norm_topk_prob,
+                            .capacity = c.capacity(x2.size(0)),
+                            .bias = w.score_bias,
+                            .n_group = c.n_group,
+                            .topk_group = c.topk_group,
+                            .scale = c.routed_scaling_factor});
+  return r;
+}
+
+// The routed experts' weighted outputs summed per token (N, C), under the
+// scope "experts": SwiGLU over contiguous blocks of the sorted rows, block
+// j (block_counts[j] rows) through expert block_expert[j].
+Tensor run_experts(const Tensor& x2, const ops::MoeRoute& route, const MoeWeights& w,
+                   const MoeConfig& c, const ExpertDispatch* dispatch, const MoeNames& names) {
+  autograd::Scope scope("experts");
+  const Tensor xs = ops::index_select(x2, 0, route.token);  // (M, C)
+  auto experts_on = [&](const Tensor& rows, const Tensor& block_counts,
+                        const std::vector<int64_t>& block_expert) {
+    std::vector<Tensor> w1, w2, w3;
+    for (const int64_t e : block_expert) {
+      const size_t i = size_t(e - w.first_expert);
+      w1.push_back(w.w1.at(i));
+      w2.push_back(w.w2.at(i));
+      w3.push_back(w.w3.at(i));
+    }
+    auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
+      return autocast_grouped_linear(in, block_counts, weights);
+    };
+    return swiglu_ffn(autocast_operand(rows), w1, w3, w2,
+                      {names.expert_gate, names.expert_up, names.expert_down},
+                      grouped);  // (rows, C)
+  };
+  Tensor ys;
+  if (dispatch) {
+    ys = dispatch->run(xs, route.counts.to_vector<int64_t>(),
+                       [&](const Tensor& rows, const std::vector<int64_t>& block_rows,
+                           const std::vector<int64_t>& block_expert) {
+                         const Tensor counts = Tensor::from_vector(
+                             block_rows, {int64_t(block_rows.size())});  // (blocks)
+                         return experts_on(rows, counts, block_expert);
+                       });  // (M, C)
+  } else {
+    std::vector<int64_t> all(size_t(c.num_local_experts));
+    for (size_t e = 0; e < all.size(); ++e) all[e] = int64_t(e);
+    ys = experts_on(xs, route.counts, all);  // (M, C)
+  }
+  ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));  // (M, C)
+  return ops::index_add(Tensor::zeros({x2.size(0), x2.size(1)}, x2.dtype(), x2.device()), 0,
+                        route.token, ys);  // (N, C)
+}
+
+// The shared expert (N, C), behind its sigmoid gate when it has one.
+Tensor run_shared_expert(const Tensor& x2, const MoeWeights& w, const MoeNames& names) {
+  Tensor shared;
+  {
+    autograd::Scope scope(names.shared);
+    shared = swiglu_ffn(autocast_operand(x2), w.shared_gate, w.shared_up, w.shared_down,
+                        {"gate_proj", "up_proj", "down_proj"}, autocast_linear);  // (N, C)
+  }
+  if (w.shared_expert_gate.defined()) {
+    autograd::Scope scope("shared_expert_gate");
+    shared = ops::mul(ops::sigmoid(autocast_linear(x2, w.shared_expert_gate)), shared);
+  }
+  return shared;
+}
+
+// Router loss terms: probability mass per expert, and logsumexp^2. A term
+// whose coefficient is 0 is computed without recording, so no graph that
+// no loss reads keeps activations (or checkpoint regions) alive.
+MoeRouterTerms router_terms(const Routing& routing, const MoeConfig& c, const std::string& layer,
+                            int64_t N) {
+  MoeRouterTerms t;
+  {
+    std::optional<NoGradGuard> off;
+    if (c.router_aux_loss_coef == 0) off.emplace();
+    const Tensor& scores = routing.scores;
+    Tensor probs = c.scoring_func == RouterScoring::softmax
+                       ? scores
+                       : ops::div(scores, ops::sum(scores, {1}, true));  // (N, E)
+    t.prob_sum = ops::sum(probs, {0});                                   // (E)
+  }
+  {
+    std::optional<NoGradGuard> off;
+    if (c.router_z_loss_coef == 0) off.emplace();
+    const Tensor& logits = routing.logits;
+    Tensor m = ops::max(logits, 1, true).values.detach();  // (N, 1)
+    Tensor lse = ops::add(ops::log(ops::sum(ops::exp(ops::sub(logits, m)), {1}, true)), m);
+    t.z_sum = ops::sum(ops::mul(lse, lse));  // ()
+  }
+  t.routed = routing.route.routed;
+  t.kept = routing.route.counts;
+  t.margin = routing.route.margin;
+  t.rows = N;
+  t.layer = layer;
+  return t;
+}
+
 }  // namespace
 
 MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
@@ -94,109 +209,13 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   const ExpertRange held =
       dispatch ? dispatch->local_experts(c.num_local_experts) : ExpertRange{0, c.num_local_experts};
   check_weights(x, w, c, layer, held, names);
-  const int64_t k = c.num_experts_per_tok, C = x.size(-1);
-  const Tensor x2 = ops::reshape(x, {-1, C});  // (N, C)
-  const int64_t N = x2.size(0);
+  const Tensor x2 = ops::reshape(x, {-1, x.size(-1)});  // (N, C)
 
-  // Router: logits, scores and the routing decision, all under "gate".
-  Tensor logits, scores;
-  ops::MoeRoute route;
-  {
-    autograd::Scope scope("gate");
-    if (c.router_dtype == RouterDType::bf16) {
-      logits = round_bf16(ops::linear(round_bf16(x2), round_bf16(w.gate)));  // (N, E)
-    } else {
-      logits = ops::linear(x2, w.gate);  // (N, E)
-    }
-    scores =
-        c.scoring_func == RouterScoring::softmax ? ops::softmax(logits, -1) : ops::sigmoid(logits);
-    route = ops::moe_route(scores, k,
-                           {.renormalize = c.norm_topk_prob,
-                            .capacity = c.capacity(N),
-                            .bias = w.score_bias,
-                            .n_group = c.n_group,
-                            .topk_group = c.topk_group,
-                            .scale = c.routed_scaling_factor});
-  }
-
-  // Experts: SwiGLU over contiguous blocks of the sorted rows, block j
-  // (block_counts[j] rows) through expert block_expert[j].
-  Tensor out;
-  {
-    autograd::Scope scope("experts");
-    const Tensor xs = ops::index_select(x2, 0, route.token);  // (M, C)
-    auto experts_on = [&](const Tensor& rows, const Tensor& block_counts,
-                          const std::vector<int64_t>& block_expert) {
-      std::vector<Tensor> w1, w2, w3;
-      for (const int64_t e : block_expert) {
-        const size_t i = size_t(e - w.first_expert);
-        w1.push_back(w.w1.at(i));
-        w2.push_back(w.w2.at(i));
-        w3.push_back(w.w3.at(i));
-      }
-      auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
-        return autocast_grouped_linear(in, block_counts, weights);
-      };
-      return swiglu_ffn(autocast_operand(rows), w1, w3, w2,
-                        {names.expert_gate, names.expert_up, names.expert_down},
-                        grouped);  // (rows, C)
-    };
-    Tensor ys;
-    if (dispatch) {
-      ys = dispatch->run(xs, route.counts.to_vector<int64_t>(),
-                         [&](const Tensor& rows, const std::vector<int64_t>& block_rows,
-                             const std::vector<int64_t>& block_expert) {
-                           const Tensor counts = Tensor::from_vector(
-                               block_rows, {int64_t(block_rows.size())});  // (blocks)
-                           return experts_on(rows, counts, block_expert);
-                         });  // (M, C)
-    } else {
-      std::vector<int64_t> all(size_t(c.num_local_experts));
-      for (size_t e = 0; e < all.size(); ++e) all[e] = int64_t(e);
-      ys = experts_on(xs, route.counts, all);  // (M, C)
-    }
-    ys = ops::mul(ys, ops::unsqueeze(route.weights, 1));  // (M, C)
-    out = ops::index_add(Tensor::zeros({N, C}, x.dtype(), x.device()), 0, route.token,
-                         ys);  // (N, C)
-  }
-  if (w.shared_gate.defined()) {
-    Tensor shared;
-    {
-      autograd::Scope scope(names.shared);
-      shared = swiglu_ffn(autocast_operand(x2), w.shared_gate, w.shared_up, w.shared_down,
-                          {"gate_proj", "up_proj", "down_proj"}, autocast_linear);  // (N, C)
-    }
-    if (w.shared_expert_gate.defined()) {
-      autograd::Scope scope("shared_expert_gate");
-      shared = ops::mul(ops::sigmoid(autocast_linear(x2, w.shared_expert_gate)), shared);
-    }
-    out = ops::add(out, shared);
-  }
-
-  // Router loss terms: probability mass per expert, and logsumexp^2. A
-  // term whose coefficient is 0 is computed without recording, so no graph
-  // that no loss reads keeps activations (or checkpoint regions) alive.
+  const Routing routing = route_tokens(x2, w, c);
+  Tensor out = run_experts(x2, routing.route, w, c, dispatch, names);  // (N, C)
+  if (w.shared_gate.defined()) out = ops::add(out, run_shared_expert(x2, w, names));
   MoeResult r;
-  {
-    std::optional<NoGradGuard> off;
-    if (c.router_aux_loss_coef == 0) off.emplace();
-    Tensor probs = c.scoring_func == RouterScoring::softmax
-                       ? scores
-                       : ops::div(scores, ops::sum(scores, {1}, true));  // (N, E)
-    r.terms.prob_sum = ops::sum(probs, {0});                             // (E)
-  }
-  {
-    std::optional<NoGradGuard> off;
-    if (c.router_z_loss_coef == 0) off.emplace();
-    Tensor m = ops::max(logits, 1, true).values.detach();  // (N, 1)
-    Tensor lse = ops::add(ops::log(ops::sum(ops::exp(ops::sub(logits, m)), {1}, true)), m);
-    r.terms.z_sum = ops::sum(ops::mul(lse, lse));  // ()
-  }
-  r.terms.routed = route.routed;
-  r.terms.kept = route.counts;
-  r.terms.margin = route.margin;
-  r.terms.rows = N;
-  r.terms.layer = layer;
+  r.terms = router_terms(routing, c, layer, x2.size(0));
   r.out = ops::reshape(out, x.shape());
   return r;
 }

@@ -152,6 +152,11 @@ struct AttnForwardKernel {
   };
   static size_t shared_bytes(const AttnShape& s) { return Smem::make(0, s).bytes; }
 
+  // One body of about 110 lines, longer than the project's functions: its
+  // phases (load the query rows; per key block the scores, the online
+  // softmax's rescale and the P V product) hand each other shared memory
+  // and per-thread state across barriers, and kept together every sync()
+  // stands where the phase it closes ends.
   template <class Ctx>
   REPRISE_HD void operator()(Ctx& ctx) const {
     const Smem sm = Smem::make(reinterpret_cast<uintptr_t>(ctx.shared()), s);
