@@ -84,7 +84,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 stage "ThreadSanitizer: the engine and io suites (scripts/tsan.sh)"
 REPRISE_JOBS=$jobs REPRISE_TSAN_SUITES="engine io" scripts/tsan.sh
 
-stage "fuzz targets, 30 s each (scripts/fuzz.sh; README: Reliability)"
+stage "fuzz targets, 30 s each (scripts/fuzz.sh; docs/reliability.md)"
 for target in json safetensors safetensors_index hf train_state; do
   REPRISE_JOBS=$jobs scripts/fuzz.sh "$target" 30
 done

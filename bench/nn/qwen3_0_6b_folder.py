@@ -3,7 +3,7 @@ save_pretrained writes a Hub checkpoint (bf16, sharded, with
 model.safetensors.index.json): Qwen3-0.6B's config (vocabulary 151936,
 hidden 1024, 28 layers of 16 heads with 8 kv heads of 128, per-head q/k
 RMSNorm, ffn 3072, tied embeddings), initialised as transformers does.
-bench/RESULTS.md ("Real sizes") trains it with llama_train --init-from.
+bench/RESULTS.md ("Qwen3-0.6B under full checkpointing and bf16") trains it with llama_train --init-from.
 
     .venv/bin/python bench/nn/qwen3_0_6b_folder.py DIR
 """

@@ -166,7 +166,7 @@ TEST(Corpus, EntropyFigures) {
   EXPECT_LT(e.nats_per_byte, 0.8);
   EXPECT_GT(e.grammar_only_nats, e.nats_per_byte + 0.2);
   EXPECT_LT(e.grammar_only_nats, 1.5);
-  // The figures README.md and llama_train print.
+  // The figures docs/training.md and llama_train print.
   EXPECT_NEAR(e.line_nats, 14.236, 5e-4);
   EXPECT_NEAR(e.mean_line_bytes, 24.218, 5e-4);
   EXPECT_NEAR(e.nats_per_byte, 0.5878, 5e-5);
