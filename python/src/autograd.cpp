@@ -154,10 +154,13 @@ void raise_pending_policy_error() {
 
 void clear_pending_policy_error() { pending_policy_error().reset(); }
 
-void bind_autograd(nb::module_& m) {
-  using nb::arg;
+namespace {
 
-  // ---- backward, grad, grad mode, scopes -------------------------------------------
+using nb::arg;
+
+// ---- backward, grad, grad mode, scopes ---------------------------------------
+
+void bind_grad(nb::module_& m) {
   m.def(
       "backward",
       [](const Tensor& root, std::optional<Tensor> grad, bool retain_graph) {
@@ -203,8 +206,12 @@ void bind_autograd(nb::module_& m) {
   m.def(
       "current_scope", [] { return *autograd::current_scope(); },
       "The current thread's scope path ('' at top level).");
+}
 
-  // ---- policies ----------------------------------------------------------------
+// ---- policies ----------------------------------------------------------------
+
+// What a policy is asked about each value, and its answer.
+void bind_value_info(nb::module_& m) {
   nb::enum_<Decision>(m, "Decision",
                       "A policy's answer for one value: across nested regions and combine(), "
                       "the first MUST (innermost first) wins, else the first PREFER.")
@@ -248,7 +255,10 @@ void bind_autograd(nb::module_& m) {
                std::to_string(v.info->output) + " at '" + v.info->scope + "', " +
                v.info->meta.describe() + ">";
       });
+}
 
+// Policy, the built-in policies (reprise.policies) and their combinations.
+void bind_policies(nb::module_& m) {
   nb::class_<Policy>(m, "Policy",
                      "A named recompute policy. Anywhere a Policy is taken, a Python callable "
                      "(ValueInfo) -> Decision | None works too.")
@@ -285,8 +295,12 @@ void bind_autograd(nb::module_& m) {
       arg("parts"), "First MUST among the parts, else first PREFER, else abstain.");
   m.def("glob_match", &autograd::glob_match, arg("pattern"), arg("text"),
         "Shell-style glob as the scope policies use it.");
+}
 
-  // ---- checkpoint ----------------------------------------------------------------
+// ---- checkpoint --------------------------------------------------------------
+
+// The enums of checkpoint()'s options: RNG replay and the verifier's.
+void bind_checkpoint_options(nb::module_& m) {
   nb::enum_<autograd::RngReplay>(m, "RngReplay", "How random ops get their numbers on replay.")
       .value("recorded", autograd::RngReplay::recorded, "the recorded reservation: exact")
       .value("stash", autograd::RngReplay::stash, "PyTorch's preserve_rng_state=True")
@@ -299,7 +313,9 @@ void bind_autograd(nb::module_& m) {
   nb::enum_<autograd::OnMismatch>(m, "OnMismatch")
       .value("raise_", autograd::OnMismatch::raise, "raise reprise.Error at the first mismatch")
       .value("report", autograd::OnMismatch::report, "collect them for take_mismatches()");
+}
 
+void bind_checkpoint(nb::module_& m) {
   m.def(
       "checkpoint",
       [](const std::string& scope, PolicyLike policy, nb::callable fn, autograd::RngReplay rng,
@@ -363,7 +379,9 @@ void bind_autograd(nb::module_& m) {
       arg("scope"), arg("stages"), arg("segments"), arg("x"), arg("policy"),
       "Chains x through the stages, checkpointing `segments` consecutive groups of them as "
       "regions '<scope>.<first stage index>'.");
+}
 
+void bind_recompute_stats(nb::module_& m) {
   nb::class_<autograd::RecomputeStats>(
       m, "RecomputeStats",
       "Counters over all checkpoint regions on this thread; subtract two readings to get the "
@@ -391,8 +409,11 @@ void bind_autograd(nb::module_& m) {
   m.def(
       "recompute_stats", [] { return autograd::recompute_stats(); },
       "A copy of this thread's counters.");
+}
 
-  // ---- budget planner ------------------------------------------------------------
+// ---- budget planner ----------------------------------------------------------
+
+void bind_planner(nb::module_& m) {
   using Summary = autograd::BudgetPlanner::Summary;
   nb::class_<Summary>(m, "PlannerSummary")
       .def_ro("budget", &Summary::budget)
@@ -418,8 +439,11 @@ void bind_autograd(nb::module_& m) {
       .def("plan", &autograd::BudgetPlanner::plan)
       .def("planned", &autograd::BudgetPlanner::planned)
       .def("summary", &autograd::BudgetPlanner::summary);
+}
 
-  // ---- verifier --------------------------------------------------------------------
+// ---- verifier ----------------------------------------------------------------
+
+void bind_verifier(nb::module_& m) {
   nb::class_<autograd::Mismatch>(m, "Mismatch", "A replayed value that differs from the forward's.")
       .def_ro("region", &autograd::Mismatch::region)
       .def_ro("scope", &autograd::Mismatch::scope)
@@ -440,8 +464,11 @@ void bind_autograd(nb::module_& m) {
       "ulp_difference",
       [](const Tensor& a, const Tensor& b) { return autograd::ulp_difference(a, b); }, arg("a"),
       arg("b"), "(differing elements, largest ulp distance) of two same-shape floating tensors.");
+}
 
-  // ---- op registry -----------------------------------------------------------------
+// ---- op registry -------------------------------------------------------------
+
+void bind_op_registry(nb::module_& m) {
   nb::class_<autograd::OpInfo>(m, "OpInfo", "A registered op.")
       .def_prop_ro("name", [](const autograd::OpInfo& op) { return std::string(op.name); })
       .def_ro("is_random", &autograd::OpInfo::is_random)
@@ -451,6 +478,20 @@ void bind_autograd(nb::module_& m) {
       });
   m.def("registered_ops", &autograd::registered_ops, nb::rv_policy::reference,
         "Every op policies can name, in registration order.");
+}
+
+}  // namespace
+
+void bind_autograd(nb::module_& m) {
+  bind_grad(m);
+  bind_value_info(m);
+  bind_policies(m);
+  bind_checkpoint_options(m);
+  bind_checkpoint(m);
+  bind_recompute_stats(m);
+  bind_planner(m);
+  bind_verifier(m);
+  bind_op_registry(m);
 }
 
 }  // namespace reprise::python

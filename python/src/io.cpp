@@ -15,9 +15,13 @@
 
 namespace reprise::python {
 
-void bind_io(nb::module_& m) {
-  using nb::arg;
+namespace {
 
+using nb::arg;
+
+// A safetensors file's header entries and tensors, and whole files read and
+// written at once.
+void bind_safetensors(nb::module_& m) {
   nb::class_<io::TensorInfo>(m, "TensorInfo", "One entry of a safetensors header.")
       .def_ro("name", &io::TensorInfo::name)
       .def_ro("dtype_name", &io::TensorInfo::dtype_name, "The format's name: 'F32', 'BF16', ...")
@@ -68,7 +72,9 @@ void bind_io(nb::module_& m) {
       arg("path"), arg("tensors"), arg("metadata") = std::map<std::string, std::string>{},
       "Writes {name: tensor} (CPU tensors, in dict order) with string metadata, atomically "
       "(temporary file, fsync, rename).");
+}
 
+void bind_tokenizer(nb::module_& m) {
   nb::class_<io::Tokenizer>(m, "Tokenizer",
                             "Text to ids and back as the model's own tokenizer does (a "
                             "tokenizer.json BPE or a SentencePiece BPE model).")
@@ -112,6 +118,13 @@ void bind_io(nb::module_& m) {
            [](const io::Tokenizer& t) { return "<reprise.io.Tokenizer " + t.describe() + ">"; });
   m.def("load_tokenizer", &io::load_tokenizer, arg("path"),
         "A tokenizer.json, a tokenizer.model, or a folder holding either.");
+}
+
+}  // namespace
+
+void bind_io(nb::module_& m) {
+  bind_safetensors(m);
+  bind_tokenizer(m);
 }
 
 }  // namespace reprise::python

@@ -50,6 +50,11 @@ auto owned(std::unique_ptr<Member> Owner::*field) {
 }
 constexpr auto kInternal = nb::rv_policy::reference_internal;
 
+// The generator an optional argument names, else the default one.
+rng::Generator& generator_or_default(rng::Generator* g) {
+  return g ? *g : rng::default_generator();
+}
+
 template <class M>
 void bind_module_list(nb::module_& m, const char* name) {
   nb::class_<nn::ModuleList<M>, nn::Module>(m, name)
@@ -145,7 +150,9 @@ struct AutocastScope {
   std::optional<nn::Autocast> scope;
 };
 
-void bind_nn(nb::module_& m) {
+namespace {
+
+void bind_autocast(nb::module_& m) {
   nb::class_<AutocastScope>(
       m, "autocast",
       "Mixed precision for the models' projections, per thread (nn/autocast.h): `with "
@@ -166,8 +173,12 @@ void bind_nn(nb::module_& m) {
              a.scope.emplace(a.dtype, a.attention);
            })
       .def("__exit__", [](AutocastScope& a, nb::args) { a.scope.reset(); });
+}
 
-  // ---- configs -----------------------------------------------------------------
+// ---- configs -----------------------------------------------------------------
+
+// The enums of the configs' fields.
+void bind_config_enums(nb::module_& m) {
   nb::enum_<nn::RouterScoring>(m, "RouterScoring")
       .value("softmax", nn::RouterScoring::softmax)
       .value("sigmoid", nn::RouterScoring::sigmoid);
@@ -198,7 +209,9 @@ void bind_nn(nb::module_& m) {
   nb::enum_<nn::LayerAttention>(m, "LayerAttention")
       .value("full", nn::LayerAttention::full)
       .value("sliding", nn::LayerAttention::sliding);
+}
 
+void bind_rope_scaling(nb::module_& m) {
   nb::class_<nn::RopeScaling>(m, "RopeScaling",
                               "rope_parameters beyond rope_theta (HF's names); "
                               "RopeScaling(type=RopeType.llama3, factor=8.0, ...).")
@@ -226,7 +239,9 @@ void bind_nn(nb::module_& m) {
       },
       arg("scaling"), arg("theta"), arg("dim"), arg("max_position_embeddings"), arg("length"),
       "(inv_freq, attention_scaling) as transformers computes them for this rope type.");
+}
 
+void bind_mla_config(nb::module_& m) {
   nb::class_<nn::MlaConfig>(m, "MlaConfig", "DeepSeek's multi-head latent attention.")
       .def("__init__", &init_from_kwargs<nn::MlaConfig>)
       .def_rw("q_lora_rank", &nn::MlaConfig::q_lora_rank)
@@ -237,7 +252,9 @@ void bind_nn(nb::module_& m) {
       .def_rw("rope_interleave", &nn::MlaConfig::rope_interleave)
       .def("validate", &nn::MlaConfig::validate)
       .def("__eq__", [](const nn::MlaConfig& a, const nn::MlaConfig& b) { return a == b; });
+}
 
+void bind_moe_config(nb::module_& m) {
   nb::class_<nn::MoeConfig>(m, "MoeConfig",
                             "The MoE fields of a model config (transformers' MixtralConfig "
                             "names, else DeepSeek-V3's and Qwen-MoE's); "
@@ -269,7 +286,9 @@ void bind_nn(nb::module_& m) {
       .def("describe", &nn::MoeConfig::describe)
       .def("__eq__", [](const nn::MoeConfig& a, const nn::MoeConfig& b) { return a == b; })
       .def("__repr__", [](const nn::MoeConfig& c) { return "MoeConfig(" + c.describe() + ")"; });
+}
 
+void bind_llama_config(nb::module_& m) {
   nb::class_<nn::LlamaConfig>(m, "LlamaConfig",
                               "A model of any family (nn/model_config.h): Hugging Face "
                               "LlamaConfig's fields, same names and defaults, the pieces other "
@@ -311,8 +330,12 @@ void bind_nn(nb::module_& m) {
       .def("__eq__", [](const nn::LlamaConfig& a, const nn::LlamaConfig& b) { return a == b; })
       .def("__repr__",
            [](const nn::LlamaConfig& c) { return "LlamaConfig(" + c.describe() + ")"; });
+}
 
-  // ---- modules -----------------------------------------------------------------
+// ---- modules -----------------------------------------------------------------
+
+// The Module tree, and the parameters it hands out by name.
+void bind_module(nb::module_& m) {
   nb::class_<nn::NamedParameter>(m, "NamedParameter", "A parameter under its full dotted name.")
       .def(nb::init<std::string, Tensor, bool>(), arg("name"), arg("value"), arg("decay") = true)
       .def_rw("name", &nn::NamedParameter::name)
@@ -349,7 +372,10 @@ void bind_nn(nb::module_& m) {
       .def("load_state_dict", &load_state_dict, arg("state"), arg("strict") = true,
            "Copies the tensors into the parameters (same shapes; converted to f32); checks "
            "everything first. strict: every parameter present and no other name.");
+}
 
+// The building blocks: Linear, Embedding, RMSNorm, SwiGluMLP.
+void bind_layers(nb::module_& m) {
   nb::class_<nn::Linear, nn::Module>(m, "Linear", "y = x @ weight^T (+ bias), torch.nn.Linear.")
       .def(nb::init<std::string, int64_t, int64_t, bool>(), arg("name"), arg("in_features"),
            arg("out_features"), arg("bias") = false)
@@ -381,8 +407,10 @@ void bind_nn(nb::module_& m) {
       .def_prop_ro("gate_proj", member(&nn::SwiGluMLP::gate_proj), kInternal)
       .def_prop_ro("up_proj", member(&nn::SwiGluMLP::up_proj), kInternal)
       .def_prop_ro("down_proj", member(&nn::SwiGluMLP::down_proj), kInternal);
+}
 
-  // MoE.
+// MoE: what a layer's routing produced.
+void bind_moe_routing(nb::module_& m) {
   nb::class_<nn::MoeLayerStats>(m, "MoeLayerStats", "Routing statistics of one MoE layer.")
       .def_ro("layer", &nn::MoeLayerStats::layer)
       .def_ro("tokens", &nn::MoeLayerStats::tokens)
@@ -408,6 +436,10 @@ void bind_nn(nb::module_& m) {
       .def_ro("out", &nn::MoeResult::out)
       .def_ro("terms", &nn::MoeResult::terms)
       .def("stats", &nn::MoeResult::stats);
+}
+
+// MoE: the feed-forward block, its router and experts.
+void bind_moe_block(nb::module_& m) {
   nb::class_<nn::MoeExpert, nn::Module>(
       m, "MoeExpert",
       "down(silu(gate_proj(x)) * up(x)), under the family's names (Mixtral's w1, w3, w2).")
@@ -433,8 +465,11 @@ void bind_nn(nb::module_& m) {
       .def_prop_ro("experts", member(&nn::SparseMoeBlock::experts), kInternal)
       .def_prop_ro("shared_experts", owned(&nn::SparseMoeBlock::shared_experts), kInternal)
       .def_prop_ro("shared_expert_gate", owned(&nn::SparseMoeBlock::shared_expert_gate), kInternal);
+}
 
-  // ---- checkpointing -------------------------------------------------------------
+// ---- checkpointing -----------------------------------------------------------
+
+void bind_checkpoint_config(nb::module_& m) {
   using Kind = nn::CheckpointConfig::Kind;
   nb::enum_<Kind>(m, "CheckpointKind")
       .value("none", Kind::none)
@@ -480,7 +515,9 @@ void bind_nn(nb::module_& m) {
         "The module name of the config's MoE layers ('block_sparse_moe', 'mlp'), '' when dense.");
   m.def("router_scopes", &nn::router_scopes, arg("moe_block"),
         "The scope glob of every router: '*.<moe_block>.gate'.");
+}
 
+void bind_layer_checkpointing(nb::module_& m) {
   nb::class_<nn::LayerCheckpointing>(
       m, "LayerCheckpointing",
       "Runs decoder layers under a CheckpointConfig: pass it as LlamaForCausalLM.forward's "
@@ -506,15 +543,16 @@ void bind_nn(nb::module_& m) {
             return c.planner()->summary();
           },
           "The budget planner's summary (budget policies only; None otherwise).");
+}
 
-  // Llama.
-  auto generator_or_default = [](rng::Generator* g) -> rng::Generator& {
-    return g ? *g : rng::default_generator();
-  };
+// ---- Llama -------------------------------------------------------------------
+
+// The decoder: attention of either kind, layers, and the LlamaModel that holds them.
+void bind_llama_model(nb::module_& m) {
   nb::class_<nn::Attention, nn::Module>(m, "Attention", "A decoder layer's attention.")
       .def(
           "forward",
-          [generator_or_default](const nn::Attention& a, const Tensor& x, rng::Generator* g) {
+          [](const nn::Attention& a, const Tensor& x, rng::Generator* g) {
             return a.forward(x, generator_or_default(g));
           },
           arg("x"), arg("generator") = nb::none());
@@ -539,8 +577,7 @@ void bind_nn(nb::module_& m) {
   nb::class_<nn::LlamaDecoderLayer, nn::Module>(m, "LlamaDecoderLayer")
       .def(
           "forward",
-          [generator_or_default](const nn::LlamaDecoderLayer& l, const Tensor& x,
-                                 rng::Generator* g) {
+          [](const nn::LlamaDecoderLayer& l, const Tensor& x, rng::Generator* g) {
             nn::MoeRouterTerms terms;
             return l.forward(x, generator_or_default(g), &terms);
           },
@@ -560,7 +597,10 @@ void bind_nn(nb::module_& m) {
       .def_prop_ro("embed_tokens", member(&nn::LlamaModel::embed_tokens), kInternal)
       .def_prop_ro("layers", member(&nn::LlamaModel::layers), kInternal)
       .def_prop_ro("norm", member(&nn::LlamaModel::norm), kInternal);
+}
 
+// The causal LM of every family, and what its forward returns.
+void bind_causal_lm(nb::module_& m) {
   nb::class_<nn::RouterLosses>(m, "RouterLosses")
       .def_prop_ro("aux", [](const nn::RouterLosses& r) { return tensor_or_none(r.aux); })
       .def_prop_ro("z", [](const nn::RouterLosses& r) { return tensor_or_none(r.z); });
@@ -576,8 +616,7 @@ void bind_nn(nb::module_& m) {
       "names for it.")
       .def(
           "__init__",
-          [generator_or_default](LlamaForCausalLM* self, const nn::LlamaConfig& config,
-                                 rng::Generator* generator) {
+          [](LlamaForCausalLM* self, const nn::LlamaConfig& config, rng::Generator* generator) {
             new (self) LlamaForCausalLM(config, generator_or_default(generator));
           },
           arg("config"), arg("generator") = nb::none(),
@@ -605,7 +644,25 @@ void bind_nn(nb::module_& m) {
       .def_prop_ro(
           "lm_head", [](LlamaForCausalLM& m) { return m.lm_head(); }, kInternal,
           "The untied output head; None when tied.");
+}
 
+}  // namespace
+
+void bind_nn(nb::module_& m) {
+  bind_autocast(m);
+  bind_config_enums(m);
+  bind_rope_scaling(m);
+  bind_mla_config(m);
+  bind_moe_config(m);
+  bind_llama_config(m);
+  bind_module(m);
+  bind_layers(m);
+  bind_moe_routing(m);
+  bind_moe_block(m);
+  bind_checkpoint_config(m);
+  bind_layer_checkpointing(m);
+  bind_llama_model(m);
+  bind_causal_lm(m);
   bind_training(m);
 }
 

@@ -51,16 +51,22 @@ ops::Reduction reduction_arg(std::string_view r) {
   REPRISE_FAIL("cross_entropy: reduction '", r, "' (expected 'mean' or 'sum')");
 }
 
-}  // namespace
-
-void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
-  // An op as a module function f(x, ...) and the method x.f(...).
-  auto both = [&](const char* name, auto f, const char* doc, auto... rest) {
+// An op as a module function f(x, ...) and the method x.f(...).
+struct ModuleAndMethod {
+  nb::module_& m;
+  nb::class_<Tensor>& cls;
+  template <class F, class... Rest>
+  void operator()(const char* name, F f, const char* doc, Rest... rest) const {
     m.def(name, f, arg("x"), rest..., doc);
     cls.def(name, f, rest..., doc);
-  };
+  }
+};
 
-  // ---- elementwise -------------------------------------------------------------
+// ---- elementwise -------------------------------------------------------------
+
+void bind_elementwise(nb::module_& m, nb::class_<Tensor>& cls) {
+  const ModuleAndMethod both{m, cls};
+
 #define REPRISE_BIND_UNARY(name, Forward, Gradient, reads, lo, hi, doc) \
   both(#name, &ops::name, doc);
   REPRISE_UNARY_OPS(REPRISE_BIND_UNARY)
@@ -93,8 +99,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__matmul__", &ops::matmul);
 
   both("swiglu", &ops::swiglu, "silu(gate) * up as one op.", arg("up"));
+}
 
-  // ---- reductions --------------------------------------------------------------
+// ---- reductions --------------------------------------------------------------
+
+void bind_reductions(nb::module_& m, nb::class_<Tensor>& cls) {
+  const ModuleAndMethod both{m, cls};
   both(
       "sum",
       [](const Tensor& x, std::optional<ShapeLike> dim, bool keepdim) {
@@ -117,8 +127,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       },
       "(values, indices) of the maximum along dim; NaN is the maximum.", arg("dim"),
       arg("keepdim") = false);
+}
 
-  // ---- layers ------------------------------------------------------------------
+// ---- layers ------------------------------------------------------------------
+
+void bind_layer_ops(nb::module_& m, nb::class_<Tensor>& cls) {
+  const ModuleAndMethod both{m, cls};
   both("softmax", &ops::softmax, "", arg("dim") = -1);
   both("log_softmax", &ops::log_softmax, "", arg("dim") = -1);
   both("matmul", &ops::matmul, "x: (..., M, K), b: (K, N) or (..., K, N) -> (..., M, N).",
@@ -168,8 +182,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       "softmax(scale q k^T + mask) v per batch and head; q (B, Hq, T, D), k and v (B, Hkv, S, "
       "D); grouped-query when Hkv < Hq. Dropout on the weights draws from the generator's "
       "stream and replays exactly.");
+}
 
-  // ---- indexing ----------------------------------------------------------------
+// ---- indexing ----------------------------------------------------------------
+
+void bind_indexing(nb::module_& m, nb::class_<Tensor>& cls) {
+  const ModuleAndMethod both{m, cls};
   m.def("index_select", &ops::index_select, arg("x"), arg("dim"), arg("index"));
   m.def("gather", &ops::gather, arg("x"), arg("dim"), arg("index"));
   m.def("scatter_add", &ops::scatter_add, arg("x"), arg("dim"), arg("index"), arg("src"));
@@ -183,8 +201,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       },
       "(values, indices) of the k largest (or smallest) along dim.", arg("k"), arg("dim") = -1,
       arg("largest") = true, arg("sorted") = true);
+}
 
-  // ---- layout ------------------------------------------------------------------
+// ---- layout ------------------------------------------------------------------
+
+void bind_layout(nb::module_& m, nb::class_<Tensor>& cls) {
+  const ModuleAndMethod both{m, cls};
   m.def(
       "reshape", [](const Tensor& x, ShapeLike shape) { return ops::reshape(x, shape.value); },
       arg("x"), arg("shape"));
@@ -226,8 +248,11 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   both(
       "cast", [](const Tensor& x, DTypeLike dtype) { return ops::cast(x, dtype.get()); },
       "x converted to dtype (differentiable between floating dtypes).", arg("dtype"));
+}
 
-  // ---- mixture of experts ------------------------------------------------------
+// ---- mixture of experts ------------------------------------------------------
+
+void bind_moe_ops(nb::module_& m) {
   nb::class_<ops::MoeRoute>(m, "MoeRoute", "What moe_route returns (ops/moe_route.h).")
       .def_ro("weights", &ops::MoeRoute::weights)
       .def_ro("indices", &ops::MoeRoute::indices)
@@ -254,8 +279,11 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       "group-limited choice by biased scores, gates times scale.");
   m.def("grouped_linear", &ops::grouped_linear, arg("x"), arg("counts"), arg("weights"),
         "Consecutive row blocks of x (counts[e] rows each) times their own weight (N, K).");
+}
 
-  // ---- random ------------------------------------------------------------------
+// ---- random ------------------------------------------------------------------
+
+void bind_random(nb::module_& m) {
   auto random = [&](const char* name, auto op, const char* doc) {
     m.def(
         name,
@@ -292,8 +320,10 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       arg("x"), arg("p"), nb::kw_only(), arg("generator") = nb::none(), arg("training") = true,
       arg("stream") = "dropout",
       "Inverted dropout; the mask comes from a recorded reservation, so recompute replays it.");
+}
 
-  // In-place initialisers return the tensor they filled.
+// In-place initialisers return the tensor they filled.
+void bind_initialisers(nb::module_& m) {
   m.def(
       "normal_",
       [](Tensor& t, double mean, double std, rng::Generator* gen, std::string_view stream) {
@@ -323,6 +353,19 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       },
       arg("t"), arg("a") = 0.0, nb::kw_only(), arg("generator") = nb::none(),
       arg("stream") = "init");
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
+  bind_elementwise(m, cls);
+  bind_reductions(m, cls);
+  bind_layer_ops(m, cls);
+  bind_indexing(m, cls);
+  bind_layout(m, cls);
+  bind_moe_ops(m);
+  bind_random(m);
+  bind_initialisers(m);
 }
 
 }  // namespace reprise::python

@@ -13,10 +13,13 @@
 
 namespace reprise::python {
 
-void bind_runtime(nb::module_& m) {
-  using nb::arg;
+namespace {
 
-  // ---- CPU capability and threads -------------------------------------------------
+using nb::arg;
+
+// ---- CPU capability and threads ----------------------------------------------
+
+void bind_cpu(nb::module_& m) {
   nb::enum_<CpuCapability>(m, "CpuCapability",
                            "Instruction-set levels of the CPU kernels; every one gives the same "
                            "bits, at different speeds.")
@@ -43,8 +46,11 @@ void bind_runtime(nb::module_& m) {
   m.def(
       "backend_name", [](DeviceLike d) { return backend(d.get()).name(); },
       arg("device") = Device::cpu(), "'cpu (avx512)', 'cuda:0 (built without CUDA)', ...");
+}
 
-  // ---- memory ----------------------------------------------------------------------
+// ---- memory ------------------------------------------------------------------
+
+void bind_memory(nb::module_& m) {
   nb::enum_<MemoryKind>(m, "MemoryKind", "What memory holds, as MemoryStats splits it.")
       .value("temporary", MemoryKind::temporary)
       .value("parameter", MemoryKind::parameter)
@@ -82,8 +88,11 @@ void bind_runtime(nb::module_& m) {
   m.def(
       "reset_peak_memory", [](DeviceLike d) { memory_stats::reset_peaks(d.get()); },
       arg("device") = Device::cpu(), "Sets every peak to the current live value.");
+}
 
-  // ---- random numbers --------------------------------------------------------------
+// ---- random numbers ----------------------------------------------------------
+
+void bind_rng(nb::module_& m) {
   nb::class_<rng::Reservation>(m, "Reservation",
                                "The exact slice of a Philox stream one random op consumed.")
       .def_ro("seed", &rng::Reservation::seed)
@@ -140,6 +149,14 @@ void bind_runtime(nb::module_& m) {
   m.def(
       "manual_seed", [](uint64_t seed) { rng::default_generator().manual_seed(seed); }, arg("seed"),
       "Reseeds the default generator.");
+}
+
+}  // namespace
+
+void bind_runtime(nb::module_& m) {
+  bind_cpu(m);
+  bind_memory(m);
+  bind_rng(m);
 }
 
 }  // namespace reprise::python

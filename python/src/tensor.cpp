@@ -396,8 +396,10 @@ void bind_tensor(nb::module_& m) {
 
 namespace {
 
-void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
-  using nb::arg;
+using nb::arg;
+
+// Shape, layout and elements, and the Python protocols that read them.
+void bind_tensor_properties(nb::class_<Tensor>& cls) {
   cls.def_prop_ro("shape", [](const Tensor& t) { return nb::tuple(nb::cast(t.shape())); })
       .def_prop_ro(
           "strides", [](const Tensor& t) { return nb::tuple(nb::cast(t.strides())); },
@@ -436,11 +438,14 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__int__", [](const Tensor& t) { return nb::cast<int64_t>(nb::int_(item(t))); })
       .def("__getitem__", &index, arg("key"))
       .def("item", &item, "The one element as a Python float, int or bool.")
-      .def("tolist", [](const Tensor& t) { return numpy_view(host_readable(t)).attr("tolist")(); })
-      // Exchange.
-      .def("numpy", &numpy_view,
-           "A NumPy array sharing this tensor's memory (CPU tensors; bf16 has no NumPy dtype). "
-           "Writes through it are not seen by the version counter.")
+      .def("tolist", [](const Tensor& t) { return numpy_view(host_readable(t)).attr("tolist")(); });
+}
+
+// Views of the tensor's memory for NumPy, PyTorch and DLPack consumers.
+void bind_tensor_exchange(nb::class_<Tensor>& cls) {
+  cls.def("numpy", &numpy_view,
+          "A NumPy array sharing this tensor's memory (CPU tensors; bf16 has no NumPy dtype). "
+          "Writes through it are not seen by the version counter.")
       .def(
           "torch", [](const Tensor& t) { return export_ndarray<nb::pytorch>(t).cast(); },
           "A torch.Tensor sharing this tensor's memory (through DLPack).")
@@ -464,9 +469,12 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
             if (!copy.is_none() && nb::cast<bool>(copy)) a = a.attr("copy")();
             return a;
           },
-          arg("dtype") = nb::none(), arg("copy") = nb::none())
-      // Copies and conversions.
-      .def("detach", &Tensor::detach, "The same data without history; requires_grad False.")
+          arg("dtype") = nb::none(), arg("copy") = nb::none());
+}
+
+// Copies, conversions and in-place writes.
+void bind_tensor_copies(nb::class_<Tensor>& cls) {
+  cls.def("detach", &Tensor::detach, "The same data without history; requires_grad False.")
       .def("clone", &Tensor::clone, "A contiguous copy (not recorded).")
       .def(
           "cpu", [](const Tensor& t) { return t.to(Device::cpu()); },
@@ -493,11 +501,13 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
           "zero_", [](Tensor& t) -> Tensor& { return t.zero_(); }, nb::rv_policy::reference)
       .def(
           "copy_", [](Tensor& t, const Tensor& src) -> Tensor& { return t.copy_(src); }, arg("src"),
-          nb::rv_policy::reference, "Copies src (broadcast, converted) into this tensor.")
-      // Autograd.
-      .def_prop_rw(
-          "requires_grad", [](const Tensor& t) { return t.requires_grad(); },
-          [](Tensor& t, bool on) { t.requires_grad(on); })
+          nb::rv_policy::reference, "Copies src (broadcast, converted) into this tensor.");
+}
+
+void bind_tensor_autograd(nb::class_<Tensor>& cls) {
+  cls.def_prop_rw(
+         "requires_grad", [](const Tensor& t) { return t.requires_grad(); },
+         [](Tensor& t, bool on) { t.requires_grad(on); })
       .def(
           "requires_grad_", [](Tensor& t, bool on) -> Tensor& { return t.requires_grad(on); },
           arg("requires_grad") = true, nb::rv_policy::reference)
@@ -519,7 +529,10 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
           },
           arg("grad") = nb::none(), arg("retain_graph") = false,
           "reprise.backward(self, grad, retain_graph).");
+}
 
+// Tensors from DLPack arrays, and the factories: empty, zeros, full, ...
+void bind_tensor_creation(nb::module_& m) {
   m.def("from_dlpack", &from_dlpack, arg("array"),
         "A tensor sharing the memory of any DLPack or buffer-protocol array (NumPy, PyTorch, "
         "JAX, CuPy, ...): same data pointer, shape and strides, the array kept alive as long as "
@@ -560,6 +573,14 @@ void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def(
       "arange", [](int64_t n, DTypeLike dtype) { return Tensor::arange(n, dtype.get()); }, arg("n"),
       arg("dtype") = DType::i64, "0, 1, ..., n - 1.");
+}
+
+void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {
+  bind_tensor_properties(cls);
+  bind_tensor_exchange(cls);
+  bind_tensor_copies(cls);
+  bind_tensor_autograd(cls);
+  bind_tensor_creation(m);
 }
 
 }  // namespace

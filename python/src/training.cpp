@@ -50,10 +50,10 @@ nb::dict named_tensors(const std::vector<std::pair<std::string, Tensor>>& tensor
   return out;
 }
 
-}  // namespace
+// ---- optimizers --------------------------------------------------------------
 
-void bind_training(nb::module_& m) {
-  // ---- optimizers --------------------------------------------------------------------
+// The optimizers, their base class, gradient clipping and the learning-rate schedule.
+void bind_optimizers(nb::module_& m) {
   nb::class_<nn::Optimizer>(m, "Optimizer",
                             "Updates in place, under no-grad, each element by one thread.")
       .def("step", &nn::Optimizer::step, nb::call_guard<nb::gil_scoped_release>(),
@@ -119,8 +119,12 @@ void bind_training(nb::module_& m) {
           },
           arg("max_lr"), arg("min_lr"), arg("warmup_steps"), arg("total_steps"))
       .def("lr", &nn::CosineSchedule::lr, arg("step"), "The rate at step (from 0).");
+}
 
-  // ---- data ----------------------------------------------------------------------
+// ---- data --------------------------------------------------------------------
+
+// Byte-level tokens and the built-in corpus.
+void bind_corpus(nb::module_& m) {
   m.attr("BYTE_VOCAB_SIZE") = nn::kByteVocabSize;
   m.attr("CORPUS_SEED") = nn::kCorpusSeed;
   m.def(
@@ -142,7 +146,9 @@ void bind_training(nb::module_& m) {
       .def_ro("grammar_only_nats", &nn::CorpusEntropy::grammar_only_nats)
       .def_ro("uniform_nats", &nn::CorpusEntropy::uniform_nats);
   m.def("corpus_entropy", &nn::corpus_entropy);
+}
 
+void bind_datasets(nb::module_& m) {
   nb::class_<nn::Batch>(m, "Batch", "input_ids and labels (B, T) i64; labels = input_ids.")
       .def(nb::init<>())
       .def(
@@ -195,8 +201,11 @@ void bind_training(nb::module_& m) {
            "batch training windows of seq bytes at offsets drawn from stream of generator.")
       .def("num_val_windows", &nn::TextDataset::num_val_windows, arg("seq"))
       .def("val_batch", &nn::TextDataset::val_batch, arg("first"), arg("batch"), arg("seq"));
+}
 
-  // ---- the example's training run --------------------------------------------------
+// ---- the example's training run ----------------------------------------------
+
+void bind_train_config(nb::module_& m) {
   m.def("default_train_model", &nn::default_train_model,
         "llama_train's default model: hidden 128, 4 layers, 4 heads (2 kv) of 32, ffn 352, "
         "vocab 256.");
@@ -222,7 +231,9 @@ void bind_training(nb::module_& m) {
       .def_rw("checkpointing", &nn::TrainConfig::checkpointing)
       .def("validate", &nn::TrainConfig::validate)
       .def("run_differences", &nn::TrainConfig::run_differences, arg("other"));
+}
 
+void bind_trainer(nb::module_& m) {
   using StepStats = nn::Trainer::StepStats;
   nb::class_<StepStats>(m, "StepStats")
       .def_ro("step", &StepStats::step)
@@ -271,6 +282,10 @@ void bind_training(nb::module_& m) {
       .def_prop_ro("steps_done", &nn::Trainer::steps_done)
       .def_prop_ro("finished", &nn::Trainer::finished)
       .def_prop_ro("tokens_seen", &nn::Trainer::tokens_seen);
+}
+
+// Checkpoints of a Trainer, and llama_train's gradient dump.
+void bind_train_state(nb::module_& m) {
   nb::class_<nn::TrainStateInfo>(m, "TrainStateInfo")
       .def_ro("config", &nn::TrainStateInfo::config)
       .def_ro("step", &nn::TrainStateInfo::step)
@@ -288,8 +303,11 @@ void bind_training(nb::module_& m) {
         "Restores a checkpoint into a Trainer of the same run; checks everything first.");
   m.def("write_gradient_dump", &nn::write_gradient_dump, arg("path"), arg("model"), arg("batch"),
         arg("logits"), arg("loss"), "llama_train's --dump-grads file.");
+}
 
-  // ---- Hugging Face folders ------------------------------------------------------
+// ---- Hugging Face folders ----------------------------------------------------
+
+void bind_hf_folders(nb::module_& m) {
   m.def("read_llama_config", &nn::read_llama_config, arg("dir"), "<dir>/config.json.");
   m.def(
       "llama_config_from_json",
@@ -321,6 +339,18 @@ void bind_training(nb::module_& m) {
       arg("max_shard_bytes") = nn::kDefaultMaxShardBytes,
       "Writes config.json and the weights (f32, bf16 or f16), sharded with an index past "
       "max_shard_bytes, atomically.");
+}
+
+}  // namespace
+
+void bind_training(nb::module_& m) {
+  bind_optimizers(m);
+  bind_corpus(m);
+  bind_datasets(m);
+  bind_train_config(m);
+  bind_trainer(m);
+  bind_train_state(m);
+  bind_hf_folders(m);
 }
 
 }  // namespace reprise::python
