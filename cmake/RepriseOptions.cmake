@@ -57,7 +57,7 @@ function(reprise_add_layer layer)
   set_property(GLOBAL APPEND PROPERTY REPRISE_LAYER_TARGETS ${target})
   install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/
     DESTINATION include/reprise/${layer}
-    FILES_MATCHING PATTERN "*.h")
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 endfunction()
 
 # reprise_private_flags(<target>): reprise's warnings and optimisation flags

@@ -8,7 +8,6 @@
 // a kernel gives the same bits on every run on the same GPU model and a
 // recompute replays a forward bit for bit.
 
-#include "cuda/kernel_list.h"
 #include "engine/backend.h"
 
 namespace reprise::cuda {
@@ -26,16 +25,13 @@ class CudaBackend final : public Backend {
   DeviceMemoryInfo memory_info() override;
   double peak_flops(DType dtype) override;
 
-  // The kernels that run their driver as it is (cuda/kernel_list.h), and
-  // the others.
-  REPRISE_CUDA_KERNELS(REPRISE_KERNEL_OVERRIDE)
-  Tensors sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
-               const AttentionParams& params) override;
-  Tensors sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, const AttentionParams& params,
-                        bool need_dq, bool need_dk) override;
-  void fill_trunc_normal(const Tensor& t, const rng::Reservation& r, double mean, double std,
-                         double a, double b) override;
+  // Every kernel (engine/kernels/all.def). Each topic's .cu file defines
+  // them, most as their driver on the device's current stream.
+#define REPRISE_KERNEL(Ret, name, params, args) Ret name params override;
+#define REPRISE_OWN_KERNEL REPRISE_KERNEL
+#include "engine/kernels/all.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
 };
 
 }  // namespace reprise::cuda

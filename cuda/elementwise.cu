@@ -5,6 +5,10 @@
 
 namespace reprise::cuda {
 
-REPRISE_CUDA_ELEMENTWISE_KERNELS(REPRISE_CUDA_FORWARD)
+#define REPRISE_KERNEL REPRISE_CUDA_FORWARD
+#define REPRISE_OWN_KERNEL(...)
+#include "engine/kernels/elementwise.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
 
 }  // namespace reprise::cuda

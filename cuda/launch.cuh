@@ -11,9 +11,9 @@
 
 #include "cuda/gemm_problem.h"
 #include "cuda/kernel.h"
-#include "cuda/kernel_list.h"
 #include "cuda/runtime.h"
 #include "cuda/stream.h"
+#include "engine/backend.h"
 #include "engine/device.h"
 
 namespace reprise::cuda {
@@ -103,8 +103,11 @@ class CudaExec {
 // The executor for `device`'s current stream.
 inline CudaExec exec_for(Device device) { return CudaExec(device, current_stream(device)); }
 
-// A row of cuda/kernel_list.h as CudaBackend's kernel: its driver on the
-// device's current stream.
+// A row of engine/kernels/*.def as CudaBackend's kernel: its driver on the
+// device's current stream. A topic's .cu file defines its kernels with
+//   #define REPRISE_KERNEL REPRISE_CUDA_FORWARD
+//   #define REPRISE_OWN_KERNEL(...)  // written out in the file
+//   #include "engine/kernels/<topic>.def"
 #define REPRISE_CUDA_FORWARD(Ret, name, params, args) \
   Ret CudaBackend::name params { return cuda::name(exec_for(device()), REPRISE_KERNEL_ARGS args); }
 

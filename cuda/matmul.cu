@@ -192,6 +192,10 @@ class Gemm {
 
 void CudaExec::gemm(const GemmProblem& p) const { Gemm::of(device_).run(p, stream_); }
 
-REPRISE_CUDA_MATMUL_KERNELS(REPRISE_CUDA_FORWARD)
+#define REPRISE_KERNEL REPRISE_CUDA_FORWARD
+#define REPRISE_OWN_KERNEL(...)
+#include "engine/kernels/matmul.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
 
 }  // namespace reprise::cuda

@@ -16,6 +16,10 @@ void CudaBackend::fill_trunc_normal(const Tensor& t, const rng::Reservation& r, 
   copy_from_host(t.raw_data(), host.raw_data(), host.nbytes());
 }
 
-REPRISE_CUDA_RANDOM_KERNELS(REPRISE_CUDA_FORWARD)
+#define REPRISE_KERNEL REPRISE_CUDA_FORWARD
+#define REPRISE_OWN_KERNEL(...)
+#include "engine/kernels/random.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
 
 }  // namespace reprise::cuda

@@ -5,6 +5,10 @@
 
 namespace reprise::cuda {
 
-REPRISE_CUDA_REDUCE_KERNELS(REPRISE_CUDA_FORWARD)
+#define REPRISE_KERNEL REPRISE_CUDA_FORWARD
+#define REPRISE_OWN_KERNEL(...)
+#include "engine/kernels/reduce.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
 
 }  // namespace reprise::cuda

@@ -32,12 +32,16 @@ void CudaSimBackend::copy_to_host(void* host_dst, const void* src, size_t nbytes
   cpu_backend().copy_to_host(host_dst, src, nbytes);
 }
 
-#define REPRISE_SIM_FORWARD(Ret, name, params, args)                       \
+// Each kernel's driver, as the CUDA backend runs it; the CUDA backend's own
+// kernels below.
+#define REPRISE_KERNEL(Ret, name, params, args)                            \
   Ret CudaSimBackend::name params {                                        \
     return cuda::name(cuda::SimExec(reversed_), REPRISE_KERNEL_ARGS args); \
   }
-REPRISE_CUDA_KERNELS(REPRISE_SIM_FORWARD)
-#undef REPRISE_SIM_FORWARD
+#define REPRISE_OWN_KERNEL(...)
+#include "engine/kernels/all.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
 
 // The drivers the CUDA backend runs in f32 and f64 (16-bit attention goes
 // to cuDNN there, which has no simulator).

@@ -5,7 +5,6 @@
 // (tests/ops/backends_test.cpp) checks every CUDA kernel against the CPU
 // without a GPU. Memory and host transfers are the CPU backend's.
 
-#include "cuda/kernel_list.h"
 #include "engine/backend.h"
 
 namespace reprise::testing {
@@ -22,14 +21,11 @@ class CudaSimBackend final : public Backend {
   void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
 
-  REPRISE_CUDA_KERNELS(REPRISE_KERNEL_OVERRIDE)
-  Tensors sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
-               const AttentionParams& params) override;
-  Tensors sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, const AttentionParams& params,
-                        bool need_dq, bool need_dk) override;
-  void fill_trunc_normal(const Tensor& t, const rng::Reservation& r, double mean, double std,
-                         double a, double b) override;
+#define REPRISE_KERNEL(Ret, name, params, args) Ret name params override;
+#define REPRISE_OWN_KERNEL REPRISE_KERNEL
+#include "engine/kernels/all.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
 
  private:
   bool reversed_;
