@@ -80,6 +80,8 @@ OnNonFinite parse_on_nonfinite(const std::string& name) {
   REPRISE_FAIL("on non-finite: expected stop or skip, got '", name, "'");
 }
 
+const char* on_nonfinite_name(OnNonFinite on) { return on == OnNonFinite::stop ? "stop" : "skip"; }
+
 Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   const auto start = std::chrono::steady_clock::now();
   memory_stats::reset_peaks();

@@ -102,6 +102,7 @@ class TrainGroup {
 enum class OnNonFinite { stop, skip };
 // "stop" | "skip"; raises an Error for anything else.
 OnNonFinite parse_on_nonfinite(const std::string& name);
+const char* on_nonfinite_name(OnNonFinite on);
 
 class Trainer {
  public:

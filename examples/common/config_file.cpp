@@ -26,17 +26,17 @@ std::vector<ConfigEntry> read_config_file(const std::string& path, const FlagTab
                        " (every key is a flag, at the top level)");
     }
     const std::string flag = "--" + name;
-    const auto it = table.find(flag);
-    if (it == table.end() || flag == "--config" || flag == "--help")
+    const Flag* f = find_flag(table, flag);
+    if (f == nullptr || f->section == Section::command_line)
       throw UsageError("--config " + where +
                        ": unknown key (the keys are the long flags without their dashes)");
     std::string value;
     if (const auto* b = node.as_boolean()) {
-      if (it->second.takes_value)
+      if (f->takes_value())
         throw UsageError("--config " + where + ": expected a value for " + flag +
                          ", got a boolean");
       if (!b->get()) continue;  // false: the flag is not given
-    } else if (!it->second.takes_value) {
+    } else if (!f->takes_value()) {
       throw UsageError("--config " + where + ": " + flag + " takes no value: write true or false");
     } else if (const auto* i = node.as_integer()) {
       value = std::to_string(i->get());

@@ -30,10 +30,11 @@ struct ConfigEntry {
 
 // The settings of the TOML file at `path`, in the file's order. Raises a
 // UsageError naming the file, line and key for TOML that does not parse,
-// a key that is not one of `table`'s flags (or is --config or --help), and
-// a value of the wrong kind (a table, an array, a date, or a boolean for a
-// flag that takes a value). The values themselves are checked by the
-// flags' own parsers.
+// a key that is not one of `table`'s flags (or is a flag of the command
+// line alone, Section::command_line: --config, --help), and a value of the
+// wrong kind (a table, an array, a date, or a boolean for a flag that
+// takes a value). The values themselves are checked by the flags' own
+// parsers.
 std::vector<ConfigEntry> read_config_file(const std::string& path, const FlagTable& table);
 
 }  // namespace reprise::train_cli

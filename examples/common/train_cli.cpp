@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -66,184 +67,265 @@ double parse_real(const std::string& flag, const std::string& v) {
   return x;
 }
 
+const Flag* find_flag(const FlagTable& table, std::string_view name) {
+  for (const Flag& f : table) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+Setting text(std::string Options::*field) {
+  return {[field](Options& o, const std::string&, const std::string& value) { o.*field = value; },
+          [field](const Options& o) { return json::Value(o.*field); }};
+}
+
+Setting switch_on(bool Options::*field) {
+  return {[field](Options& o, const std::string&, const std::string&) { o.*field = true; },
+          [field](const Options& o) { return json::Value(o.*field); }};
+}
+
 namespace {
 
-// The flags of every trainer: data, the run, the model's size, compute and
-// the session.
-FlagTable common_flags() {
-  auto int_into = [](const char* flag, int64_t nn::TrainConfig::*field) {
-    return
-        [flag, field](Options& o, const std::string& v) { o.config.*field = parse_int(flag, v); };
-  };
-  auto size_into = [](const char* flag, int64_t nn::LlamaConfig::*field) {
-    return [flag, field](Options& o, const std::string& v) {
-      o.config.model.*field = parse_positive(flag, v);
-    };
-  };
-  auto dtype_into = [](const char* flag, DType nn::TrainConfig::*field) {
-    return [flag, field](Options& o, const std::string& v) {
-      const std::optional<DType> dtype = nn::run_dtype_named(v);
-      if (!dtype) throw UsageError(std::string(flag) + ": expected f32 or bf16, got '" + v + "'");
-      o.config.*field = *dtype;
-    };
-  };
+// --trace-step's step (`given`), counted from 1: by default the second,
+// since the first warms up.
+int64_t trace_step(int64_t given) { return given > 0 ? given : 2; }
+
+// ---- flag values ---------------------------------------------------------------
+
+// An Error that `parse` raises, as a UsageError.
+template <class F>
+auto usage_checked(F parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// The parsers of the flags whose values are not plain numbers or text,
+// and how the resolved config shows them. Each raises a UsageError naming
+// `flag` and the value when it is not what is expected.
+uint64_t parse_seed(const std::string& flag, const std::string& v) {
+  return uint64_t(parse_count(flag, v));
+}
+json::Value show_seed(uint64_t seed) { return std::to_string(seed); }  // as TrainConfig's JSON
+
+DType parse_run_dtype(const std::string& flag, const std::string& v) {
+  const std::optional<DType> dtype = nn::run_dtype_named(v);
+  if (!dtype) throw UsageError(flag + ": expected f32 or bf16, got '" + v + "'");
+  return *dtype;
+}
+DType parse_export_dtype(const std::string& flag, const std::string& v) {
+  const std::optional<DType> dtype = v == "f16" ? DType::f16 : nn::run_dtype_named(v);
+  if (!dtype) throw UsageError(flag + ": expected f32, bf16 or f16, got " + v);
+  return *dtype;
+}
+json::Value show_dtype(DType dtype) { return dtype_name(dtype); }
+
+int parse_noise_ulps(const std::string& flag, const std::string& v) {
+  const int64_t k = parse_count(flag, v);
+  if (k > std::numeric_limits<int>::max()) throw UsageError(flag + ": too large: " + v);
+  return int(k);
+}
+
+Device parse_device_flag(const std::string& flag, const std::string& v) {
+  return usage_checked([&] { return parse_device(v, flag); });
+}
+json::Value show_device(Device device) { return to_string(device); }
+
+int parse_threads(const std::string& flag, const std::string& v) {
+  const int64_t n = parse_positive(flag, v);
+  if (n > 4096) throw UsageError(flag + ": at most 4096, got " + v);
+  return int(n);
+}
+// The threads the session runs: --threads', else REPRISE_NUM_THREADS or
+// all cores.
+json::Value show_threads(int) { return threads::num_threads(); }
+
+json::Value show_trace_step(int64_t given) { return trace_step(given); }
+
+int64_t parse_shard_size(const std::string& flag, const std::string& v) {
+  const int64_t bytes = usage_checked([&] { return memory_limit::parse_bytes(v, flag); });
+  if (bytes <= 0) throw UsageError(flag + ": expected a positive size, got " + v);
+  return bytes;
+}
+
+double parse_timeout(const std::string& flag, const std::string& v) {
+  const double seconds = parse_real(flag, v);
+  if (seconds <= 0) throw UsageError(flag + ": expected seconds > 0, got " + v);
+  return seconds;
+}
+
+// One of a set of names, which `parse` reads into `field` and `name` shows.
+template <class Root, class T>
+Setting named(T Root::*field, T (*parse)(const std::string& value), const char* (*name)(T)) {
+  return {[field, parse](Options& o, const std::string&, const std::string& value) {
+            root_of<Root>(o).*field = parse(value);
+          },
+          [field, name](const Options& o) { return json::Value(name(root_of<Root>(o).*field)); }};
+}
+
+// --checkpoint-policy: CheckpointConfig::set_policy's forms.
+Setting checkpoint_policy() {
+  return {[](Options& o, const std::string&, const std::string& value) {
+            o.config.checkpointing.set_policy(value);
+          },
+          [](const Options& o) { return json::Value(o.config.checkpointing.policy_string()); }};
+}
+
+// ---- the flags -----------------------------------------------------------------
+
+// The flags of every trainer, in usage order; usage() adds each default. A
+// row is {name, value, section, help, setting, default note} (train_cli.h).
+FlagTable common_flags(const Program& program) {
+  using S = Section;
+  using nn::TrainConfig, nn::LlamaConfig, nn::CheckpointConfig;
   return {
-      {"--help", {false, [](Options& o, const std::string&) { o.help = true; }}},
-      {"--config", {true, [](Options& o, const std::string& v) { o.config_file = v; }}},
-      {"--data", {true, [](Options& o, const std::string& v) { o.data = v; }}},
-      {"--tokenizer", {true, [](Options& o, const std::string& v) { o.tokenizer = v; }}},
-      {"--steps", {true, int_into("--steps", &nn::TrainConfig::steps)}},
-      {"--batch", {true, int_into("--batch", &nn::TrainConfig::batch)}},
-      {"--grad-accum", {true, int_into("--grad-accum", &nn::TrainConfig::grad_accum)}},
-      {"--seq", {true, int_into("--seq", &nn::TrainConfig::seq)}},
-      {"--warmup", {true, int_into("--warmup", &nn::TrainConfig::warmup)}},
-      {"--lr",
-       {true, [](Options& o, const std::string& v) { o.config.lr = parse_real("--lr", v); }}},
-      {"--min-lr",
-       {true,
-        [](Options& o, const std::string& v) { o.config.min_lr = parse_real("--min-lr", v); }}},
-      {"--weight-decay",
-       {true,
-        [](Options& o, const std::string& v) {
-          o.config.weight_decay = parse_real("--weight-decay", v);
-        }}},
-      {"--grad-clip",
-       {true, [](Options& o,
-                 const std::string& v) { o.config.grad_clip = parse_real("--grad-clip", v); }}},
-      {"--seed",
-       {true, [](Options& o,
-                 const std::string& v) { o.config.seed = uint64_t(parse_count("--seed", v)); }}},
-      {"--dtype", {true, dtype_into("--dtype", &nn::TrainConfig::dtype)}},
-      {"--attention-dtype",
-       {true, dtype_into("--attention-dtype", &nn::TrainConfig::attention_dtype)}},
-      {"--dropout",
-       {true, [](Options& o,
-                 const std::string& v) { o.config.model.dropout = parse_real("--dropout", v); }}},
-      {"--attn-dropout",
-       {true,
-        [](Options& o, const std::string& v) {
-          o.config.model.attention_dropout = parse_real("--attn-dropout", v);
-        }}},
-      {"--hidden", {true, size_into("--hidden", &nn::LlamaConfig::hidden_size)}},
-      {"--layers", {true, size_into("--layers", &nn::LlamaConfig::num_hidden_layers)}},
-      {"--heads", {true, size_into("--heads", &nn::LlamaConfig::num_attention_heads)}},
-      {"--kv-heads", {true, size_into("--kv-heads", &nn::LlamaConfig::num_key_value_heads)}},
-      {"--intermediate", {true, size_into("--intermediate", &nn::LlamaConfig::intermediate_size)}},
-      {"--checkpoint-policy",
-       {true, [](Options& o, const std::string& v) { o.config.checkpointing.set_policy(v); }}},
-      {"--rng-replay",
-       {true,
-        [](Options& o, const std::string& v) {
-          o.config.checkpointing.rng_replay = nn::parse_rng_replay(v);
-        }}},
-      {"--verify",
-       {true, [](Options& o,
-                 const std::string& v) { o.config.checkpointing.verify = nn::parse_verify(v); }}},
-      {"--recompute-noise-ulps",
-       {true,
-        [](Options& o, const std::string& v) {
-          const int64_t k = parse_count("--recompute-noise-ulps", v);
-          if (k > std::numeric_limits<int>::max())
-            throw UsageError("--recompute-noise-ulps: too large: " + v);
-          o.config.checkpointing.recompute_noise_ulps = int(k);
-        }}},
-      {"--device",
-       {true,
-        [](Options& o, const std::string& v) {
-          try {
-            o.device = parse_device(v, "--device");
-          } catch (const Error& e) {
-            throw UsageError(e.what());
-          }
-        }}},
-      {"--threads",
-       {true,
-        [](Options& o, const std::string& v) {
-          const int64_t n = parse_positive("--threads", v);
-          if (n > 4096) throw UsageError("--threads: at most 4096, got " + v);
-          o.threads = int(n);
-        }}},
-      {"--log-every",
-       {true,
-        [](Options& o, const std::string& v) { o.log_every = parse_positive("--log-every", v); }}},
-      {"--eval-every",
-       {true,
-        [](Options& o, const std::string& v) { o.eval_every = parse_count("--eval-every", v); }}},
-      {"--eval-batches",
-       {true, [](Options& o,
-                 const std::string& v) { o.eval_batches = parse_positive("--eval-batches", v); }}},
-      {"--metrics", {true, [](Options& o, const std::string& v) { o.metrics = v; }}},
-      {"--trace", {true, [](Options& o, const std::string& v) { o.trace = v; }}},
-      {"--trace-step",
-       {true, [](Options& o,
-                 const std::string& v) { o.trace_step = parse_positive("--trace-step", v); }}},
-      {"--save", {true, [](Options& o, const std::string& v) { o.save = v; }}},
-      {"--save-every",
-       {true, [](Options& o,
-                 const std::string& v) { o.save_every = parse_positive("--save-every", v); }}},
-      {"--resume", {true, [](Options& o, const std::string& v) { o.resume = v; }}},
-      {"--stop-after",
-       {true, [](Options& o,
-                 const std::string& v) { o.stop_after = parse_positive("--stop-after", v); }}},
-      {"--init-from", {true, [](Options& o, const std::string& v) { o.init_from = v; }}},
-      {"--export", {true, [](Options& o, const std::string& v) { o.export_dir = v; }}},
-      {"--export-dtype",
-       {true,
-        [](Options& o, const std::string& v) {
-          if (v == "f32") {
-            o.export_dtype = DType::f32;
-          } else if (v == "bf16") {
-            o.export_dtype = DType::bf16;
-          } else if (v == "f16") {
-            o.export_dtype = DType::f16;
-          } else {
-            throw UsageError("--export-dtype: expected f32, bf16 or f16, got " + v);
-          }
-        }}},
-      {"--export-shard-size",
-       {true,
-        [](Options& o, const std::string& v) {
-          try {
-            o.export_shard_bytes = memory_limit::parse_bytes(v, "--export-shard-size");
-          } catch (const Error& e) {
-            throw UsageError(e.what());
-          }
-          if (o.export_shard_bytes <= 0)
-            throw UsageError("--export-shard-size: expected a positive size, got " + v);
-        }}},
-      {"--dump-grads", {true, [](Options& o, const std::string& v) { o.dump_grads = v; }}},
-      {"--bucket-kib",
-       {true, [](Options& o,
-                 const std::string& v) { o.bucket_kib = parse_positive("--bucket-kib", v); }}},
-      {"--comm-timeout",
-       {true,
-        [](Options& o, const std::string& v) {
-          o.comm_timeout = parse_real("--comm-timeout", v);
-          if (o.comm_timeout <= 0)
-            throw UsageError("--comm-timeout: expected seconds > 0, got " + v);
-        }}},
-      {"--check-replicas",
-       {true,
-        [](Options& o, const std::string& v) {
-          o.check_replicas_every = parse_positive("--check-replicas", v);
-        }}},
-      {"--rank-stats", {false, [](Options& o, const std::string&) { o.rank_stats = true; }}},
-      {"--on-nonfinite",
-       {true,
-        [](Options& o, const std::string& v) { o.on_nonfinite = nn::parse_on_nonfinite(v); }}},
-      {"--detect-anomaly",
-       {false, [](Options& o, const std::string&) { o.detect_anomaly = true; }}},
+      {"--help", "", S::command_line, "this text", {switch_on(&Options::help).set, nullptr}},
+      {"--config", "FILE.toml", S::command_line,
+       "settings from a TOML file: keys are the long flags without their dashes (steps = 250, "
+       "checkpoint-policy = \"full\", rank-stats = true); the command line's flags override it",
+       text(&Options::config_file)},
+
+      {"--data", "FILE", S::data, "train on FILE (default: the built-in corpus)",
+       text(&Options::data)},
+      {"--tokenizer", "PATH", S::data,
+       "a tokenizer.json, tokenizer.model or a folder with one: train on its ids, each document "
+       "(the file, or a line of the built-in corpus) ending in EOS (default: a resumed run's, "
+       "else the --init-from folder's when it has one, else bytes)",
+       text(&Options::tokenizer)},
+
+      {"--steps", "N", S::run, "schedule length in optimizer steps",
+       parsed(&TrainConfig::steps, parse_int)},
+      {"--batch", "N", S::run, "sequences per micro-batch and process",
+       parsed(&TrainConfig::batch, parse_int)},
+      {"--grad-accum", "N", S::run, "micro-batches per step and process, gradients summed",
+       parsed(&TrainConfig::grad_accum, parse_int)},
+      {"--seq", "N", S::run, "tokens per sequence", parsed(&TrainConfig::seq, parse_int)},
+      {"--lr", "X", S::run, "peak learning rate", parsed(&TrainConfig::lr, parse_real)},
+      {"--min-lr", "X", S::run, "final learning rate of the cosine decay",
+       parsed(&TrainConfig::min_lr, parse_real)},
+      {"--warmup", "N", S::run, "linear warmup steps", parsed(&TrainConfig::warmup, parse_int)},
+      {"--weight-decay", "X", S::run, "AdamW decoupled weight decay on projections and head",
+       parsed(&TrainConfig::weight_decay, parse_real)},
+      {"--grad-clip", "X", S::run, "clip the global gradient L2 norm to X; 0: off",
+       parsed(&TrainConfig::grad_clip, parse_real)},
+      {"--seed", "N", S::run, "seed of the run's generator: init, data order, dropout",
+       parsed(&TrainConfig::seed, parse_seed, show_seed)},
+      {"--dtype", "D", S::run,
+       "f32 | bf16: precision of the projections; bf16 multiplies bf16 copies of activations "
+       "and weights, accumulating in f32, with f32 master weights and optimizer state",
+       parsed(&TrainConfig::dtype, parse_run_dtype, show_dtype)},
+      {"--attention-dtype", "D", S::run,
+       "f32 | bf16: attention on f32 q, k, v (our kernel) or on bf16 copies (cuDNN's fused "
+       "attention on a GPU)",
+       parsed(&TrainConfig::attention_dtype, parse_run_dtype, show_dtype)},
+      {"--dropout", "P", S::run, "residual dropout", parsed(&LlamaConfig::dropout, parse_real)},
+      {"--attn-dropout", "P", S::run, "attention-weight dropout",
+       parsed(&LlamaConfig::attention_dropout, parse_real)},
+
+      {"--hidden", "N", S::model, "hidden size", parsed(&LlamaConfig::hidden_size, parse_positive)},
+      {"--layers", "N", S::model, "decoder layers",
+       parsed(&LlamaConfig::num_hidden_layers, parse_positive)},
+      {"--heads", "N", S::model, "attention heads",
+       parsed(&LlamaConfig::num_attention_heads, parse_positive)},
+      {"--kv-heads", "N", S::model, "key and value heads",
+       parsed(&LlamaConfig::num_key_value_heads, parse_positive)},
+      {"--intermediate", "N", S::model, "intermediate size of the MLP, or of each expert in an MoE",
+       parsed(&LlamaConfig::intermediate_size, parse_positive)},
+
+      {"--checkpoint-policy", "P", S::compute,
+       "none | full | every-n-layers:N | op-sac | budget:BYTES", checkpoint_policy()},
+      {"--rng-replay", "M", S::compute, "recorded | stash | fresh",
+       named(&CheckpointConfig::rng_replay, nn::parse_rng_replay, autograd::rng_replay_name)},
+      {"--verify", "M", S::compute, "none | metadata | bitwise recompute verifier",
+       named(&CheckpointConfig::verify, nn::parse_verify, autograd::verify_name)},
+      {"--recompute-noise-ulps", "K", S::compute, "perturb recomputed values by up to K ulps",
+       parsed(&CheckpointConfig::recompute_noise_ulps, parse_noise_ulps)},
+
+      {"--device", "D", S::session,
+       "where the model, its gradients and the optimizer state live (their checkpoints are the "
+       "same files on every device): cpu, cuda or cuda:N",
+       parsed(&Options::device, parse_device_flag, show_device)},
+      {"--threads", "N", S::session, "CPU threads",
+       parsed(&Options::threads, parse_threads, show_threads), "REPRISE_NUM_THREADS or all cores"},
+      {"--log-every", "N", S::session, "progress line every N steps",
+       parsed(&Options::log_every, parse_positive)},
+      {"--eval-every", "N", S::session, "held-out loss every N steps; 0: only at the end",
+       parsed(&Options::eval_every, parse_count)},
+      {"--eval-batches", "N", S::session, "held-out batches per evaluation",
+       parsed(&Options::eval_batches, parse_positive)},
+      {"--metrics", "FILE.jsonl", S::session, "append one JSON object per logged step",
+       text(&Options::metrics)},
+      {"--trace", "FILE.json", S::session,
+       "write a Chrome/Perfetto trace of one step (rank 0's): forward, backward and replay "
+       "spans per op with scopes, memory by kind",
+       text(&Options::trace)},
+      {"--trace-step", "N", S::session, "the session's step to trace; the first warms up",
+       parsed(&Options::trace_step, parse_positive, show_trace_step)},
+      {"--save", "DIR", S::session, "write a training checkpoint to DIR at the end",
+       text(&Options::save)},
+      {"--save-every", "N", S::session, "... and every N steps",
+       parsed(&Options::save_every, parse_positive), "only at the end"},
+      {"--resume", "DIR", S::session, "continue the run saved in DIR, bit for bit",
+       text(&Options::resume)},
+      {"--stop-after", "N", S::session, "stop after N steps of this session, as if interrupted",
+       parsed(&Options::stop_after, parse_positive), "at the run's end"},
+      {"--init-from", "HF_DIR", S::session,
+       "start from a Hugging Face " + program.hf_model + " folder's weights and config",
+       text(&Options::init_from)},
+      {"--export", "HF_DIR", S::session, "write the trained model as a Hugging Face folder",
+       text(&Options::export_dir)},
+      {"--export-dtype", "D", S::session, "f32 | bf16 | f16: the exported weights' dtype",
+       parsed(&Options::export_dtype, parse_export_dtype, show_dtype)},
+      {"--export-shard-size", "N", S::session,
+       "shard the exported weights at N bytes (K/M/G suffix), with "
+       "model.safetensors.index.json, as save_pretrained does",
+       parsed(&Options::export_shard_bytes, parse_shard_size)},
+      {"--dump-grads", "FILE", S::session,
+       "write the first batch's input_ids, labels, loss, logits and every parameter gradient "
+       "(HF names), before the update",
+       text(&Options::dump_grads)},
+      {"--on-nonfinite", "M", S::session,
+       "a step whose loss or gradient norm is NaN or infinite: stop (an error naming the step, "
+       "exit 1) | skip (no update; the run goes on, and logs and counts it)",
+       named(&Options::on_nonfinite, nn::parse_on_nonfinite, nn::on_nonfinite_name)},
+      {"--detect-anomaly", "", S::session,
+       "check every op's outputs and gradients: the first NaN or infinity is an error naming "
+       "the op, its scope and shapes (slow)",
+       switch_on(&Options::detect_anomaly)},
+
+      {"--bucket-kib", "N", S::processes, "gradient all-reduce bucket size",
+       parsed(&Options::bucket_kib, parse_positive)},
+      {"--comm-timeout", "S", S::processes,
+       "a rank waiting longer than S seconds for another fails",
+       parsed(&Options::comm_timeout, parse_timeout)},
+      {"--check-replicas", "N", S::processes,
+       "every N steps, check that every process holds the same weights",
+       parsed(&Options::check_replicas_every, parse_positive), "never"},
+      {"--rank-stats", "", S::processes, "log each process's throughput and all-reduce time",
+       switch_on(&Options::rank_stats)},
   };
 }
 
 // Every flag of `program`: the common ones and its own.
 FlagTable all_flags(const Program& program) {
-  FlagTable table = common_flags();
-  for (const auto& [name, flag] : program.flags) {
-    REPRISE_CHECK(table.emplace(name, flag).second, program.name, ": flag ", name,
+  FlagTable table = common_flags(program);
+  for (const Flag& flag : program.flags) {
+    REPRISE_CHECK(find_flag(table, flag.name) == nullptr, program.name, ": flag ", flag.name,
                   " is already a common flag");
+    table.push_back(flag);
   }
   return table;
+}
+
+// The names of the flags of `section`, in table order.
+std::vector<std::string> names_in(const FlagTable& table, Section section) {
+  std::vector<std::string> out;
+  for (const Flag& f : table) {
+    if (f.section == section) out.push_back(f.name);
+  }
+  return out;
 }
 
 using Args = std::vector<std::pair<std::string, std::string>>;
@@ -260,12 +342,12 @@ Args split_args(const FlagTable& table, int argc, char** argv) {
       arg = arg.substr(0, eq);
       inline_value = true;
     }
-    auto it = table.find(arg);
-    if (it == table.end()) throw UsageError("unknown flag '" + arg + "'");
-    if (it->second.takes_value && !inline_value) {
+    const Flag* flag = find_flag(table, arg);
+    if (flag == nullptr) throw UsageError("unknown flag '" + arg + "'");
+    if (flag->takes_value() && !inline_value) {
       if (i + 1 >= argc) throw UsageError(arg + ": missing value");
       value = argv[++i];
-    } else if (!it->second.takes_value && inline_value) {
+    } else if (!flag->takes_value() && inline_value) {
       throw UsageError(arg + " takes no value");
     }
     out.emplace_back(arg, value);
@@ -277,7 +359,7 @@ Args split_args(const FlagTable& table, int argc, char** argv) {
 void apply_flags(const FlagTable& table, const Args& args, Options& o) {
   for (const auto& [flag, value] : args) {
     try {
-      table.at(flag).apply(o, value);
+      find_flag(table, flag)->setting.set(o, flag, value);
     } catch (const UsageError& e) {
       const std::string what = e.what();
       throw UsageError(what.rfind("--", 0) == 0 ? what : flag + ": " + what);
@@ -286,9 +368,6 @@ void apply_flags(const FlagTable& table, const Args& args, Options& o) {
     }
   }
 }
-
-// --trace: the session's step to trace, counted from 1.
-int64_t trace_step(const Options& o) { return o.trace_step > 0 ? o.trace_step : 2; }
 
 // --config FILE: the file's settings, each checked by its flag's parser
 // (an error names the file, line and key), then the command line's flags,
@@ -316,12 +395,18 @@ Args with_config_file(const Program& program, const FlagTable& table, const Args
   return out;
 }
 
+// Whether a flag of `section` sets the run's config (TrainConfig).
+bool sets_run_config(Section section) {
+  return section == Section::run || section == Section::model || section == Section::compute;
+}
+
 // The session's resolved settings, for the metrics file's first line and
 // the training checkpoint: the flags the config file and the command line
 // gave (the last value of each; true for a flag without a value), the
 // run's TrainConfig with every run, model and compute setting, defaults
-// included, and the session's options.
-json::Value resolved_config(const Options& o, const Args& args) {
+// included, and the value of every other flag, under its name with
+// underscores for dashes ("trace_step").
+json::Value resolved_config(const FlagTable& table, const Options& o, const Args& args) {
   json::Value flags = json::Object{};
   for (const auto& [flag, value] : args) {
     if (value.empty()) {
@@ -330,33 +415,15 @@ json::Value resolved_config(const Options& o, const Args& args) {
       flags.set(flag.substr(2), value);
     }
   }
-  const json::Object session{{"config", o.config_file},
-                             {"data", o.data},
-                             {"tokenizer", o.tokenizer},
-                             {"metrics", o.metrics},
-                             {"trace", o.trace},
-                             {"trace_step", trace_step(o)},
-                             {"save", o.save},
-                             {"save_every", o.save_every},
-                             {"resume", o.resume},
-                             {"stop_after", o.stop_after},
-                             {"init_from", o.init_from},
-                             {"export", o.export_dir},
-                             {"export_dtype", dtype_name(o.export_dtype)},
-                             {"export_shard_size", o.export_shard_bytes},
-                             {"dump_grads", o.dump_grads},
-                             {"log_every", o.log_every},
-                             {"eval_every", o.eval_every},
-                             {"eval_batches", o.eval_batches},
-                             {"device", to_string(o.device)},
-                             {"threads", threads::num_threads()},
-                             {"expert_parallel", o.expert_parallel},
-                             {"bucket_kib", o.bucket_kib},
-                             {"comm_timeout", o.comm_timeout},
-                             {"check_replicas", o.check_replicas_every},
-                             {"rank_stats", o.rank_stats}};
+  json::Value session = json::Object{};
+  for (const Flag& f : table) {
+    if (sets_run_config(f.section) || !f.setting.get) continue;
+    std::string key = f.name.substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    session.set(std::move(key), f.setting.get(o));
+  }
   return json::Object{
-      {"flags", std::move(flags)}, {"train", o.config.to_json()}, {"session", session}};
+      {"flags", std::move(flags)}, {"train", o.config.to_json()}, {"session", std::move(session)}};
 }
 
 // "ETA 1h02m", "ETA 3m05s", "ETA 12s": the time `steps` more steps take at
@@ -595,24 +662,17 @@ Options session_options(const Program& program, const FlagTable& table, const Op
     apply_flags(table, args, merged);
     const std::vector<std::string> diffs = resumed->config.run_differences(merged.config);
     if (!diffs.empty()) {
-      std::vector<std::string> may_change{"--checkpoint-policy", "--rng-replay", "--verify",
-                                          "--recompute-noise-ulps"};
-      may_change.insert(may_change.end(), program.compute_flags.begin(),
-                        program.compute_flags.end());
       throw UsageError("--resume " + o.resume + ": a resumed run keeps the saved run's " +
                        "settings, but the flags change " + diffs.front() +
-                       " (saved vs flags); only " + spoken_list(may_change) + " may change");
+                       " (saved vs flags); only " + spoken_list(names_in(table, Section::compute)) +
+                       " may change");
     }
     o.config = merged.config;
     if (o.data.empty()) o.data = resumed->data_path;
   }
   if (!o.init_from.empty()) {
-    std::vector<std::string> architecture{"--hidden", "--layers", "--heads", "--kv-heads",
-                                          "--intermediate"};
-    architecture.insert(architecture.end(), program.architecture_flags.begin(),
-                        program.architecture_flags.end());
     for (const auto& [flag, value] : args) {
-      if (std::find(architecture.begin(), architecture.end(), flag) != architecture.end())
+      if (find_flag(table, flag)->section == Section::model)
         throw UsageError(flag + ": with --init-from the architecture comes from its config.json");
     }
     // The folder's architecture, with this run's training-only settings.
@@ -729,6 +789,7 @@ void export_tokenizer(const nn::DataTokenizer& tok, const std::string& dir) {
 // processes and trainer, and the figures its log lines share.
 struct Session {
   const Program* program = nullptr;
+  const FlagTable* table = nullptr;  // the program's flags
   Options o;
   Args args;  // the config file's and the command line's flags (resolved_config)
   std::optional<nn::TrainStateInfo> resumed;
@@ -783,6 +844,7 @@ Session open_session(const Program& program, const FlagTable& table, const Optio
                      const Args& args, parallel::World& world, nn::TrainConfig& config) {
   Session s;
   s.program = &program;
+  s.table = &table;
   s.o = session_options(program, table, flags_only, args, s.resumed);
   s.args = args;
   s.world = &world;
@@ -911,7 +973,7 @@ void open_metrics(Session& s) {
   REPRISE_CHECK(s.metrics.good(), "cannot open --metrics file '", o.metrics, "'");
   // The session's settings head its lines (a resumed session's follow
   // the saved run's steps); readers of steps skip lines without "step".
-  s.metrics << json::dump(json::Object{{"config", resolved_config(o, s.args)}}) << "\n";
+  s.metrics << json::dump(json::Object{{"config", resolved_config(*s.table, o, s.args)}}) << "\n";
 }
 
 // ---- the steps -----------------------------------------------------------------
@@ -966,7 +1028,8 @@ nn::Trainer::StepStats next_step(const Session& s, int64_t session_steps) {
       nn::write_gradient_dump(s.o.dump_grads, s.trainer->model(), b, out.logits, loss);
     };
   }
-  const bool trace = s.lead && !s.o.trace.empty() && session_steps + 1 == trace_step(s.o);
+  const bool trace =
+      s.lead && !s.o.trace.empty() && session_steps + 1 == trace_step(s.o.trace_step);
   return trace ? traced_step(s, dump) : s.trainer->step(dump);
 }
 
@@ -1085,7 +1148,7 @@ Progress run_steps(Session& s) {
     log_step(s, step, eval, p);
     p.window = Window{};
     if (!o.save.empty() && o.save_every > 0 && step.step % o.save_every == 0 && !last) {
-      nn::save_train_state(trainer, o.save, resolved_config(o, s.args));
+      nn::save_train_state(trainer, o.save, resolved_config(*s.table, o, s.args));
     }
   }
   return p;
@@ -1097,9 +1160,9 @@ Progress run_steps(Session& s) {
 // and each memory kind's peak over the last step.
 void print_summary(const Session& s, const Progress& p) {
   const Options& o = s.o;
-  if (!o.trace.empty() && p.steps < trace_step(o)) {
+  if (!o.trace.empty() && p.steps < trace_step(o.trace_step)) {
     std::printf("trace    none written: the session ran %lld steps, --trace-step is %lld\n",
-                (long long)p.steps, (long long)trace_step(o));
+                (long long)p.steps, (long long)trace_step(o.trace_step));
   }
   const autograd::RecomputeStats& r = autograd::recompute_stats();
   std::printf("done     %lld steps in %.1f s, last loss %.4f", (long long)p.steps, p.seconds,
@@ -1135,7 +1198,7 @@ int finish(Session& s, const Progress& p) {
   const Options& o = s.o;
   const nn::Trainer& trainer = *s.trainer;
   if (!o.save.empty()) {
-    nn::save_train_state(trainer, o.save, resolved_config(o, s.args));
+    nn::save_train_state(trainer, o.save, resolved_config(*s.table, o, s.args));
     if (s.lead) {
       std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
                   nn::train_state_path(o.save).c_str());
@@ -1177,91 +1240,80 @@ int train(const Program& program, const FlagTable& table, const Options& flags_o
   return finish(s, p);
 }
 
+// Each section's heading in the usage text, and a note under its flags.
+struct SectionText {
+  Section section;
+  const char* heading;
+  const char* note;
+};
+constexpr SectionText kSections[] = {
+    {Section::command_line, "command line", ""},
+    {Section::data, "data", ""},
+    {Section::run, "run (a resumed run must keep these)", ""},
+    {Section::model, "model (a resumed run must keep these; --init-from takes its folder's)", ""},
+    {Section::compute, "compute (may change on resume)", ""},
+    {Section::session, "session",
+     "SIGINT or SIGTERM finishes the current step, saves it (with --save), and exits with\n"
+     "status 130 (SIGINT) or 143 (SIGTERM); a second signal exits at once, without saving.\n"},
+    {Section::processes, "several processes (mpirun -np N; see the README)", ""},
+};
+
+// `text` wrapped to lines of at most `width` columns, each after `indent`
+// spaces but the first (which follows what is already on its line).
+std::string wrapped(const std::string& text, size_t indent, size_t width) {
+  std::string out, line;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
+// What usage() shows as a flag's default: its note, else its value in
+// `defaults` (nothing for empty text or a switch).
+std::string shown_default(const Flag& f, const Options& defaults) {
+  if (!f.default_note.empty() || !f.setting.get) return f.default_note;
+  const json::Value v = f.setting.get(defaults);
+  if (v.is_string()) return v.as_string();
+  if (v.is_int()) return std::to_string(v.as_int());
+  if (!v.is_number()) return "";
+  char buf[400];  // fixed notation, with the fewest digits that read back as the value
+  return {buf, std::to_chars(buf, buf + sizeof buf, v.as_double(), std::chars_format::fixed).ptr};
+}
+
+// A flag's usage line(s): "  --lr X   peak learning rate (0.003)".
+std::string usage_line(const Flag& f, const Options& defaults) {
+  constexpr size_t kIndent = 28, kWidth = 100;
+  std::string head = "  " + f.name + (f.takes_value() ? " " + f.value : "");
+  head += head.size() + 2 <= kIndent ? std::string(kIndent - head.size(), ' ')
+                                     : "\n" + std::string(kIndent, ' ');
+  const std::string shown = shown_default(f, defaults);
+  return head + wrapped(f.help + (shown.empty() ? "" : " (" + shown + ")"), kIndent, kWidth);
+}
+
 }  // namespace
 
 std::string usage(const Program& p) {
-  const nn::LlamaConfig& m = p.defaults.model;
-  char sizes[160];
-  std::snprintf(sizes, sizeof sizes, "model size (%lld, %lld, %lld, %lld, %lld)",
-                (long long)m.hidden_size, (long long)m.num_hidden_layers,
-                (long long)m.num_attention_heads, (long long)m.num_key_value_heads,
-                (long long)m.intermediate_size);
-  return "usage: " + p.name + " [flags]\n\n" + p.summary +
-         R"(
-config
-  --config FILE.toml        settings from a TOML file: keys are the long flags without their
-                            dashes (steps = 250, checkpoint-policy = "full", rank-stats =
-                            true); the command line's flags override it
-data
-  --data FILE               train on FILE (default: the built-in corpus)
-  --tokenizer PATH          a tokenizer.json, tokenizer.model or a folder with one: train on
-                            its ids, each document (the file, or a line of the built-in
-                            corpus) ending in EOS (default: a resumed run's, else the
-                            --init-from folder's when it has one, else bytes)
-run (a resumed run must keep these)
-  --steps N                 schedule length in optimizer steps (250)
-  --batch N                 sequences per micro-batch and process (16)
-  --grad-accum N            micro-batches per step and process, gradients summed (1)
-  --seq N                   tokens per sequence (128)
-  --lr X                    peak learning rate (3e-3)
-  --min-lr X                final learning rate of the cosine decay (3e-4)
-  --warmup N                linear warmup steps (20)
-  --weight-decay X          AdamW decoupled weight decay on projections and head (0.1)
-  --grad-clip X             clip the global gradient L2 norm to X; 0: off (1.0)
-  --seed N                  seed of the run's generator: init, data order, dropout (1)
-  --dtype D                 f32 | bf16: precision of the projections; bf16 multiplies bf16
-                            copies of activations and weights, accumulating in f32, with
-                            f32 master weights and optimizer state (f32)
-  --attention-dtype D       f32 | bf16: attention on f32 q, k, v (our kernel) or on bf16
-                            copies (cuDNN's fused attention on a GPU) (f32)
-  --dropout P               residual dropout (0)
-  --attn-dropout P          attention-weight dropout (0)
-  --hidden N --layers N --heads N --kv-heads N --intermediate N
-                            )" +
-         sizes + "\n" + p.run_usage +
-         R"(compute (may change on resume)
-  --checkpoint-policy P     none | full | every-n-layers:N | op-sac | budget:BYTES (none)
-  --rng-replay M            recorded | stash | fresh (recorded)
-  --verify M                none | metadata | bitwise recompute verifier (none)
-  --recompute-noise-ulps K  perturb recomputed values by up to K ulps (0)
-)" + p.compute_usage +
-         R"(session
-  --device D                cpu, cuda or cuda:N: where the model, its gradients and the
-                            optimizer state live (cpu); checkpoints are the same files
-  --threads N               CPU threads (REPRISE_NUM_THREADS or all cores)
-  --log-every N             progress line every N steps (10)
-  --eval-every N            held-out loss every N steps; 0: only at the end (100)
-  --eval-batches N          held-out batches per evaluation (4)
-  --metrics FILE.jsonl      append one JSON object per logged step
-  --trace FILE.json         write a Chrome/Perfetto trace of one step (rank 0's): forward,
-                            backward and replay spans per op with scopes, memory by kind
-  --trace-step N            the session's step to trace (2: the first warms up)
-  --save DIR                write a training checkpoint to DIR at the end
-  --save-every N            ... and every N steps
-  --resume DIR              continue the run saved in DIR, bit for bit
-  --stop-after N            stop after N steps of this session, as if interrupted
-  --init-from HF_DIR        start from a Hugging Face )" +
-         p.hf_model + R"( folder's weights and config
-  --export HF_DIR           write the trained model as a Hugging Face folder
-  --export-dtype D          f32 | bf16 | f16: the exported weights' dtype (f32)
-  --export-shard-size N     shard the exported weights at N bytes (K/M/G suffix), with
-                            model.safetensors.index.json, as save_pretrained does (5000000000)
-  --dump-grads FILE         write the first batch's input_ids, labels, loss, logits and
-                            every parameter gradient (HF names), before the update
-  --on-nonfinite M          a step whose loss or gradient norm is NaN or infinite: stop
-                            (an error naming the step, exit 1) | skip (no update; the run
-                            goes on, and logs and counts it) (stop)
-  --detect-anomaly          check every op's outputs and gradients: the first NaN or
-                            infinity is an error naming the op, its scope and shapes (slow)
-  --help                    this text
-SIGINT or SIGTERM finishes the current step, saves it (with --save), and exits with
-status 130 (SIGINT) or 143 (SIGTERM); a second signal exits at once, without saving.
-several processes (mpirun -np N; see the README)
-  --bucket-kib N            gradient all-reduce bucket size (1024)
-  --comm-timeout S          a rank waiting longer than S seconds for another fails (300)
-  --check-replicas N        every N steps, check that every process holds the same weights
-  --rank-stats              log each process's throughput and all-reduce time
-)";
+  const FlagTable table = all_flags(p);
+  Options defaults;
+  defaults.config = p.defaults;
+  std::string out = "usage: " + p.name + " [flags]\n\n" + p.summary;
+  for (const SectionText& section : kSections) {
+    out += std::string(section.heading) + "\n";
+    for (const Flag& f : table) {
+      if (f.section == section.section) out += usage_line(f, defaults);
+    }
+    out += section.note;
+  }
+  return out;
 }
 
 int run_program(const Program& program, int argc, char** argv) {

@@ -9,6 +9,11 @@
 // logged step. run_program() does everything else, the same way for every
 // trainer.
 //
+// Each flag is one row of a table (Flag): its name, the value it takes, its
+// section, its help and where its value goes. The usage text, the config
+// file's keys (examples/common/config_file.h), the resolved config and what
+// a resume or --init-from may change all come from the rows.
+//
 // Under an MPI launcher (mpirun -np N <trainer> ...) the N processes train
 // one model (parallel/process_group.h): --batch is per process, rank 0
 // prints the log and writes metrics, checkpoints and exports, and an error
@@ -16,9 +21,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "io/json.h"
@@ -64,12 +70,89 @@ struct Options {
   bool rank_stats = false;
 };
 
-// One flag: whether it takes a value, and what it does to the options.
-struct Flag {
-  bool takes_value;
-  std::function<void(Options&, const std::string&)> apply;
+// Where usage() lists a flag, and what it sets: the run's config (run,
+// model and compute: TrainConfig, the resolved config's "train") or this
+// session's options (the others: the resolved config's "session").
+enum class Section {
+  command_line,  // flags a config file cannot give: --help, --config
+  data,          // what the run trains on
+  run,           // what the run computes: a resumed run keeps it
+  model,         // the architecture: kept on resume; --init-from's config.json sets it
+  compute,       // how the run computes: may change on resume
+  session,       // this session: devices, logs, files
+  processes,     // several processes
 };
-using FlagTable = std::map<std::string, Flag>;
+
+// How a flag reads its value into the options, and shows it.
+struct Setting {
+  // Parses `value`, given to `flag` ("" for a switch), into `o`; raises a
+  // UsageError (or an Error) for a bad value.
+  std::function<void(Options& o, const std::string& flag, const std::string& value)> set;
+  // The value `o` holds, as the resolved config shows it and usage() its
+  // default; null for a flag that holds none (--help).
+  std::function<json::Value(const Options& o)> get;
+};
+
+// One flag of a trainer: the one place it is declared. Its usage line, its
+// config-file key (the name without its dashes), its entry in the resolved
+// config and its parsing all come from this row.
+struct Flag {
+  std::string name;   // "--lr"
+  std::string value;  // what usage() shows it takes ("X", "FILE"); empty: a switch, without one
+  Section section;
+  std::string help;  // its usage text; usage() adds the default
+  Setting setting;
+  // The default as usage() words it, where the default options' value
+  // does not say it ("REPRISE_NUM_THREADS or all cores").
+  std::string default_note = {};
+
+  bool takes_value() const { return !value.empty(); }
+};
+// A program's flags, in usage order.
+using FlagTable = std::vector<Flag>;
+
+// The flag named `name` ("--lr"), or nullptr.
+const Flag* find_flag(const FlagTable& table, std::string_view name);
+
+// The part of the options that holds members of Root: the options
+// themselves, the run's config, or its model's, checkpointing's or MoE
+// layers' config (a UsageError for a model without MoE layers).
+template <class Root, class O>
+auto& root_of(O& o) {
+  if constexpr (std::is_same_v<Root, Options>) {
+    return o;
+  } else if constexpr (std::is_same_v<Root, nn::TrainConfig>) {
+    return o.config;
+  } else if constexpr (std::is_same_v<Root, nn::LlamaConfig>) {
+    return o.config.model;
+  } else if constexpr (std::is_same_v<Root, nn::CheckpointConfig>) {
+    return o.config.checkpointing;
+  } else {
+    static_assert(std::is_same_v<Root, nn::MoeConfig>);
+    if (!o.config.model.moe) throw UsageError("the model has no MoE layers (a dense Llama run)");
+    return *o.config.model.moe;
+  }
+}
+
+// A value that `parse` (parse_int, parse_real, ...) reads into `field`,
+// shown by `show`; without one, as it is (a number).
+template <class Root, class T>
+Setting parsed(T Root::*field, T (*parse)(const std::string& flag, const std::string& value),
+               std::type_identity_t<json::Value (*)(T)> show = nullptr) {
+  return {[field, parse](Options& o, const std::string& flag, const std::string& value) {
+            root_of<Root>(o).*field = parse(flag, value);
+          },
+          [field, show](const Options& o) {
+            if constexpr (std::is_constructible_v<json::Value, T>) {
+              if (show == nullptr) return json::Value(root_of<Root>(o).*field);
+            }
+            return show(root_of<Root>(o).*field);
+          }};
+}
+// Text (a path), kept as given.
+Setting text(std::string Options::*field);
+// A switch: given, it sets `field`.
+Setting switch_on(bool Options::*field);
 
 // What a program adds to a logged step: `columns` are appended to the step
 // line (" | aux 0.012"), `lines` are printed under it and `metrics` are
@@ -83,17 +166,15 @@ struct StepLog {
 using LogHook = std::function<void(const nn::Trainer::StepStats& step, StepLog& log)>;
 
 struct Program {
-  std::string name;           // "llama_train": the usage line and messages
-  std::string summary;        // the usage text's paragraph under the usage line
-  std::string hf_model;       // "Llama": the Hugging Face model family, for --init-from's text
-  std::string run_usage;      // usage lines of the program's own run flags
-  std::string compute_usage;  // usage lines of the program's own compute flags
-  nn::TrainConfig defaults;   // the config with no flags
-  FlagTable flags;            // the program's own flags, beside the common ones
-  // Of the program's own flags: those that set the architecture (refused
-  // with --init-from, whose config.json sets it) and those that may change
-  // on resume.
-  std::vector<std::string> architecture_flags, compute_flags;
+  std::string name;          // "llama_train": the usage line and messages
+  std::string summary;       // the usage text's paragraph under the usage line
+  std::string hf_model;      // "Llama": the Hugging Face model family, for --init-from's text
+  nn::TrainConfig defaults;  // the config with no flags
+  // The program's own flags, beside the common ones. Their sections say
+  // what --resume and --init-from do with them: model flags are refused
+  // with --init-from (its config.json sets the architecture), compute
+  // flags may change on resume, and run flags may not.
+  FlagTable flags;
   // With --init-from: copies the command line's training-only model
   // settings onto the folder's config (settings that a Hugging Face
   // config.json lacks, or carries only as reprise's own fields). The

@@ -34,22 +34,6 @@ nn::TrainConfig default_config() {
   return c;
 }
 
-// The MoE fields of the options' model, which a dense model lacks (a
-// resumed dense run).
-nn::MoeConfig& moe_of(Options& o) {
-  if (!o.config.model.moe) throw UsageError("the model has no MoE layers (a dense Llama run)");
-  return *o.config.model.moe;
-}
-
-// A flag that parses its value into a field of the MoE config.
-template <class T>
-train_cli::Flag moe_field(const char* flag, T nn::MoeConfig::*field,
-                          T (*parse)(const std::string&, const std::string&)) {
-  return {true, [flag, field, parse](Options& o, const std::string& v) {
-            moe_of(o).*field = parse(flag, v);
-          }};
-}
-
 // A choice between two words: true for `first`, false for `second`.
 bool first_of(const std::string& flag, const std::string& v, const char* first,
               const char* second) {
@@ -59,34 +43,55 @@ bool first_of(const std::string& flag, const std::string& v, const char* first,
   return v == first;
 }
 
+// --router-dtype: fp32 | bf16.
+nn::RouterDType parse_router_dtype(const std::string& flag, const std::string& v) {
+  return first_of(flag, v, "fp32", "bf16") ? nn::RouterDType::f32 : nn::RouterDType::bf16;
+}
+json::Value show_router_dtype(nn::RouterDType d) {
+  return d == nn::RouterDType::f32 ? "fp32" : "bf16";
+}
+
+// --router: save | recompute, into CheckpointConfig::save_router.
+bool parse_router(const std::string& flag, const std::string& v) {
+  return first_of(flag, v, "save", "recompute");
+}
+json::Value show_router(bool save) { return save ? "save" : "recompute"; }
+
+// The MoE's flags, in usage order (train_cli.h's rows: {name, value,
+// section, help, setting}).
 train_cli::FlagTable moe_flags() {
-  using nn::MoeConfig, train_cli::parse_positive, train_cli::parse_count, train_cli::parse_real;
+  using nn::MoeConfig, nn::CheckpointConfig, train_cli::parse_positive, train_cli::parse_count,
+      train_cli::parse_real, train_cli::parsed;
+  using S = train_cli::Section;
   return {
-      {"--experts", moe_field("--experts", &MoeConfig::num_local_experts, parse_positive)},
-      {"--top-k", moe_field("--top-k", &MoeConfig::num_experts_per_tok, parse_positive)},
-      {"--capacity-factor",
-       moe_field("--capacity-factor", &MoeConfig::capacity_factor, parse_real)},
-      {"--shared-experts",
-       moe_field("--shared-experts", &MoeConfig::n_shared_experts, parse_count)},
-      {"--aux-loss-coef",
-       moe_field("--aux-loss-coef", &MoeConfig::router_aux_loss_coef, parse_real)},
-      {"--z-loss-coef", moe_field("--z-loss-coef", &MoeConfig::router_z_loss_coef, parse_real)},
-      {"--load-balance-coeff",
-       moe_field("--load-balance-coeff", &MoeConfig::load_balance_coeff, parse_real)},
-      {"--router-dtype",
-       {true,
-        [](Options& o, const std::string& v) {
-          moe_of(o).router_dtype = first_of("--router-dtype", v, "fp32", "bf16")
-                                       ? nn::RouterDType::f32
-                                       : nn::RouterDType::bf16;
-        }}},
-      {"--expert-parallel",
-       {false, [](Options& o, const std::string&) { o.expert_parallel = true; }}},
-      {"--router",
-       {true,
-        [](Options& o, const std::string& v) {
-          o.config.checkpointing.save_router = first_of("--router", v, "save", "recompute");
-        }}},
+      {"--experts", "N", S::model, "experts per layer",
+       parsed(&MoeConfig::num_local_experts, parse_positive)},
+      {"--top-k", "N", S::model, "experts per token",
+       parsed(&MoeConfig::num_experts_per_tok, parse_positive)},
+      {"--shared-experts", "N", S::model,
+       "shared SwiGLU of N x --intermediate that every token runs",
+       parsed(&MoeConfig::n_shared_experts, parse_count)},
+      {"--capacity-factor", "X", S::run,
+       "keep at most ceil(X N k / E) tokens per expert; 0: no limit",
+       parsed(&MoeConfig::capacity_factor, parse_real)},
+      {"--aux-loss-coef", "X", S::run, "weight of the load-balancing loss",
+       parsed(&MoeConfig::router_aux_loss_coef, parse_real)},
+      {"--z-loss-coef", "X", S::run, "weight of the router z-loss",
+       parsed(&MoeConfig::router_z_loss_coef, parse_real)},
+      {"--load-balance-coeff", "X", S::run,
+       "DeepSeek-V3's auxiliary-loss-free balancing, for a model with e_score_correction_bias "
+       "(--init-from): after each step every expert's routing bias moves by X toward balance; "
+       "0: off",
+       parsed(&MoeConfig::load_balance_coeff, parse_real)},
+      {"--router-dtype", "D", S::run, "fp32 | bf16: precision of the router's gate matmul",
+       parsed(&MoeConfig::router_dtype, parse_router_dtype, show_router_dtype)},
+      {"--router", "M", S::compute,
+       "save | recompute: checkpointed layers force-save the routing decision, or recompute it "
+       "like the rest",
+       parsed(&CheckpointConfig::save_router, parse_router, show_router)},
+      {"--expert-parallel", "", S::processes,
+       "with several processes, split each layer's experts over them (same bits as without)",
+       train_cli::switch_on(&Options::expert_parallel)},
   };
 }
 
@@ -166,27 +171,8 @@ int main(int argc, char** argv) {
       "prints a progress line every --log-every steps, with the router losses and\n"
       "each layer's tokens per expert, and a held-out loss every --eval-every steps.\n";
   program.hf_model = "MoE model (mixtral, qwen2_moe, qwen3_moe, olmoe, deepseek_v3)";
-  program.run_usage =
-      "  --experts N               experts per layer (8)\n"
-      "  --top-k N                 experts per token (2)\n"
-      "  --capacity-factor X       keep at most ceil(X N k / E) tokens per expert; 0: no limit "
-      "(0)\n"
-      "  --shared-experts N        shared SwiGLU of N x --intermediate that every token runs (0)\n"
-      "  --aux-loss-coef X         weight of the load-balancing loss (0.001)\n"
-      "  --z-loss-coef X           weight of the router z-loss (0)\n"
-      "  --load-balance-coeff X    DeepSeek-V3's auxiliary-loss-free balancing: after each step\n"
-      "                            every expert's routing bias moves by X toward balance; 0: off\n"
-      "                            (0; a model with e_score_correction_bias, --init-from)\n"
-      "  --router-dtype D          fp32 | bf16: precision of the router's gate matmul (fp32)\n";
-  program.compute_usage =
-      "  --router M                save | recompute: checkpointed layers force-save the routing\n"
-      "                            decision, or recompute it like the rest (save)\n"
-      "  --expert-parallel         with several processes, split each layer's experts over\n"
-      "                            them (same bits as without)\n";
   program.defaults = default_config();
   program.flags = moe_flags();
-  program.architecture_flags = {"--experts", "--top-k", "--shared-experts"};
-  program.compute_flags = {"--router"};
   program.keep_on_init = [](const nn::LlamaConfig& flags, nn::LlamaConfig& folder) {
     if (!folder.moe) throw UsageError("--init-from: the folder's model has no MoE layers");
     folder.moe->capacity_factor = flags.moe->capacity_factor;
