@@ -177,16 +177,22 @@ Setting checkpoint_policy() {
 
 // The flags of every trainer, in usage order; usage() adds each default. A
 // row is {name, value, section, help, setting, default note} (train_cli.h).
-FlagTable common_flags(const Program& program) {
+// The command line itself.
+FlagTable command_line_flags() {
   using S = Section;
-  using nn::TrainConfig, nn::LlamaConfig, nn::CheckpointConfig;
   return {
       {"--help", "", S::command_line, "this text", {switch_on(&Options::help).set, nullptr}},
       {"--config", "FILE.toml", S::command_line,
        "settings from a TOML file: keys are the long flags without their dashes (steps = 250, "
        "checkpoint-policy = \"full\", rank-stats = true); the command line's flags override it",
        text(&Options::config_file)},
+  };
+}
 
+// What the run trains on.
+FlagTable data_flags() {
+  using S = Section;
+  return {
       {"--data", "FILE", S::data, "train on FILE (default: the built-in corpus)",
        text(&Options::data)},
       {"--tokenizer", "PATH", S::data,
@@ -194,7 +200,14 @@ FlagTable common_flags(const Program& program) {
        "(the file, or a line of the built-in corpus) ending in EOS (default: a resumed run's, "
        "else the --init-from folder's when it has one, else bytes)",
        text(&Options::tokenizer)},
+  };
+}
 
+// The run: its schedule, optimizer, precision and dropout (TrainConfig).
+FlagTable run_flags() {
+  using S = Section;
+  using nn::TrainConfig, nn::LlamaConfig;
+  return {
       {"--steps", "N", S::run, "schedule length in optimizer steps",
        parsed(&TrainConfig::steps, parse_int)},
       {"--batch", "N", S::run, "sequences per micro-batch and process",
@@ -223,7 +236,14 @@ FlagTable common_flags(const Program& program) {
       {"--dropout", "P", S::run, "residual dropout", parsed(&LlamaConfig::dropout, parse_real)},
       {"--attn-dropout", "P", S::run, "attention-weight dropout",
        parsed(&LlamaConfig::attention_dropout, parse_real)},
+  };
+}
 
+// The model's sizes (LlamaConfig), which --init-from takes from its folder.
+FlagTable model_flags() {
+  using S = Section;
+  using nn::LlamaConfig;
+  return {
       {"--hidden", "N", S::model, "hidden size", parsed(&LlamaConfig::hidden_size, parse_positive)},
       {"--layers", "N", S::model, "decoder layers",
        parsed(&LlamaConfig::num_hidden_layers, parse_positive)},
@@ -233,7 +253,14 @@ FlagTable common_flags(const Program& program) {
        parsed(&LlamaConfig::num_key_value_heads, parse_positive)},
       {"--intermediate", "N", S::model, "intermediate size of the MLP, or of each expert in an MoE",
        parsed(&LlamaConfig::intermediate_size, parse_positive)},
+  };
+}
 
+// How the step computes: checkpointing and replay (CheckpointConfig).
+FlagTable compute_flags() {
+  using S = Section;
+  using nn::CheckpointConfig;
+  return {
       {"--checkpoint-policy", "P", S::compute,
        "none | full | every-n-layers:N | op-sac | budget:BYTES", checkpoint_policy()},
       {"--rng-replay", "M", S::compute, "recorded | stash | fresh",
@@ -242,7 +269,13 @@ FlagTable common_flags(const Program& program) {
        named(&CheckpointConfig::verify, nn::parse_verify, autograd::verify_name)},
       {"--recompute-noise-ulps", "K", S::compute, "perturb recomputed values by up to K ulps",
        parsed(&CheckpointConfig::recompute_noise_ulps, parse_noise_ulps)},
+  };
+}
 
+// This session: device, threads, logs, checkpoints, imports and exports.
+FlagTable session_flags(const Program& program) {
+  using S = Section;
+  return {
       {"--device", "D", S::session,
        "where the model, its gradients and the optimizer state live (their checkpoints are the "
        "same files on every device): cpu, cuda or cuda:N",
@@ -294,7 +327,13 @@ FlagTable common_flags(const Program& program) {
        "check every op's outputs and gradients: the first NaN or infinity is an error naming "
        "the op, its scope and shapes (slow)",
        switch_on(&Options::detect_anomaly)},
+  };
+}
 
+// Several processes.
+FlagTable processes_flags() {
+  using S = Section;
+  return {
       {"--bucket-kib", "N", S::processes, "gradient all-reduce bucket size",
        parsed(&Options::bucket_kib, parse_positive)},
       {"--comm-timeout", "S", S::processes,
@@ -306,6 +345,15 @@ FlagTable common_flags(const Program& program) {
       {"--rank-stats", "", S::processes, "log each process's throughput and all-reduce time",
        switch_on(&Options::rank_stats)},
   };
+}
+
+// The flags every trainer takes, section by section.
+FlagTable common_flags(const Program& program) {
+  FlagTable table;
+  for (FlagTable part : {command_line_flags(), data_flags(), run_flags(), model_flags(),
+                         compute_flags(), session_flags(program), processes_flags()})
+    for (Flag& flag : part) table.push_back(std::move(flag));
+  return table;
 }
 
 // Every flag of `program`: the common ones and its own.
