@@ -7,8 +7,11 @@ if(REPRISE_WERROR)
   list(APPEND REPRISE_WARNINGS -Werror)
 endif()
 
+# The sanitizers' reports need files and lines, which line tables (-g1)
+# give; full debug info (-g) made the sanitizer builds a quarter slower to
+# compile (cpu/elementwise.cpp at AVX-512 under ASan: 69 s against 52 s).
 if(REPRISE_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g1)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
@@ -20,7 +23,7 @@ if(REPRISE_TSAN)
   if(REPRISE_SANITIZE)
     message(FATAL_ERROR "REPRISE_TSAN and REPRISE_SANITIZE cannot be combined: build them apart")
   endif()
-  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer -g1)
   add_link_options(-fsanitize=thread)
 endif()
 
