@@ -350,9 +350,9 @@ FlagTable processes_flags() {
 // The flags every trainer takes, section by section.
 FlagTable common_flags(const Program& program) {
   FlagTable table;
-  for (FlagTable part : {command_line_flags(), data_flags(), run_flags(), model_flags(),
-                         compute_flags(), session_flags(program), processes_flags()})
-    for (Flag& flag : part) table.push_back(std::move(flag));
+  for (const FlagTable& part : {command_line_flags(), data_flags(), run_flags(), model_flags(),
+                                compute_flags(), session_flags(program), processes_flags()})
+    table.insert(table.end(), part.begin(), part.end());
   return table;
 }
 
