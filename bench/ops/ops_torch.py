@@ -18,7 +18,8 @@ Run from the repository root after building with -DREPRISE_BUILD_BENCH=ON:
     .venv/bin/python bench/ops/ops_torch.py --bench build/bench/bench_ops [--filter 'silu|exp'] [--clock cpu]
 
 --check only compares the case names with the ones bench_ops lists and fails
-on any case that has no PyTorch counterpart here (CTest runs it; it needs no
+on any case that has no PyTorch counterpart here, or any here that bench_ops
+no longer has (CTest runs it; it needs no
 PyTorch).
 """
 
@@ -133,7 +134,7 @@ def cases(F):
                                                             enable_gqa=True))
     c["moe_route/2048x8_top2"] = (lambda: [torch.softmax(u(N, E), -1)], moe_route)
     c["dropout/2048x256_p0.1"] = (act, lambda x: F.dropout(x, 0.1))
-    c["cast/2048x256_to_f64"] = (act, lambda x: x.double())
+    c["cast/2048x256_f64_to_f32"] = (lambda: [u(N, C).double()], lambda x: x.float())
     c["reshape/2048x256_to_8x256x256"] = (act, lambda x: x.reshape(B, T, C))
     c["transpose/2048x256"] = (act, lambda x: x.t())
     c["permute/8x256x8x32_heads_first"] = (lambda: [u(B, T, HQ, D)], lambda x: x.permute(0, 2, 1, 3))
@@ -172,15 +173,18 @@ def torch_call(inputs, fn, backward):
 
 
 def check(bench):
-    """Fails unless every case bench_ops lists has a counterpart here."""
+    """Fails unless the cases here are exactly the ones bench_ops lists."""
     global torch
     torch = AnyName()
     listed = subprocess.run([bench, "--benchmark_list_tests"], check=True, capture_output=True,
                             text=True).stdout.split()
     ours = {re.sub(r"/(fwd|fwd_bwd)(/real_time)?$", "", name) for name in listed}
-    missing = sorted(ours - set(cases(AnyName())))
+    here = set(cases(AnyName()))
+    missing, stale = sorted(ours - here), sorted(here - ours)
     if missing:
         sys.exit("ops_torch.py: bench_ops cases without a PyTorch counterpart: " + " ".join(missing))
+    if stale:
+        sys.exit("ops_torch.py: cases that bench_ops no longer has: " + " ".join(stale))
     print(f"ops_torch.py: all {len(ours)} bench_ops cases have a PyTorch counterpart")
 
 

@@ -1,5 +1,5 @@
 // The op registry drives the comparison of backends: every registered op has
-// a case in the table (tests/support/gradcheck.h), and every case gives
+// a case in the table (tests/cases/op_case.h), and every case gives
 // the same bits, forward and backward, at every CPU capability this machine
 // supports (scalar is the reference), in f32 and f64. The same cases run
 // the CUDA kernels against the CPU (bitwise for data movement and random
@@ -44,18 +44,19 @@ Inputs inputs_as(const OpCase& c, DType dtype, Device device) {
   return out;
 }
 
-// What a run of a case produced, on the host: the output, then the gradient
-// of sum(out * w) for each input that requires grad (w fixed per shape).
+// What a run of a case produced, on the host: its outputs, then the
+// gradient of weighted_loss (tests/support/gradcheck.h) for each input that
+// requires grad.
 std::vector<Tensor> run_case(const OpCase& c, const Inputs& inputs) {
-  const Tensor out = c.fn(inputs);
-  std::vector<Tensor> results{out.detach().to(Device::cpu())};
+  const Outputs out = c.fn(inputs);
+  std::vector<Tensor> results;
+  for (const Tensor& y : out) results.push_back(y.detach().to(Device::cpu()));
   Inputs diff;
   for (const Tensor& t : inputs) {
     if (t.defined() && t.requires_grad()) diff.push_back(t);
   }
-  if (diff.empty() || !is_floating(out.dtype())) return results;
-  const Tensor w = uniform(out.shape(), -1, 1, 977, out.dtype()).to(out.device());
-  const Tensor loss = ops::sum(ops::mul(out, w));
+  const Tensor loss = weighted_loss(out, output_weights(out));
+  if (diff.empty() || !loss.defined()) return results;
   for (const Tensor& g : autograd::grad({loss}, diff, {}, {}, /*allow_unused=*/true)) {
     results.push_back(g.defined() ? g.to(Device::cpu()) : g);
   }
@@ -73,6 +74,16 @@ TEST(OpRegistry, EveryOpHasACaseAndEveryCaseNamesAnOp) {
     EXPECT_TRUE(covered.count(op->name)) << "op '" << op->name << "' has no case in the table";
     EXPECT_EQ(autograd::find_op(op->name), op) << op->name << " is not registered";
   }
+}
+
+// bench_ops times one case per op, on its model-sized inputs.
+TEST(OpRegistry, EveryOpHasOneTimedCase) {
+  std::map<std::string, int> timed;
+  for (const OpCase& c : op_cases()) {
+    if (c.perf) ++timed[op_of(c)];
+  }
+  for (const autograd::OpInfo* op : ops::registry::all())
+    EXPECT_EQ(timed[op->name], 1) << "op '" << op->name << "': timed cases";
 }
 
 TEST(OpRegistry, UnknownOpNamesAreErrorsListingCloseOnes) {
@@ -103,7 +114,7 @@ TEST_P(Backends, EveryCaseHasTheSameBitsAtEveryCpuCapability) {
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_TRUE(same_bits(got[i], reference[i]))
             << c.name << " at " << to_string(cap) << ", result " << i
-            << (i == 0 ? " (the output)" : " (a gradient)");
+            << " (the outputs, then the gradients)";
       }
     });
   }

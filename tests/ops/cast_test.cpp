@@ -1,6 +1,7 @@
-// cast: gradcheck cases, bf16/f16 rounding on known values (ties, the f16
-// maximum, subnormals, NaN), exhaustive 16-bit round trips, integer and
-// bool casts, gradients between floating dtypes, PyTorch bit for bit.
+// cast: bf16/f16 rounding on known values (ties, the f16 maximum,
+// subnormals, NaN), exhaustive 16-bit round trips, integer and bool casts,
+// gradients between floating dtypes, PyTorch bit for bit. Its cases are in
+// tests/cases/cast.cpp.
 #include "ops/cast.h"
 
 #include <cmath>
@@ -17,36 +18,6 @@ namespace reprise::testing {
 namespace {
 
 using reprise::Tensor;
-
-const RegisterOpCases cast_cases({
-    // Through f32 and back: the gradient is 1 up to f32 rounding of the
-    // difference quotient (about 6e-8 / eps).
-    {"cast/f64_f32_f64",
-     [] {
-       return Inputs{param({3, 5, 7}, 91)};
-     },
-     [](const Inputs& in) { return ops::cast(ops::cast(in[0], DType::f32), DType::f64); },
-     {.eps = 1e-3, .atol = 1e-4, .rtol = 1e-3}},
-    {"cast/f64_to_f32_257",
-     [] { return Inputs{param({257}, 92)}; },
-     [](const Inputs& in) { return ops::cast(in[0], DType::f32); },
-     {.eps = 1e-3, .atol = 1e-4, .rtol = 1e-3}},
-    // bf16 keeps 8 bits (ulp 2^-7 near 1) and f16 11 bits: a step well above
-    // the ulp, and a tolerance of about ulp / eps. A wrong gradient (0, 2)
-    // is still far outside it.
-    {"cast/f64_bf16_f64",
-     [] {
-       return Inputs{param({3, 5, 7}, 93)};
-     },
-     [](const Inputs& in) { return ops::cast(ops::cast(in[0], DType::bf16), DType::f64); },
-     {.eps = 0.25, .atol = 0.02, .rtol = 0}},
-    {"cast/f64_f16_f64",
-     [] {
-       return Inputs{param({3, 5, 7}, 94)};
-     },
-     [](const Inputs& in) { return ops::cast(ops::cast(in[0], DType::f16), DType::f64); },
-     {.eps = 0.05, .atol = 0.02, .rtol = 0}},
-});
 
 std::vector<uint16_t> bits16(const Tensor& t) {
   Tensor c = t.contiguous();

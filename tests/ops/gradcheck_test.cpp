@@ -1,5 +1,5 @@
-// Runs gradcheck over every registered OpCase (see tests/support/gradcheck.h):
-// each op family registers its cases from its own test file.
+// Runs gradcheck over every case of the op case table (tests/cases/op_case.h):
+// each op family registers its cases from its own file there.
 #include "tests/support/gradcheck.h"
 
 namespace reprise::testing {

@@ -1,6 +1,7 @@
-// index_select, gather, scatter_add, index_add, where, topk: gradcheck
-// cases, forward values against hand-computed ones, bitwise determinism
-// across thread counts with many repeated indices, and bad input.
+// index_select, gather, scatter_add, index_add, where, topk: forward values
+// against hand-computed ones, bitwise determinism across thread counts with
+// many repeated indices, and bad input. Their cases are in
+// tests/cases/indexing.cpp.
 #include "ops/indexing.h"
 
 #include <algorithm>
@@ -22,102 +23,6 @@ namespace {
 
 using autograd::Tensors;
 using reprise::Tensor;
-
-// i64 values in [0, hi), deterministic.
-Tensor indices(const Shape& shape, int64_t hi, uint64_t seed, DType dtype = DType::i64) {
-  std::vector<int64_t> v;
-  for (double d : uniform(shape, 0, double(hi), seed).to_vector<double>())
-    v.push_back(std::min(hi - 1, int64_t(d)));
-  return Tensor::from_vector(v, shape).to(dtype);
-}
-
-Tensor i64(const std::vector<int64_t>& v) { return Tensor::from_vector(v, {int64_t(v.size())}); }
-
-Tensor mask(const Shape& shape, uint64_t seed) {
-  std::vector<bool> v;
-  for (double d : uniform(shape, -1, 1, seed).to_vector<double>()) v.push_back(d > 0);
-  Tensor t = Tensor::empty(shape, DType::boolean);
-  for (size_t i = 0; i < v.size(); ++i) t.data<bool>()[i] = v[i];
-  return t;
-}
-
-const RegisterOpCases indexing_cases({
-    {"index_select/dim1_repeats",
-     [] {
-       return Inputs{param({5, 7, 3}, 61), i64({6, 0, 6, 2, 6})};
-     },
-     [](const Inputs& in) { return ops::index_select(in[0], 1, in[1]); }},
-    // A transposed x and an i32 index.
-    {"index_select/dim0_view_i32",
-     [] {
-       return Inputs{param({4, 7}, 62), i64({3, 3, 0, 6}).to(DType::i32)};
-     },
-     [](const Inputs& in) { return ops::index_select(ops::transpose(in[0], 0, 1), 0, in[1]); }},
-    {"index_select/last_dim",
-     [] {
-       return Inputs{param({3, 5, 7}, 63), i64({1, 1, 6})};
-     },
-     [](const Inputs& in) { return ops::index_select(in[0], -1, in[1]); }},
-    {"gather/dim1_3x5x7",
-     [] {
-       return Inputs{param({3, 5, 7}, 64), indices({3, 4, 7}, 5, 1)};
-     },
-     [](const Inputs& in) { return ops::gather(in[0], 1, in[1]); }},
-    // index smaller than x off dim.
-    {"gather/dim2_smaller_index",
-     [] {
-       return Inputs{param({3, 5, 7}, 65), indices({2, 5, 4}, 7, 2)};
-     },
-     [](const Inputs& in) { return ops::gather(in[0], 2, in[1]); }},
-    // A transposed (non-contiguous) index, longer than x along dim.
-    {"gather/dim0_transposed_index",
-     [] {
-       return Inputs{param({4, 7}, 66), indices({7, 9}, 4, 3)};
-     },
-     [](const Inputs& in) { return ops::gather(in[0], 0, in[1].transpose(0, 1)); }},
-    {"scatter_add/dim2",
-     [] {
-       return Inputs{param({3, 5, 7}, 67), indices({3, 5, 4}, 7, 4), param({3, 5, 4}, 68)};
-     },
-     [](const Inputs& in) { return ops::scatter_add(in[0], 2, in[1], in[2]); }},
-    {"scatter_add/dim0_smaller",
-     [] {
-       return Inputs{param({4, 6}, 69), indices({9, 3}, 4, 5), param({9, 3}, 70)};
-     },
-     [](const Inputs& in) { return ops::scatter_add(in[0], 0, in[1], in[2]); }},
-    {"index_add/dim0",
-     [] {
-       return Inputs{param({5, 3, 7}, 71), i64({4, 1, 4}), param({3, 3, 7}, 72)};
-     },
-     [](const Inputs& in) { return ops::index_add(in[0], 0, in[1], in[2]); }},
-    {"index_add/dim2_transposed_src",
-     [] {
-       return Inputs{param({3, 5, 7}, 73), i64({6, 6, 0, 2}), param({3, 4, 5}, 74)};
-     },
-     [](const Inputs& in) { return ops::index_add(in[0], 2, in[1], ops::transpose(in[2], 1, 2)); }},
-    {"where/broadcast_3x1x7_3x5x7_5x1",
-     [] {
-       return Inputs{mask({3, 1, 7}, 75), param({3, 5, 7}, 76), param({5, 1}, 77)};
-     },
-     [](const Inputs& in) { return ops::where(in[0], in[1], in[2]); }},
-    {"where/scalar_b",
-     [] {
-       return Inputs{mask({3, 5}, 78), param({3, 5}, 79), param({}, 80)};
-     },
-     [](const Inputs& in) { return ops::where(in[0], in[1], in[2]); }},
-    {"topk/dim1_k3",
-     [] {
-       return Inputs{param({3, 5, 7}, 81)};
-     },
-     [](const Inputs& in) { return ops::topk(in[0], 3, 1).values; }},
-    {"topk/last_smallest_unsorted",
-     [] {
-       return Inputs{param({3, 5, 7}, 82)};
-     },
-     [](const Inputs& in) { return ops::topk(in[0], 4, -1, false, false).values; }},
-    {"topk/k_all_257", [] { return Inputs{param({257}, 83)}; },
-     [](const Inputs& in) { return ops::topk(in[0], 257, 0).values; }},
-});
 
 std::vector<uint32_t> bits(const Tensor& t) {
   std::vector<float> v = t.to_vector<float>();

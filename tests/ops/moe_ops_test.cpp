@@ -1,7 +1,5 @@
-// grouped_linear and moe_route: gradient-check cases (f64, central
-// differences; routing stays fixed because the step is far below every
-// score gap of the test data), the dispatch order moe_route promises, and
-// their errors.
+// grouped_linear and moe_route: the dispatch order moe_route promises, and
+// their errors. Their cases are in tests/cases/moe.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,45 +15,18 @@
 namespace reprise::ops {
 namespace {
 
-using testing::Inputs;
-using testing::param;
-using testing::RegisterOpCases;
-
-Tensor i64(std::vector<int64_t> v) {
-  const int64_t n = int64_t(v.size());
-  return Tensor::from_vector(v, {n});
-}
+using testing::i64;
+using testing::uniform;
 
 // Blocks of 3, 0 (an empty expert) and 4 rows.
-Inputs grouped_inputs() {
-  return Inputs{param({7, 5}, 71), i64({3, 0, 4}), param({6, 5}, 72), param({6, 5}, 73),
-                param({6, 5}, 74)};
-}
-
-const RegisterOpCases moe_cases({
-    {"grouped_linear/3_empty_4", grouped_inputs,
-     [](const Inputs& in) {
-       return grouped_linear(in[0], in[1], {in[2], in[3], in[4]});
-     }},
-    {"moe_route/top2_of_5_renormalized",
-     [] {
-       return Inputs{param({6, 5}, 75)};
-     },
-     [](const Inputs& in) { return moe_route(softmax(in[0], -1), 2, true).weights; }},
-    {"moe_route/top3_of_4_raw_capacity_2",
-     [] {
-       return Inputs{param({6, 4}, 76)};
-     },
-     [](const Inputs& in) { return moe_route(softmax(in[0], -1), 3, false, 2).weights; }},
-});
-
 TEST(GroupedLinear, EachBlockIsItsOwnProduct) {
   NoGradGuard no_grad;
-  Inputs in = grouped_inputs();
-  Tensor y = grouped_linear(in[0], in[1], {in[2], in[3], in[4]});  // (7, 6)
+  const Tensor x = uniform({7, 5}, -1, 1, 71), w0 = uniform({6, 5}, -1, 1, 72),
+               w2 = uniform({6, 5}, -1, 1, 74);
+  Tensor y = grouped_linear(x, i64({3, 0, 4}), {w0, uniform({6, 5}, -1, 1, 73), w2});  // (7, 6)
   EXPECT_EQ(y.shape(), (Shape{7, 6}));
-  Tensor first = linear(in[0].slice(0, 0, 3), in[2]);
-  Tensor last = linear(in[0].slice(0, 3, 7), in[4]);
+  Tensor first = linear(x.slice(0, 0, 3), w0);
+  Tensor last = linear(x.slice(0, 3, 7), w2);
   EXPECT_LT(testing::max_abs_diff(y.slice(0, 0, 3), first), 1e-15);
   EXPECT_LT(testing::max_abs_diff(y.slice(0, 3, 7), last), 1e-15);
 }

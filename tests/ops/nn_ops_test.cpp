@@ -1,6 +1,6 @@
 // softmax, log_softmax, cross_entropy, rmsnorm, layernorm, rotary and
-// embedding: gradcheck cases (f64), forward values, thread-count
-// independence and bad input. The comparison against PyTorch is in
+// embedding: forward values, thread-count independence and bad input. Their
+// cases are in tests/cases/nn.cpp, the comparison against PyTorch in
 // nn_ops_golden_test.cpp.
 #include <bit>
 #include <cmath>
@@ -25,128 +25,6 @@ namespace reprise::testing {
 namespace {
 
 using reprise::Tensor;
-
-Tensor i64(const std::vector<int64_t>& v, const Shape& shape) {
-  return Tensor::from_vector(v, shape);
-}
-
-// Targets for N rows of C classes, with every third row set to `ignored`.
-Tensor targets_with_ignored(int64_t N, int64_t C, int64_t ignored) {
-  std::vector<int64_t> t(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) t[size_t(n)] = n % 3 == 1 ? ignored : (n * 7 + 2) % C;
-  return i64(t, {N});
-}
-
-// ---- gradcheck cases -------------------------------------------------------------
-
-const RegisterOpCases softmax_cases({
-    {"softmax/3x5x7",
-     [] {
-       return Inputs{param({3, 5, 7}, 101, -3, 3)};
-     },
-     [](const Inputs& in) { return ops::softmax(in[0], -1); }},
-    {"softmax/3x5x7_dim1",
-     [] {
-       return Inputs{param({3, 5, 7}, 102, -3, 3)};
-     },
-     [](const Inputs& in) { return ops::softmax(in[0], 1); }},
-    {"softmax/257", [] { return Inputs{param({257}, 103, -3, 3)}; },
-     [](const Inputs& in) { return ops::softmax(in[0]); }},
-    {"log_softmax/3x5x7",
-     [] {
-       return Inputs{param({3, 5, 7}, 104, -3, 3)};
-     },
-     [](const Inputs& in) { return ops::log_softmax(in[0]); }},
-    {"log_softmax/3x5x7_dim0",
-     [] {
-       return Inputs{param({3, 5, 7}, 105, -3, 3)};
-     },
-     [](const Inputs& in) { return ops::log_softmax(in[0], 0); }},
-});
-
-const RegisterOpCases cross_entropy_cases({
-    {"cross_entropy/mean_9x13_ignored",
-     [] {
-       return Inputs{param({9, 13}, 111, -3, 3), targets_with_ignored(9, 13, -100)};
-     },
-     [](const Inputs& in) { return ops::cross_entropy(in[0], in[1]); }},
-    {"cross_entropy/sum_9x13_ignore_index_4",
-     [] {
-       return Inputs{param({9, 13}, 112, -3, 3), targets_with_ignored(9, 13, 4)};
-     },
-     [](const Inputs& in) { return ops::cross_entropy(in[0], in[1], 4, ops::Reduction::sum); }},
-    {"cross_entropy/mean_5x257",
-     [] {
-       return Inputs{param({5, 257}, 113, -3, 3), i64({0, 256, 17, 100, 3}, {5})};
-     },
-     [](const Inputs& in) { return ops::cross_entropy(in[0], in[1]); }},
-});
-
-const RegisterOpCases norm_cases({
-    {"rmsnorm/3x5x7_x_w",
-     [] {
-       return Inputs{param({3, 5, 7}, 121), param({7}, 122, 0.5, 1.5)};
-     },
-     [](const Inputs& in) { return ops::rmsnorm(in[0], in[1], 1e-6); }},
-    {"rmsnorm/3x257_w_only",
-     [] {
-       return Inputs{uniform({3, 257}, -1, 1, 123), param({257}, 124, 0.5, 1.5)};
-     },
-     [](const Inputs& in) { return ops::rmsnorm(in[0], in[1], 1e-5); }},
-    {"rmsnorm/transposed_x",
-     [] {
-       return Inputs{param({5, 3, 7}, 125), param({7}, 126, 0.5, 1.5)};
-     },
-     [](const Inputs& in) { return ops::rmsnorm(ops::transpose(in[0], 0, 1), in[1]); }},
-    {"layernorm/3x5x7_bias",
-     [] {
-       return Inputs{param({3, 5, 7}, 131), param({7}, 132, 0.5, 1.5), param({7}, 133)};
-     },
-     [](const Inputs& in) { return ops::layernorm(in[0], in[1], in[2]); }},
-    {"layernorm/3x5x7_no_bias",
-     [] {
-       return Inputs{param({3, 5, 7}, 134), param({7}, 135, 0.5, 1.5)};
-     },
-     [](const Inputs& in) { return ops::layernorm(in[0], in[1], Tensor(), 1e-5); }},
-    {"layernorm/4x257_w_b_only",
-     [] {
-       return Inputs{uniform({4, 257}, -1, 1, 136), param({257}, 137, 0.5, 1.5), param({257}, 138)};
-     },
-     [](const Inputs& in) { return ops::layernorm(in[0], in[1], in[2]); }},
-});
-
-const RegisterOpCases rotary_cases({
-    {"rotary/2x3x5x8_positions_T",
-     [] {
-       return Inputs{param({2, 3, 5, 8}, 141), i64({0, 1, 2, 7, 30}, {5})};
-     },
-     [](const Inputs& in) { return ops::rotary(in[0], in[1], 10000.0); }},
-    {"rotary/2x3x5x6_positions_BT",
-     [] {
-       return Inputs{param({2, 3, 5, 6}, 142), i64({0, 1, 2, 3, 4, 9, 8, 7, 6, 5}, {2, 5})};
-     },
-     [](const Inputs& in) { return ops::rotary(in[0], in[1], 500.0); }},
-    {"rotary/start_offset_transposed",
-     [] {
-       return Inputs{param({2, 5, 3, 4}, 143)};
-     },
-     [](const Inputs& in) { return ops::rotary(ops::transpose(in[0], 1, 2), 11, 10000.0); }},
-});
-
-const RegisterOpCases embedding_cases({
-    {"embedding/11x7_repeated_ids",
-     [] {
-       return Inputs{param({11, 7}, 151),
-                     i64({3, 0, 3, 10, 3, 5, 0, 9, 3, 1, 2, 10, 4, 3, 3}, {3, 5})};
-     },
-     [](const Inputs& in) { return ops::embedding(in[0], in[1]); }},
-    {"embedding/5x3_i32_ids",
-     [] {
-       return Inputs{param({5, 3}, 152),
-                     Tensor::from_vector(std::vector<int32_t>{4, 4, 1, 0, 4}, {5})};
-     },
-     [](const Inputs& in) { return ops::embedding(in[0], in[1]); }},
-});
 
 // ---- forward values ------------------------------------------------------------
 

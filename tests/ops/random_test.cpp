@@ -1,6 +1,6 @@
-// Random ops: dropout gradcheck with the mask replayed from one reservation,
-// the node keeping only that reservation, replay after the stream advanced,
-// thread-count independence, and the initialisers' distributions.
+// Random ops (dropout's cases, the mask replayed from one reservation, are
+// in tests/cases/random.cpp): the node keeping only that reservation, replay after the stream
+// advanced, thread-count independence, and the initialisers' distributions.
 #include "ops/random.h"
 
 #include <algorithm>
@@ -16,30 +16,6 @@
 
 namespace reprise::testing {
 namespace {
-
-// Each evaluation builds a fresh Generator with the same seed, so every
-// central difference sees the same reservation, hence the same mask, and
-// the analytic gradient regenerates that mask in backward.
-OpFn dropout_fn(double p, bool transposed = false) {
-  return [p, transposed](const Inputs& in) {
-    rng::Generator gen(42);
-    return ops::dropout(transposed ? ops::transpose(in[0], 0, 1) : in[0], p, gen);
-  };
-}
-
-const RegisterOpCases random_cases({
-    {"dropout/p0.3_3x5x7",
-     [] {
-       return Inputs{param({3, 5, 7}, 21)};
-     },
-     dropout_fn(0.3)},
-    {"dropout/p0.5_257", [] { return Inputs{param({257}, 22)}; }, dropout_fn(0.5)},
-    {"dropout/p0.2_transposed_9x13",
-     [] {
-       return Inputs{param({13, 9}, 23)};
-     },
-     dropout_fn(0.2, true)},
-});
 
 TEST(RandomOps, DropoutNodeKeepsOnlyTheReservation) {
   rng::Generator gen(7);

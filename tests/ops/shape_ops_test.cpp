@@ -1,4 +1,5 @@
-// cat, split, stack: gradcheck cases, forward values, views and bad input.
+// cat, split, stack: forward values, views and bad input. Their cases are in
+// tests/cases/shape.cpp.
 #include "autograd/backward.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
@@ -12,58 +13,6 @@ namespace reprise::testing {
 namespace {
 
 using reprise::Tensor;
-
-const RegisterOpCases shape_cases({
-    {"cat/3x5x7+3x2x7_dim1",
-     [] {
-       return Inputs{param({3, 5, 7}, 51), param({3, 2, 7}, 52)};
-     },
-     [](const Inputs& in) {
-       return ops::cat({in[0], in[1]}, 1);
-     }},
-    // Three inputs along the last dim, one of them a transposed view and
-    // one used twice (its gradient is the sum of two slices).
-    {"cat/last_dim_views_repeat",
-     [] {
-       return Inputs{param({3, 5}, 53), param({5, 3}, 54)};
-     },
-     [](const Inputs& in) {
-       Tensor t = ops::transpose(in[1], 0, 1);
-       return ops::tanh(ops::cat({in[0], t, in[0]}, -1));
-     }},
-    // Pieces 0 and 2 used, piece 1 not: its part of dx must be zero.
-    {"split/sizes_2_3_2_dim2",
-     [] {
-       return Inputs{param({3, 5, 7}, 55)};
-     },
-     [](const Inputs& in) {
-       std::vector<Tensor> p = ops::split(in[0], {2, 3, 2}, 2);
-       return ops::cat({ops::mul(p[0], p[0]), ops::exp(p[2])}, 2);
-     }},
-    // Chunks of 2 over a dim of 5: sizes 2, 2, 1.
-    {"split/chunk2_of_5",
-     [] {
-       return Inputs{param({3, 5, 7}, 56)};
-     },
-     [](const Inputs& in) {
-       std::vector<Tensor> p = ops::split(in[0], 2, 1);
-       return ops::cat({ops::sigmoid(p[2]), ops::mul(p[0], p[1])}, 1);
-     }},
-    {"stack/dim1_repeat",
-     [] {
-       return Inputs{param({3, 5}, 57), param({3, 5}, 58)};
-     },
-     [](const Inputs& in) {
-       return ops::tanh(ops::stack({in[0], in[1], in[0]}, 1));
-     }},
-    {"stack/dim_last_3x5x7",
-     [] {
-       return Inputs{param({3, 5, 7}, 59), param({3, 5, 7}, 60)};
-     },
-     [](const Inputs& in) {
-       return ops::stack({in[0], in[1]}, -1);
-     }},
-});
 
 TEST(ShapeOps, CatValues) {
   Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});

@@ -1,6 +1,6 @@
-// ops::swiglu: gradcheck (a transposed gate among the cases), bitwise
-// equality with silu(gate) * up (values and both gradients), what it saves
-// and bad input.
+// ops::swiglu: bitwise equality with silu(gate) * up (values and both
+// gradients), what it saves and bad input. Its cases are in
+// tests/cases/swiglu.cpp.
 #include "ops/swiglu.h"
 
 #include "autograd/backward.h"
@@ -13,19 +13,6 @@
 
 namespace reprise::testing {
 namespace {
-
-const RegisterOpCases swiglu_cases({
-    {"swiglu/3x5x7",
-     [] {
-       return Inputs{param({3, 5, 7}, 61, -4, 4), param({3, 5, 7}, 62)};
-     },
-     [](const Inputs& in) { return ops::swiglu(in[0], in[1]); }},
-    {"swiglu/transposed_gate",
-     [] {
-       return Inputs{param({6, 4}, 63, -4, 4), param({4, 6}, 64)};
-     },
-     [](const Inputs& in) { return ops::swiglu(ops::transpose(in[0], 0, 1), in[1]); }},
-});
 
 struct Result {
   std::vector<float> y, dgate, dup;

@@ -11,29 +11,39 @@
 namespace reprise::testing {
 namespace {
 
-double weighted_sum(const Tensor& out, const std::vector<double>& w) {
-  std::vector<double> v = out.to_vector<double>();
+// sum_i <outputs_i, weights_i> over the floating outputs, in doubles.
+double weighted_sum(const Outputs& outputs, const std::vector<Tensor>& weights) {
   double s = 0;
-  for (size_t i = 0; i < v.size(); ++i) s += v[i] * w[i];
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!weights[k].defined()) continue;
+    const std::vector<double> v = outputs[k].to_vector<double>(),
+                              w = weights[k].to_vector<double>();
+    for (size_t i = 0; i < v.size(); ++i) s += v[i] * w[i];
+  }
   return s;
 }
 
 }  // namespace
 
-std::string op_of(const OpCase& c) { return c.name.substr(0, c.name.find('/')); }
-
-Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed, DType dtype) {
-  std::vector<double> v(size_t(numel(shape)));
-  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (double& x : v) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    x = lo + (hi - lo) * double(state >> 11) * 0x1.0p-53;
+std::vector<Tensor> output_weights(const Outputs& outputs) {
+  std::vector<Tensor> weights;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& y = outputs[k];
+    weights.push_back(y.defined() && is_floating(y.dtype())
+                          ? uniform(y.shape(), -1.0, 1.0, 977 + k, y.dtype()).to(y.device())
+                          : Tensor());
   }
-  return Tensor::from_vector(v, shape).to(dtype);
+  return weights;
 }
 
-Tensor param(const Shape& shape, uint64_t seed, double lo, double hi) {
-  return uniform(shape, lo, hi, seed).requires_grad(true);
+Tensor weighted_loss(const Outputs& outputs, const std::vector<Tensor>& weights) {
+  Tensor loss;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!weights[k].defined() || !outputs[k].requires_grad()) continue;
+    const Tensor term = ops::sum(ops::mul(outputs[k], weights[k]));
+    loss = loss.defined() ? ops::add(loss, term) : term;
+  }
+  return loss;
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -63,16 +73,16 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 ::testing::AssertionResult gradcheck(const OpFn& fn, const Inputs& inputs, GradcheckOptions o) {
-  Tensor out = fn(inputs);
-  Tensor w = uniform(out.shape(), -1.0, 1.0, 977, out.dtype());
-  std::vector<double> wv = w.to_vector<double>();
+  const Outputs out = fn(inputs);
+  const std::vector<Tensor> weights = output_weights(out);
 
   Inputs diff;
   for (const Tensor& t : inputs) {
     if (t.defined() && t.requires_grad()) diff.push_back(t);
   }
   if (diff.empty()) return ::testing::AssertionFailure() << "no input requires grad";
-  Tensor loss = ops::sum(ops::mul(out, w));
+  const Tensor loss = weighted_loss(out, weights);
+  if (!loss.defined()) return ::testing::AssertionFailure() << "no output takes a gradient";
   autograd::Tensors analytic = autograd::grad({loss}, diff, {}, {}, /*allow_unused=*/true);
 
   std::ostringstream failures;
@@ -89,9 +99,9 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
       {
         NoGradGuard no_grad;
         p[i] = saved + o.eps;
-        plus = weighted_sum(fn(inputs), wv);
+        plus = weighted_sum(fn(inputs), weights);
         p[i] = saved - o.eps;
-        minus = weighted_sum(fn(inputs), wv);
+        minus = weighted_sum(fn(inputs), weights);
         p[i] = saved;
       }
       double numeric = (plus - minus) / (2 * o.eps);
@@ -105,15 +115,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   }
   if (bad) return ::testing::AssertionFailure() << bad << " mismatching elements" << failures.str();
   return ::testing::AssertionSuccess();
-}
-
-std::vector<OpCase>& op_cases() {
-  static std::vector<OpCase> cases;
-  return cases;
-}
-
-RegisterOpCases::RegisterOpCases(std::vector<OpCase> cases) {
-  for (OpCase& c : cases) op_cases().push_back(std::move(c));
 }
 
 }  // namespace reprise::testing

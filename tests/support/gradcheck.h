@@ -1,7 +1,7 @@
 #pragma once
-// Gradient checking in f64 by central differences, and the table of op
-// cases that drives it (tests/ops/gradcheck_test.cpp). Each op family adds
-// its cases from its own test file with a static RegisterOpCases.
+// Gradient checking in f64 by central differences, which the op case table
+// (tests/cases/op_case.h) drives in tests/ops/gradcheck_test.cpp, and the
+// comparisons of results that tests share.
 
 #include <gtest/gtest.h>
 
@@ -10,44 +10,24 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "tests/cases/inputs.h"
+#include "tests/cases/op_case.h"
 
 namespace reprise::testing {
 
-using Inputs = std::vector<Tensor>;
-using OpFn = std::function<Tensor(const Inputs&)>;
-
-struct GradcheckOptions {
-  double eps = 1e-6;   // central-difference step
-  double atol = 1e-7;  // |analytic - numeric| <= atol + rtol * |numeric|
-  double rtol = 1e-5;
-};
-
 // Checks d<fn(inputs), w>/d(input) for every input that requires grad,
-// where w is a fixed pseudo-random weighting of the output: the analytic
-// gradient (autograd::grad) against central differences.
+// where w is a fixed pseudo-random weighting of each floating output: the
+// analytic gradient (autograd::grad) against central differences.
 ::testing::AssertionResult gradcheck(const OpFn& fn, const Inputs& inputs,
                                      GradcheckOptions options = {});
 
-struct OpCase {
-  std::string name;                // "silu/3x5x7": the registered op, then what is special
-  std::function<Inputs()> inputs;  // f64; differentiable ones require grad
-  OpFn fn;
-  GradcheckOptions options = {};
-};
-
-std::vector<OpCase>& op_cases();
-
-// The registered op a case exercises: its name up to the first '/'.
-std::string op_of(const OpCase& c);
-
-struct RegisterOpCases {
-  explicit RegisterOpCases(std::vector<OpCase> cases);
-};
-
-// Deterministic test data (a fixed LCG, independent of the rng layer).
-Tensor uniform(const Shape& shape, double lo, double hi, uint64_t seed, DType dtype = DType::f64);
-// A leaf that requires grad.
-Tensor param(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0);
+// The weighting of each floating output that gradcheck and the backend
+// comparisons use: uniform on [-1, 1), fixed by the output's position and
+// shape, on its device (undefined for integer outputs).
+std::vector<Tensor> output_weights(const Outputs& outputs);
+// sum_k sum(outputs_k * weights_k) over the outputs that require grad: the
+// recorded scalar whose gradient is compared; undefined when none does.
+Tensor weighted_loss(const Outputs& outputs, const std::vector<Tensor>& weights);
 
 // Max |a - b| over all elements (same shape), as doubles.
 double max_abs_diff(const Tensor& a, const Tensor& b);
