@@ -29,7 +29,6 @@
 #include "nn/llama.h"
 #include "nn/moe.h"
 #include "nn/optim.h"
-#include "nn/train_state.h"
 #include "python/src/bind.h"
 
 namespace reprise::python {
