@@ -19,15 +19,16 @@ const char* stop_reason_name(StopReason r) {
   }
 }
 
-void check_prompt(const LlamaConfig& c, const std::vector<int64_t>& prompt) {
+void check_prompt(const LlamaConfig& c, const std::vector<int64_t>& prompt,
+                  const std::string& who) {
   const int64_t P = int64_t(prompt.size()), V = c.vocab_size;
-  REPRISE_CHECK(P >= 1, "generate: the prompt is empty (no tokens to start from)");
-  REPRISE_CHECK(P <= c.max_sequence_length(), "generate: the prompt's ", P,
+  REPRISE_CHECK(P >= 1, who, ": the prompt is empty (no tokens to start from)");
+  REPRISE_CHECK(P <= c.max_sequence_length(), who, ": the prompt's ", P,
                 " tokens exceed the model's longest sequence, ", c.max_sequence_length(),
                 " (max_position_embeddings = ", c.max_position_embeddings, ")");
   for (int64_t t = 0; t < P; ++t) {
     const int64_t id = prompt[size_t(t)];
-    REPRISE_CHECK(id >= 0 && id < V, "generate: prompt token ", t, " is id ", id,
+    REPRISE_CHECK(id >= 0 && id < V, who, ": prompt token ", t, " is id ", id,
                   ", outside the model's vocabulary [0, ", V, ")");
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "nn/llama.h"
@@ -43,8 +44,10 @@ struct GenerationResult {
 
 // Raises an Error unless `prompt` has at least one and at most
 // max_sequence_length() ids, each in [0, vocab_size) (naming the
-// position and the id of the first that is not).
-void check_prompt(const LlamaConfig& config, const std::vector<int64_t>& prompt);
+// position and the id of the first that is not). `who` begins the message
+// ("rollout: sequence 3").
+void check_prompt(const LlamaConfig& config, const std::vector<int64_t>& prompt,
+                  const std::string& who = "generate");
 
 // Continues `prompt` (see check_prompt) with up to max_new_tokens tokens,
 // batch 1, on the model's device. on_token(id) is called as each token is

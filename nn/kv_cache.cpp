@@ -1,6 +1,7 @@
 #include "nn/kv_cache.h"
 
 #include "engine/error.h"
+#include "ops/indexing.h"
 
 namespace reprise::nn {
 
@@ -32,6 +33,20 @@ void KvCache::advance(int64_t tokens) {
   REPRISE_CHECK(tokens >= 0 && length_ + tokens <= capacity_, "KvCache: ", length_, " + ", tokens,
                 " positions do not fit its capacity of ", capacity_);
   length_ += tokens;
+}
+
+void KvCache::keep_rows(const std::vector<int64_t>& rows) {
+  REPRISE_CHECK(!rows.empty(), "KvCache::keep_rows: no rows to keep of ", batch_);
+  for (int64_t r : rows) {
+    REPRISE_CHECK(r >= 0 && r < batch_, "KvCache::keep_rows: row ", r, " outside the batch of ",
+                  batch_);
+  }
+  const Tensor index = Tensor::from_vector(rows, {int64_t(rows.size())}).to(layers_[0].k.device());
+  for (Buffers& b : layers_) {
+    b.k = ops::index_select(b.k, 0, index);
+    b.v = ops::index_select(b.v, 0, index);
+  }
+  batch_ = int64_t(rows.size());
 }
 
 }  // namespace reprise::nn

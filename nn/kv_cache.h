@@ -40,6 +40,10 @@ class KvCache {
   // Counts `tokens` more positions as held, once a forward wrote them in
   // every layer. Raises when that passes the capacity.
   void advance(int64_t tokens);
+  // Keeps only the sequences `rows` (indices into the batch, in the order
+  // given): the batch becomes rows.size(), each kept sequence's positions
+  // as they were. A batch of rollouts drops the sequences that stopped.
+  void keep_rows(const std::vector<int64_t>& rows);
   // Forgets every position (the buffers stay allocated).
   void clear() { length_ = 0; }
 

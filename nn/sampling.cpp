@@ -28,8 +28,8 @@ std::string SamplingOptions::describe() const {
   return s.str();
 }
 
-TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed)
-    : options_(options), gen_(seed) {
+TokenSampler::TokenSampler(const SamplingOptions& options, uint64_t seed, std::string stream)
+    : options_(options), gen_(seed), stream_(std::move(stream)) {
   options_.validate();
 }
 
@@ -38,7 +38,7 @@ int64_t TokenSampler::next(const Tensor& logits) {
                     (logits.dtype() == DType::f32 || logits.dtype() == DType::f64),
                 "TokenSampler: expected logits of shape (V) f32 or f64, got ",
                 logits.defined() ? logits.describe() : std::string("undefined"));
-  const rng::Reservation r = gen_.reserve("sample", 2);
+  const rng::Reservation r = gen_.reserve(stream_, 2);
   uint32_t w[2];
   rng::generate_words(r.seed, r.subsequence, r.offset, w, 2);
 

@@ -36,8 +36,9 @@ struct SamplingOptions {
 
 class TokenSampler {
  public:
-  // Draws from the stream "sample" of a generator seeded with `seed`.
-  TokenSampler(const SamplingOptions& options, uint64_t seed);
+  // Draws from `stream` of a generator seeded with `seed` (a batch of
+  // rollouts gives each sequence a stream of its own, nn/rollout.h).
+  TokenSampler(const SamplingOptions& options, uint64_t seed, std::string stream = "sample");
 
   // logits: (V) f32 or f64, read on the host -> the chosen id in [0, V).
   // Each call reserves 4 words of the stream (greedy ones too, so call n
@@ -54,6 +55,7 @@ class TokenSampler {
  private:
   SamplingOptions options_;
   rng::Generator gen_;
+  std::string stream_;
 };
 
 }  // namespace reprise::nn

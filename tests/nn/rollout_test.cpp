@@ -1,0 +1,210 @@
+// Rollouts (nn/rollout.h): a sequence's tokens and log-probs are bit for
+// bit its own, whatever its batch-mates, the thread count and the CPU
+// capability, and the training forward gives the same log-probs bit for
+// bit, with grad, under each checkpoint policy, for every family's tiny
+// model (dense, sliding-window, MoE, MLA).
+#include "nn/rollout.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "autograd/backward.h"
+#include "engine/threads.h"
+#include "nn/checkpointing.h"
+#include "nn/hf.h"
+#include "nn/moe.h"
+#include "ops/reduce.h"
+#include "tests/support/capabilities.h"
+#include "tests/support/expect_error.h"
+#include "tests/support/golden.h"
+
+namespace reprise::nn {
+namespace {
+
+using testing::expect_error;
+using testing::fixture_path;
+
+const char* const kModels[] = {"llama_tiny",          "mixtral_tiny",       "families/llama3",
+                               "families/mistral",    "families/qwen2",     "families/qwen3",
+                               "families/qwen2_moe",  "families/qwen3_moe", "families/olmoe",
+                               "families/deepseek_v3"};
+
+// Prompts of lengths 5, 9, 5 and 5 (the last repeats the first): two
+// lengths, so two batches, one of them of three.
+std::vector<std::vector<int64_t>> prompts_for(int64_t vocab) {
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t length : {5, 9, 5}) {
+    std::vector<int64_t> p;
+    for (int64_t t = 0; t < length; ++t) p.push_back((prompts.size() * 31 + t * 7 + 3) % vocab);
+    prompts.push_back(p);
+  }
+  prompts.push_back(prompts[0]);
+  return prompts;
+}
+
+// Sampling at temperature 1 over every id, with stop tokens that end some
+// sequences early (a batch then shrinks mid-way).
+RolloutOptions sampling_options(int64_t vocab) {
+  RolloutOptions o;
+  o.max_new_tokens = 12;
+  o.sampling.temperature = 1.0;
+  o.seed = 2026;
+  for (int64_t id = 1; id < vocab; id += vocab / 6) o.stop_tokens.push_back(id);
+  return o;
+}
+
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+  return out;
+}
+
+void expect_same(const Rollout& a, const Rollout& b, const std::string& what) {
+  EXPECT_EQ(a.tokens, b.tokens) << what;
+  EXPECT_EQ(bits(a.logprobs), bits(b.logprobs)) << what;
+  EXPECT_EQ(a.stop, b.stop) << what;
+}
+
+TEST(Rollout, ASequenceIsItsOwnWhateverItsBatch) {
+  for (const char* folder : kModels) {
+    SCOPED_TRACE(folder);
+    auto model = load_model(fixture_path(folder));
+    const auto prompts = prompts_for(model->config().vocab_size);
+    const RolloutOptions o = sampling_options(model->config().vocab_size);
+    const std::vector<Rollout> together = generate(*model, prompts, o);
+    ASSERT_EQ(together.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      RolloutOptions alone = o;
+      alone.sequence_ids = {uint64_t(i)};
+      expect_same(generate(*model, {prompts[i]}, alone)[0], together[i],
+                  "sequence " + std::to_string(i) + " alone");
+    }
+    // In reverse order, each keeping its id.
+    RolloutOptions reversed = o;
+    const std::vector<std::vector<int64_t>> backwards(prompts.rbegin(), prompts.rend());
+    for (size_t i = 0; i < prompts.size(); ++i)
+      reversed.sequence_ids.push_back(prompts.size() - 1 - i);
+    const std::vector<Rollout> back = generate(*model, backwards, reversed);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      expect_same(back[prompts.size() - 1 - i], together[i], "reversed");
+    // The same prompt under another id samples its own tokens.
+    EXPECT_NE(together[0].tokens, together[3].tokens);
+  }
+}
+
+TEST(Rollout, SomeSequencesStopEarlyAndEachStopsAtItsStopToken) {
+  auto model = load_model(fixture_path("llama_tiny"));
+  const RolloutOptions o = sampling_options(model->config().vocab_size);
+  std::vector<std::vector<int64_t>> prompts = prompts_for(model->config().vocab_size);
+  for (int i = 0; i < 12; ++i) prompts.push_back(prompts[size_t(i % 3)]);
+  int64_t early = 0;
+  for (const Rollout& r : generate(*model, prompts, o)) {
+    ASSERT_FALSE(r.tokens.empty());
+    ASSERT_EQ(r.logprobs.size(), r.tokens.size());
+    const bool stopped = std::find(o.stop_tokens.begin(), o.stop_tokens.end(), r.tokens.back()) !=
+                         o.stop_tokens.end();
+    EXPECT_EQ(r.stop, stopped ? StopReason::eos : StopReason::max_new_tokens);
+    if (stopped) early += int64_t(r.tokens.size()) < o.max_new_tokens;
+    for (size_t t = 0; t + 1 < r.tokens.size(); ++t)
+      EXPECT_EQ(std::count(o.stop_tokens.begin(), o.stop_tokens.end(), r.tokens[t]), 0);
+    for (float lp : r.logprobs) EXPECT_LE(lp, 0.0f);
+  }
+  EXPECT_GT(early, 0) << "no sequence stopped early: the test exercises nothing";
+}
+
+TEST(Rollout, SameBitsAtEveryThreadCountAndCpuCapability) {
+  for (const char* folder : {"llama_tiny", "mixtral_tiny", "families/deepseek_v3"}) {
+    SCOPED_TRACE(folder);
+    auto model = load_model(fixture_path(folder));
+    const auto prompts = prompts_for(model->config().vocab_size);
+    const RolloutOptions o = sampling_options(model->config().vocab_size);
+    const int threads = threads::num_threads();
+    threads::set_num_threads(1);
+    const std::vector<Rollout> one = generate(*model, prompts, o);
+    threads::set_num_threads(threads);
+    testing::for_each_capability([&](CpuCapability cap) {
+      const std::vector<Rollout> got = generate(*model, prompts, o);
+      for (size_t i = 0; i < prompts.size(); ++i)
+        expect_same(got[i], one[i], std::string("at ") + to_string(cap));
+    });
+  }
+}
+
+// prompt + tokens of each rollout, right-padded with 0 to the longest: a
+// batch for the training forward (causal: padding after a position never
+// reaches it).
+Tensor training_batch(const std::vector<std::vector<int64_t>>& prompts,
+                      const std::vector<Rollout>& rollouts, int64_t& longest) {
+  longest = 0;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    longest = std::max(longest, int64_t(prompts[i].size() + rollouts[i].tokens.size()));
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int64_t> row = prompts[i];
+    row.insert(row.end(), rollouts[i].tokens.begin(), rollouts[i].tokens.end());
+    row.resize(size_t(longest), 0);
+    ids.insert(ids.end(), row.begin(), row.end());
+  }
+  return Tensor::from_vector(ids, {int64_t(prompts.size()), longest});
+}
+
+TEST(Rollout, TheTrainingForwardGivesTheSamplersLogprobsBitForBit) {
+  for (const char* folder : kModels) {
+    SCOPED_TRACE(folder);
+    auto model = load_model(fixture_path(folder));
+    const auto prompts = prompts_for(model->config().vocab_size);
+    const std::vector<Rollout> rollouts =
+        generate(*model, prompts, sampling_options(model->config().vocab_size));
+    int64_t longest = 0;
+    const Tensor ids = training_batch(prompts, rollouts, longest);
+    for (const char* policy : {"none", "full", "op-sac"}) {
+      SCOPED_TRACE(policy);
+      LayerCheckpointing layers(CheckpointConfig::parse(policy), model->dropout_generator(),
+                                moe_block_of(model->config()));
+      const Tensor logprobs = next_token_logprobs(model->forward(ids, layers.runner()).logits, ids);
+      ASSERT_TRUE(logprobs.requires_grad());
+      const std::vector<float> all = logprobs.to_vector<float>();  // (B, longest - 1)
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const size_t P = prompts[i].size(), n = rollouts[i].tokens.size();
+        const auto row = all.begin() + int64_t(i) * (longest - 1);
+        const std::vector<float> trained(row + int64_t(P) - 1, row + int64_t(P + n) - 1);
+        EXPECT_EQ(bits(trained), bits(rollouts[i].logprobs)) << "sequence " << i;
+      }
+      // The gradient reaches the parameters through the recompute.
+      const Tensor loss = ops::sum(logprobs);
+      EXPECT_TRUE(autograd::grad({loss}, {model->model.embed_tokens.weight()})[0].defined());
+    }
+  }
+}
+
+TEST(Rollout, BadInputIsAnErrorNamingTheSequence) {
+  auto model = load_model(fixture_path("llama_tiny"));  // vocabulary 256, 64 positions
+  RolloutOptions o;
+  o.max_new_tokens = 8;
+  expect_error([&] { generate(*model, {{1, 2}, {}}, o); }, {"generate: sequence 1", "empty"});
+  expect_error(
+      [&] {
+        generate(*model, {{1, 2}, {3, 256}}, o);
+      },
+      {"generate: sequence 1", "prompt token 1", "id 256", "[0, 256)"});
+  expect_error([&] { generate(*model, {std::vector<int64_t>(60, 1)}, o); },
+               {"generate: sequence 0", "60 tokens", "max_new_tokens = 8", "68", "64"});
+  RolloutOptions bad = o;
+  bad.stop_tokens = {300};
+  expect_error([&] { generate(*model, {{1}}, bad); }, {"stop token 300", "[0, 256)"});
+  bad = o;
+  bad.sequence_ids = {1, 2};
+  expect_error([&] { generate(*model, {{1}}, bad); }, {"2 sequence_ids for 1 prompts"});
+  bad = o;
+  bad.max_new_tokens = 0;
+  expect_error([&] { generate(*model, {{1}}, bad); }, {"max_new_tokens must be >= 1"});
+  expect_error(
+      [] {
+        next_token_logprobs(Tensor::zeros({2, 3, 5}), Tensor::zeros({2, 4}, DType::i64));
+      },
+      {"next_token_logprobs", "f32[2, 3, 5]", "i64[2, 4]"});
+}
+
+}  // namespace
+}  // namespace reprise::nn
