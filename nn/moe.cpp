@@ -8,6 +8,7 @@
 #include "autograd/scope.h"
 #include "engine/grad_mode.h"
 #include "nn/autocast.h"
+#include "nn/routing.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
 #include "ops/indexing.h"
@@ -212,6 +213,8 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   const Tensor x2 = ops::reshape(x, {-1, x.size(-1)});  // (N, C)
 
   const Routing routing = route_tokens(x2, w, c);
+  if (RoutingCapture* capture = current_routing_capture())
+    capture->routed(layer, routing.route.indices, routing.route.margin, c.num_local_experts);
   Tensor out = run_experts(x2, routing.route, w, c, dispatch, names);  // (N, C)
   if (w.shared_gate.defined()) out = ops::add(out, run_shared_expert(x2, w, names));
   MoeResult r;

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/grad_mode.h"
 #include "nn/kv_cache.h"
+#include "nn/routing.h"
 #include "nn/sampling.h"
 #include "ops/indexing.h"
 #include "ops/softmax.h"
@@ -44,26 +45,27 @@ void check_rollout(const LlamaConfig& c, const std::vector<std::vector<int64_t>>
 }
 
 // The sequences whose prompts have one length, decoded in lockstep through
-// one KV cache; a sequence that stops leaves the cache.
+// one KV cache; a sequence that stops leaves the cache (with
+// record_routing, after one more forward has routed its last token).
 class LengthBatch {
  public:
   LengthBatch(const LlamaForCausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
-              std::vector<size_t> members, const RolloutOptions& o, std::vector<Rollout>& results)
+              const std::vector<size_t>& members, const RolloutOptions& o,
+              std::vector<Rollout>& results)
       : model_(model),
         options_(o),
         results_(results),
-        members_(std::move(members)),
-        cache_(model.config(), int64_t(members_.size()),
-               int64_t(prompts[members_[0]].size()) + o.max_new_tokens - 1,
+        cache_(model.config(), int64_t(members.size()),
+               int64_t(prompts[members[0]].size()) + o.max_new_tokens - (o.record_routing ? 0 : 1),
                model.model.embed_tokens.weight().device()) {
-    for (size_t i : members_) {
-      const uint64_t id = o.sequence_ids.empty() ? uint64_t(i) : o.sequence_ids[i];
-      samplers_.push_back(
-          std::make_unique<TokenSampler>(o.sampling, o.seed, "sample." + std::to_string(id)));
-    }
     std::vector<int64_t> ids;
-    for (size_t i : members_) ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
-    const int64_t b = int64_t(members_.size());
+    for (size_t i : members) {
+      const uint64_t id = o.sequence_ids.empty() ? uint64_t(i) : o.sequence_ids[i];
+      members_.push_back(
+          {i, std::make_unique<TokenSampler>(o.sampling, o.seed, "sample." + std::to_string(id))});
+      ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
+    }
+    const int64_t b = int64_t(members.size());
     next_ids_ = Tensor::from_vector(ids, {b, int64_t(ids.size()) / b});
   }
 
@@ -72,17 +74,30 @@ class LengthBatch {
     int64_t forwards = 0;
     const Device device = model_.model.embed_tokens.weight().device();
     while (!members_.empty()) {
+      RoutingCapture capture;
       const Tensor logits = model_.forward_cached(next_ids_.to(device), cache_, /*last_only=*/true);
       ++forwards;
+      if (options_.record_routing) {
+        const std::vector<RoutingRecord> fed =
+            capture.records(int64_t(members_.size()), next_ids_.size(1));
+        for (size_t r = 0; r < members_.size(); ++r)
+          results_[members_[r].index].routing.append(fed[r]);
+      }
       choose(logits);  // (b, 1, V)
     }
     return forwards;
   }
 
  private:
-  // Each member's next token and its log-prob; drops the members that stop.
-  // logits: (b, 1, V) on the model's device, where their log_softmax runs
-  // as a training step's does.
+  struct Member {
+    size_t index;  // into the prompts
+    std::unique_ptr<TokenSampler> sampler;
+    bool finishing = false;  // stopped; this forward routed its last token
+  };
+
+  // Each running member's next token and its log-prob; drops the members
+  // that are done. logits: (b, 1, V) on the model's device, where their
+  // log_softmax runs as a training step's does.
   void choose(const Tensor& logits) {
     const int64_t V = model_.config().vocab_size;
     const int64_t limit = options_.choose_below > 0 ? options_.choose_below : V;
@@ -90,39 +105,37 @@ class LengthBatch {
     const Tensor logprobs = ops::log_softmax(logits, -1).to(Device::cpu());
     std::vector<int64_t> keep, next;
     for (size_t r = 0; r < members_.size(); ++r) {
+      Member& m = members_[r];
+      Rollout& out = results_[m.index];
+      if (m.finishing) continue;
       const Tensor row = host.slice(0, int64_t(r), int64_t(r) + 1).view({V});
-      const int64_t id = samplers_[r]->next(row.slice(0, 0, limit));
-      Rollout& out = results_[members_[r]];
+      const int64_t id = m.sampler->next(row.slice(0, 0, limit));
       out.tokens.push_back(id);
       out.logprobs.push_back(logprobs.data<float>()[int64_t(r) * V + id]);
       const bool stop_token = std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(),
                                         id) != options_.stop_tokens.end();
       if (stop_token) out.stop = StopReason::eos;
-      if (stop_token || int64_t(out.tokens.size()) == options_.max_new_tokens) continue;
+      const bool done = stop_token || int64_t(out.tokens.size()) == options_.max_new_tokens;
+      if (done && !options_.record_routing) continue;
+      m.finishing = done;
       keep.push_back(int64_t(r));
       next.push_back(id);
     }
-    if (keep.size() < members_.size()) drop_all_but(keep);
+    if (keep.size() < members_.size()) keep_only(keep);
     if (!members_.empty()) next_ids_ = Tensor::from_vector(next, {int64_t(next.size()), 1});
   }
 
-  void drop_all_but(const std::vector<int64_t>& keep) {
-    std::vector<size_t> members;
-    std::vector<std::unique_ptr<TokenSampler>> samplers;
-    for (int64_t r : keep) {
-      members.push_back(members_[size_t(r)]);
-      samplers.push_back(std::move(samplers_[size_t(r)]));
-    }
+  void keep_only(const std::vector<int64_t>& keep) {
+    std::vector<Member> members;
+    for (int64_t r : keep) members.push_back(std::move(members_[size_t(r)]));
     members_ = std::move(members);
-    samplers_ = std::move(samplers);
     if (!keep.empty()) cache_.keep_rows(keep);
   }
 
   const LlamaForCausalLM& model_;
   const RolloutOptions& options_;
   std::vector<Rollout>& results_;
-  std::vector<size_t> members_;                          // indices into the prompts, still running
-  std::vector<std::unique_ptr<TokenSampler>> samplers_;  // each member's stream
+  std::vector<Member> members_;  // still running or finishing
   KvCache cache_;
   Tensor next_ids_;  // (b, T) i64 on the host: what the next forward feeds
 };
@@ -140,7 +153,7 @@ std::vector<Rollout> generate(const LlamaForCausalLM& model,
   std::vector<Rollout> results(prompts.size());
   int64_t forwards = 0;
   for (auto& [length, members] : by_length) {
-    forwards += LengthBatch(model, prompts, std::move(members), options, results).run();
+    forwards += LengthBatch(model, prompts, members, options, results).run();
   }
   if (times) {
     times->forwards = forwards;

@@ -21,6 +21,7 @@
 
 #include "nn/generation.h"
 #include "nn/llama.h"
+#include "nn/routing.h"
 
 namespace reprise::nn {
 
@@ -36,6 +37,9 @@ struct RolloutOptions {
   // Per prompt, the id of its sampling stream; empty: the prompt's index.
   // Two sequences with one id and one prompt choose the same tokens.
   std::vector<uint64_t> sequence_ids;
+  // Also record each sequence's routing (MoE models): every position of
+  // prompt + tokens, the last token's too (one more forward feeds it).
+  bool record_routing = false;
 };
 
 struct Rollout {
@@ -45,6 +49,9 @@ struct Rollout {
   // sampling options, as a training step computes it.
   std::vector<float> logprobs;
   StopReason stop = StopReason::max_new_tokens;  // max_new_tokens or eos (a stop token)
+  // With record_routing: the experts of prompt.size() + tokens.size()
+  // positions (nn/routing.h); no layers for a dense model.
+  RoutingRecord routing;
 };
 
 struct RolloutTimes {

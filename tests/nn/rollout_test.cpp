@@ -14,6 +14,7 @@
 #include "nn/checkpointing.h"
 #include "nn/hf.h"
 #include "nn/moe.h"
+#include "nn/routing.h"
 #include "ops/reduce.h"
 #include "tests/support/capabilities.h"
 #include "tests/support/expect_error.h"
@@ -174,6 +175,52 @@ TEST(Rollout, TheTrainingForwardGivesTheSamplersLogprobsBitForBit) {
       // The gradient reaches the parameters through the recompute.
       const Tensor loss = ops::sum(logprobs);
       EXPECT_TRUE(autograd::grad({loss}, {model->model.embed_tokens.weight()})[0].defined());
+    }
+  }
+}
+
+TEST(Rollout, TheRoutingRecordIsTheTrainingForwardsRouting) {
+  for (const char* folder : kModels) {
+    SCOPED_TRACE(folder);
+    auto model = load_model(fixture_path(folder));
+    const auto prompts = prompts_for(model->config().vocab_size);
+    RolloutOptions o = sampling_options(model->config().vocab_size);
+    const std::vector<Rollout> plain = generate(*model, prompts, o);
+    o.record_routing = true;
+    const std::vector<Rollout> recorded = generate(*model, prompts, o);
+    int64_t longest = 0;
+    const Tensor ids = training_batch(prompts, recorded, longest);
+    RoutingCapture capture;
+    model->forward(ids);
+    const std::vector<RoutingRecord> trained = capture.records(int64_t(prompts.size()), longest);
+    const size_t moe_layers = moe_block_of(model->config()).empty() ? 0 : trained[0].layers.size();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      expect_same(recorded[i], plain[i], "recording changes nothing");
+      const RoutingRecord& r = recorded[i].routing;
+      const int64_t positions = int64_t(prompts[i].size() + recorded[i].tokens.size());
+      ASSERT_EQ(r.positions, positions);
+      EXPECT_EQ(r.layers.size(), moe_layers);
+      const RoutingRecord t = trained[i].first_positions(positions);
+      EXPECT_EQ(routing_flips(r, t), 0);
+      EXPECT_EQ(r.experts, t.experts) << "sequence " << i;
+      EXPECT_EQ(r.margin, t.margin) << "sequence " << i;
+    }
+    if (moe_layers > 0) {
+      // A different choice counts as a flip, an order swap does not.
+      RoutingRecord flipped = recorded[0].routing;
+      std::swap(flipped.experts[0], flipped.experts[1]);
+      EXPECT_EQ(routing_flips(flipped, recorded[0].routing), 0);
+      // Position 0 of the first MoE layer takes an expert it did not choose.
+      for (uint16_t e = 0; e < flipped.num_experts; ++e) {
+        if (std::find(flipped.experts.begin(), flipped.experts.begin() + flipped.k, e) ==
+            flipped.experts.begin() + flipped.k) {
+          flipped.experts[0] = e;
+          break;
+        }
+      }
+      EXPECT_EQ(routing_flips(flipped, recorded[0].routing), 1);
+      expect_error([&] { routing_flips(recorded[0].routing, recorded[1].routing); },
+                   {"routing_flips", "positions does not fit"});
     }
   }
 }

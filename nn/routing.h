@@ -1,0 +1,90 @@
+#pragma once
+// Routing records: which experts each position of a sequence chose in each
+// MoE layer, and how close each choice came to flipping. A rollout records
+// them as it samples (nn/rollout.h); a training forward's routing is
+// captured the same way (RoutingCapture), so the two can be compared
+// (routing_flips), and a training forward can route by a record
+// (RoutingReplay, rollout routing replay: "R3").
+//
+// L = MoE layers, P = positions, k = experts per token.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace reprise::nn {
+
+struct RoutingRecord {
+  std::vector<std::string> layers;  // the MoE layers, in forward order ("model.layers.1.mlp")
+  int64_t num_experts = 0;          // E
+  int64_t k = 0;
+  int64_t positions = 0;  // P
+  // experts[(t L + l) k + j]: the j-th expert (best first) that position t
+  // chose in layer l; E is at most 65536. Position-major, so a record
+  // grows by appending.
+  std::vector<uint16_t> experts;
+  // margin[t L + l]: ops::MoeRoute::margin, the ulps from position t's k-th
+  // choice down to the best expert it did not choose (0 or 1: a near-tie).
+  std::vector<int64_t> margin;
+
+  // Expert j of position t in layer l.
+  int64_t expert(int64_t t, size_t l, int64_t j) const {
+    return experts[size_t((t * int64_t(layers.size()) + int64_t(l)) * k + j)];
+  }
+  // Positions [0, count).
+  RoutingRecord first_positions(int64_t count) const;
+  // Appends `more`'s positions (the same layers, E and k; an empty record
+  // takes them).
+  void append(const RoutingRecord& more);
+  // Raises an Error naming `what` unless the two records have the same
+  // layers, E, k and positions.
+  void check_matches(const RoutingRecord& other, const std::string& what) const;
+};
+
+// The (layer, position) pairs whose set of chosen experts differs between
+// two records of one sequence (the order within a set aside). Raises when
+// they do not match (check_matches).
+int64_t routing_flips(const RoutingRecord& a, const RoutingRecord& b);
+
+// Captures the routing of every MoE layer that runs on this thread while it
+// lives (nesting: the innermost capture sees it). One forward of input
+// (B, T) routes B T tokens in each layer; records() cuts them into the B
+// sequences.
+class RoutingCapture {
+ public:
+  RoutingCapture();
+  ~RoutingCapture();
+  RoutingCapture(const RoutingCapture&) = delete;
+  RoutingCapture& operator=(const RoutingCapture&) = delete;
+
+  // Called by each MoE layer: indices (N, k) i64 and margin (N) i64, on any
+  // device.
+  void routed(const std::string& layer, const Tensor& indices, const Tensor& margin,
+              int64_t num_experts);
+
+  // The routing of the one forward captured since the last clear(), of
+  // `batch` sequences of `positions` each (N = batch positions in every
+  // layer): one record per sequence. Raises when the capture saw another
+  // number of tokens or a layer twice.
+  std::vector<RoutingRecord> records(int64_t batch, int64_t positions) const;
+  // Forgets what was captured.
+  void clear() { layers_.clear(); }
+
+ private:
+  struct Layer {
+    std::string name;
+    int64_t num_experts;
+    std::vector<int64_t> indices;  // (N, k)
+    std::vector<int64_t> margin;   // (N)
+    int64_t k;
+  };
+  std::vector<Layer> layers_;
+  RoutingCapture* outer_;
+};
+
+// The capture this thread's MoE layers report to, or nullptr.
+RoutingCapture* current_routing_capture();
+
+}  // namespace reprise::nn
