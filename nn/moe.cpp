@@ -84,7 +84,76 @@ struct Routing {
   ops::MoeRoute route;
 };
 
-Routing route_tokens(const Tensor& x2, const MoeWeights& w, const MoeConfig& c) {
+// The dispatch order of assignments a = n k + j with experts ids[a]: by
+// expert, then token, then rank (moe_route's). order[slot] = a; counts (E).
+void dispatch_order(const std::vector<int64_t>& ids, int64_t E, std::vector<int64_t>& order,
+                    std::vector<int64_t>& counts) {
+  counts.assign(size_t(E), 0);
+  for (int64_t e : ids) ++counts[size_t(e)];
+  std::vector<int64_t> next(size_t(E), 0);  // where expert e's next assignment goes
+  for (int64_t e = 1; e < E; ++e) next[size_t(e)] = next[size_t(e - 1)] + counts[size_t(e - 1)];
+  order.resize(ids.size());
+  for (size_t a = 0; a < ids.size(); ++a) order[size_t(next[size_t(ids[a])]++)] = int64_t(a);
+}
+
+// The route that a routing replay's record gives the layer's tokens: the
+// record's experts (a token past its record keeps its own choice), with no
+// capacity limit, in moe_route's dispatch order. A token whose experts are
+// its own keeps its gates bit for bit; the others' gates come from the
+// current scores of the record's experts, renormalized and scaled as
+// moe_route's. The plain route itself where nothing differs.
+ops::MoeRoute replayed(const Routing& r, RoutingReplay& replay, const MoeConfig& c,
+                       const std::string& layer) {
+  const int64_t N = r.scores.size(0), E = c.num_local_experts, k = c.num_experts_per_tok;
+  std::vector<int64_t> ids = replay.experts(layer, N, E, k);
+  const std::vector<int64_t> own = r.route.indices.to_vector<int64_t>();
+  const bool all_kept = r.route.token.numel() == N * k;  // no capacity limit dropped any
+  std::vector<uint8_t> changed(size_t(N * k));           // per assignment: a new gate
+  int64_t flips = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const auto row = ids.begin() + n * k;
+    const auto mine = own.begin() + n * k;
+    if (row[0] < 0) std::copy(mine, mine + k, row);
+    const bool same = std::equal(row, row + k, mine);
+    flips += !std::is_permutation(row, row + k, mine);
+    std::fill_n(changed.begin() + n * k, k, uint8_t(!same || !all_kept));
+  }
+  replay.count_overridden(flips);
+  if (ids == own && all_kept) return r.route;
+
+  const Device device = r.scores.device();
+  auto on_device = [&](const std::vector<int64_t>& v, const Shape& shape) {
+    return Tensor::from_vector(v, shape).to(device);
+  };
+  const Tensor indices = on_device(ids, {N, k});
+  Tensor gates = ops::gather(r.scores, 1, indices);  // (N, k)
+  if (c.norm_topk_prob) gates = ops::div(gates, ops::sum(gates, {-1}, true));
+  if (c.routed_scaling_factor != 1.0) gates = ops::mul(gates, c.routed_scaling_factor);
+  gates = ops::reshape(gates, {N * k});
+  std::vector<int64_t> order, counts;
+  if (all_kept) {  // the unchanged tokens' own gates, from the plain route's dispatch order
+    dispatch_order(own, E, order, counts);
+    std::vector<int64_t> slot(size_t(N * k));
+    for (size_t s = 0; s < order.size(); ++s) slot[size_t(order[s])] = int64_t(s);
+    Tensor mask = Tensor::empty({N * k}, DType::boolean);
+    std::copy(changed.begin(), changed.end(), mask.data<bool>());
+    gates = ops::where(mask.to(device), gates,
+                       ops::index_select(r.route.weights, 0, on_device(slot, {N * k})));
+  }
+  dispatch_order(ids, E, order, counts);
+  std::vector<int64_t> token(order.size());
+  for (size_t s = 0; s < order.size(); ++s) token[s] = order[s] / k;
+  ops::MoeRoute route = r.route;
+  route.indices = indices;
+  route.weights = ops::index_select(gates, 0, on_device(order, {N * k}));  // (M)
+  route.token = on_device(token, {N * k});
+  route.counts = on_device(counts, {E});
+  route.routed = route.counts;
+  return route;
+}
+
+Routing route_tokens(const Tensor& x2, const MoeWeights& w, const MoeConfig& c,
+                     const std::string& layer) {
   autograd::Scope scope("gate");
   Routing r;
   if (c.router_dtype == RouterDType::bf16) {
@@ -101,6 +170,7 @@ Routing route_tokens(const Tensor& x2, const MoeWeights& w, const MoeConfig& c) 
                             .n_group = c.n_group,
                             .topk_group = c.topk_group,
                             .scale = c.routed_scaling_factor});
+  if (RoutingReplay* replay = current_routing_replay()) r.route = replayed(r, *replay, c, layer);
   return r;
 }
 
@@ -212,7 +282,7 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   check_weights(x, w, c, layer, held, names);
   const Tensor x2 = ops::reshape(x, {-1, x.size(-1)});  // (N, C)
 
-  const Routing routing = route_tokens(x2, w, c);
+  const Routing routing = route_tokens(x2, w, c, layer);
   if (RoutingCapture* capture = current_routing_capture())
     capture->routed(layer, routing.route.indices, routing.route.margin, c.num_local_experts);
   Tensor out = run_experts(x2, routing.route, w, c, dispatch, names);  // (N, C)

@@ -8,6 +8,7 @@ namespace reprise::nn {
 namespace {
 
 thread_local RoutingCapture* t_capture = nullptr;
+thread_local RoutingReplay* t_replay = nullptr;
 
 }  // namespace
 
@@ -109,6 +110,57 @@ std::vector<RoutingRecord> RoutingCapture::records(int64_t batch, int64_t positi
         for (int64_t j = 0; j < r.k; ++j)
           r.experts[size_t((t * L + l) * r.k + j)] = uint16_t(layer.indices[size_t(n * r.k + j)]);
         r.margin[size_t(t * L + l)] = layer.margin[size_t(n)];
+      }
+    }
+  }
+  return out;
+}
+
+RoutingReplay::RoutingReplay(std::vector<RoutingRecord> records, int64_t positions)
+    : records_(std::move(records)), positions_(positions), outer_(t_replay) {
+  REPRISE_CHECK(!records_.empty(), "RoutingReplay: no records");
+  for (size_t b = 0; b < records_.size(); ++b) {
+    const RoutingRecord& r = records_[b];
+    REPRISE_CHECK(r.positions <= positions, "RoutingReplay: record ", b, " has ", r.positions,
+                  " positions, more than the forward's ", positions);
+    RoutingRecord shape = r;
+    shape.positions = records_[0].positions;
+    records_[0].check_matches(shape, "RoutingReplay: record " + std::to_string(b));
+  }
+  t_replay = this;
+}
+
+RoutingReplay::~RoutingReplay() { t_replay = outer_; }
+
+RoutingReplay* current_routing_replay() { return t_replay; }
+
+std::vector<int64_t> RoutingReplay::experts(const std::string& layer, int64_t tokens,
+                                            int64_t num_experts, int64_t k) const {
+  const RoutingRecord& first = records_[0];
+  const int64_t B = int64_t(records_.size());
+  REPRISE_CHECK(tokens == B * positions_, "RoutingReplay: MoE layer '", layer, "' routes ", tokens,
+                " tokens, but the records are for a forward of ", B, " x ", positions_);
+  const auto it = std::find(first.layers.begin(), first.layers.end(), layer);
+  REPRISE_CHECK(it != first.layers.end(), "RoutingReplay: the records have no MoE layer '", layer,
+                "' (they have ", first.layers.size(), " layers",
+                first.layers.empty() ? std::string() : ", the first '" + first.layers[0] + "'",
+                ")");
+  REPRISE_CHECK(first.num_experts == num_experts && first.k == k, "RoutingReplay: MoE layer '",
+                layer, "' routes to ", k, " of ", num_experts, " experts, the records to ", first.k,
+                " of ", first.num_experts);
+  const int64_t l = it - first.layers.begin(), L = int64_t(first.layers.size());
+  std::vector<int64_t> out(size_t(tokens * k), -1);
+  for (int64_t b = 0; b < B; ++b) {
+    const RoutingRecord& r = records_[size_t(b)];
+    for (int64_t t = 0; t < r.positions; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t e = r.experts[size_t((t * L + l) * k + j)];
+        REPRISE_CHECK(e < num_experts, "RoutingReplay: record ", b, " gives position ", t,
+                      " of layer '", layer, "' expert ", e, ", but the layer has ", num_experts);
+        const auto row = out.begin() + ((b * positions_) + t) * k;
+        REPRISE_CHECK(std::find(row, row + j, e) == row + j, "RoutingReplay: record ", b,
+                      " gives position ", t, " of layer '", layer, "' expert ", e, " twice");
+        row[j] = e;
       }
     }
   }

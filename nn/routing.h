@@ -87,4 +87,42 @@ class RoutingCapture {
 // The capture this thread's MoE layers report to, or nullptr.
 RoutingCapture* current_routing_capture();
 
+// Routing replay: while it lives, every MoE layer that runs on this thread
+// routes the tokens of a forward of input (B, T) by `records`, one per
+// sequence (positions at most T; a sequence's positions past its record,
+// padding, route by their scores). The experts are the record's; the gates
+// are computed from the current scores of those experts, so the router
+// still gets its gradient. Where a layer's own choice equals the record
+// for every token, its route is the plain one bit for bit. A checkpointed
+// layer's replay repeats what its forward recorded, so it routes by the
+// record too.
+class RoutingReplay {
+ public:
+  // Raises an Error unless the records share layers, E and k and each has
+  // at most `positions`.
+  RoutingReplay(std::vector<RoutingRecord> records, int64_t positions);
+  ~RoutingReplay();
+  RoutingReplay(const RoutingReplay&) = delete;
+  RoutingReplay& operator=(const RoutingReplay&) = delete;
+
+  // The experts of `layer`'s N tokens: (N, k) row-major ids, -1 rows past a
+  // record. Raises an Error unless N is B T, the records know the layer and
+  // were made for E experts and k per token, and every id is below E.
+  std::vector<int64_t> experts(const std::string& layer, int64_t tokens, int64_t num_experts,
+                               int64_t k) const;
+  // Tokens (over every layer so far) whose own choice the record overrode:
+  // the router flips that replay prevented.
+  int64_t overridden() const { return overridden_; }
+  void count_overridden(int64_t tokens) { overridden_ += tokens; }
+
+ private:
+  std::vector<RoutingRecord> records_;
+  int64_t positions_;
+  int64_t overridden_ = 0;
+  RoutingReplay* outer_;
+};
+
+// The replay this thread's MoE layers route by, or nullptr.
+RoutingReplay* current_routing_replay();
+
 }  // namespace reprise::nn

@@ -15,6 +15,7 @@
 #include "nn/hf.h"
 #include "nn/moe.h"
 #include "nn/routing.h"
+#include "ops/binary.h"
 #include "ops/reduce.h"
 #include "tests/support/capabilities.h"
 #include "tests/support/expect_error.h"
@@ -223,6 +224,144 @@ TEST(Rollout, TheRoutingRecordIsTheTrainingForwardsRouting) {
                    {"routing_flips", "positions does not fit"});
     }
   }
+}
+
+// The routers' weights, by name.
+std::vector<std::pair<std::string, Tensor>> routers(const LlamaForCausalLM& model) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, t] : model.named_parameters()) {
+    if (name.ends_with(".gate.weight")) out.emplace_back(name, t);
+  }
+  return out;
+}
+
+const char* const kMoeModels[] = {"mixtral_tiny", "families/qwen2_moe", "families/qwen3_moe",
+                                  "families/olmoe", "families/deepseek_v3"};
+
+TEST(RoutingReplay, AnAgreeingRecordChangesNothing) {
+  for (const char* folder : kMoeModels) {
+    SCOPED_TRACE(folder);
+    auto model = load_model(fixture_path(folder));
+    const auto prompts = prompts_for(model->config().vocab_size);
+    RolloutOptions o = sampling_options(model->config().vocab_size);
+    o.record_routing = true;
+    const std::vector<Rollout> rollouts = generate(*model, prompts, o);
+    int64_t longest = 0;
+    const Tensor ids = training_batch(prompts, rollouts, longest);
+    std::vector<RoutingRecord> records;
+    for (const Rollout& r : rollouts) records.push_back(r.routing);
+    const Tensor plain = next_token_logprobs(model->forward(ids).logits, ids);
+    RoutingReplay replay(records, longest);
+    const Tensor replayed = next_token_logprobs(model->forward(ids).logits, ids);
+    EXPECT_EQ(bits(plain.to_vector<float>()), bits(replayed.to_vector<float>()));
+    EXPECT_EQ(replay.overridden(), 0);
+  }
+}
+
+// One position's experts changed in one layer of sequence 0: the forward
+// routes that position by the record, the other sequences do not notice,
+// the router gets its gradient, and a fully checkpointed layer's replay
+// gives the same gradients bit for bit.
+TEST(RoutingReplay, RoutesByTheRecordWithGradientsToTheRouter) {
+  for (const char* folder : kMoeModels) {
+    SCOPED_TRACE(folder);
+    auto model = load_model(fixture_path(folder));
+    const auto prompts = prompts_for(model->config().vocab_size);
+    RolloutOptions o = sampling_options(model->config().vocab_size);
+    o.record_routing = true;
+    const std::vector<Rollout> rollouts = generate(*model, prompts, o);
+    int64_t longest = 0;
+    const Tensor ids = training_batch(prompts, rollouts, longest);
+    std::vector<RoutingRecord> records;
+    for (const Rollout& r : rollouts) records.push_back(r.routing);
+    RoutingRecord& changed = records[0];
+    const int64_t t = 2, L = int64_t(changed.layers.size()), k = changed.k;
+    const auto row = changed.experts.begin() + (t * L + L - 1) * k;  // the last MoE layer
+    std::vector<uint16_t> others;
+    for (uint16_t e = 0; e < changed.num_experts; ++e) {
+      if (std::find(row, row + k, e) == row + k) others.push_back(e);
+    }
+    ASSERT_GE(int64_t(others.size()), 1);
+    row[0] = others[0];
+
+    std::vector<std::vector<Tensor>> grads;
+    for (const char* policy : {"none", "full"}) {
+      SCOPED_TRACE(policy);
+      LayerCheckpointing layers(CheckpointConfig::parse(policy), model->dropout_generator(),
+                                moe_block_of(model->config()));
+      RoutingReplay replay(records, longest);
+      RoutingCapture capture;
+      const Tensor logprobs = next_token_logprobs(model->forward(ids, layers.runner()).logits, ids);
+      EXPECT_EQ(replay.overridden(), 1);
+      const std::vector<RoutingRecord> routed = capture.records(int64_t(prompts.size()), longest);
+      EXPECT_EQ(routed[0].first_positions(changed.positions).experts, changed.experts);
+      const std::vector<float> got = logprobs.to_vector<float>();
+      for (size_t i = 1; i < prompts.size(); ++i) {
+        const size_t P = prompts[i].size(), n = rollouts[i].tokens.size();
+        const auto r = got.begin() + int64_t(i) * (longest - 1);
+        EXPECT_EQ(bits(std::vector<float>(r + int64_t(P) - 1, r + int64_t(P + n) - 1)),
+                  bits(rollouts[i].logprobs))
+            << "sequence " << i;
+      }
+      std::vector<Tensor> wrt;
+      for (const auto& [name, w] : routers(*model)) wrt.push_back(w);
+      grads.push_back(autograd::grad({ops::sum(logprobs)}, wrt));
+      for (const Tensor& g : grads.back()) {
+        ASSERT_TRUE(g.defined());
+        EXPECT_GT(ops::sum(ops::mul(g, g)).item<float>(), 0.0f);
+      }
+    }
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_EQ(bits(grads[0][i].to_vector<float>()), bits(grads[1][i].to_vector<float>()));
+  }
+}
+
+TEST(RoutingReplay, ARecordThatDoesNotFitIsAnError) {
+  auto mixtral = load_model(fixture_path("mixtral_tiny"));
+  auto olmoe = load_model(fixture_path("families/olmoe"));
+  RolloutOptions o;
+  o.max_new_tokens = 3;
+  o.record_routing = true;
+  const RoutingRecord record = generate(*mixtral, {{1, 2, 3}}, o)[0].routing;  // 6 positions
+  const Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {1, 6});
+  expect_error([&] { RoutingReplay replay({record}, 5); },
+               {"RoutingReplay: record 0 has 6 positions", "forward's 5"});
+  expect_error(
+      [&] {
+        RoutingReplay replay({record}, 6);
+        olmoe->forward(ids);
+      },
+      {"RoutingReplay", "MoE layer 'model.layers.0.mlp'", "block_sparse_moe"});
+  expect_error(
+      [&] {
+        RoutingReplay replay({record}, 3);
+        mixtral->forward(ids);
+      },
+      {"RoutingReplay: record 0 has 6 positions"});
+  expect_error(
+      [&] {
+        RoutingReplay replay({record, record}, 6);
+        mixtral->forward(ids);
+      },
+      {"routes 6 tokens", "forward of 2 x 6"});
+  RoutingRecord bad = record;
+  bad.experts[1] = 9;
+  expect_error(
+      [&] {
+        RoutingReplay replay({bad}, 6);
+        mixtral->forward(ids);
+      },
+      {"record 0 gives position 0", "expert 9", "has 4"});
+  bad.experts[1] = bad.experts[0];
+  expect_error(
+      [&] {
+        RoutingReplay replay({bad}, 6);
+        mixtral->forward(ids);
+      },
+      {"twice"});
+  bad = record;
+  bad.k = 3;
+  expect_error([&] { RoutingReplay replay({record, bad}, 6); }, {"record 1", "does not fit"});
 }
 
 TEST(Rollout, BadInputIsAnErrorNamingTheSequence) {
