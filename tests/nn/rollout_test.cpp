@@ -238,18 +238,30 @@ std::vector<std::pair<std::string, Tensor>> routers(const LlamaForCausalLM& mode
 const char* const kMoeModels[] = {"mixtral_tiny", "families/qwen2_moe", "families/qwen3_moe",
                                   "families/olmoe", "families/deepseek_v3"};
 
+// A model's rollouts with their routing records, and the training batch of
+// prompt + tokens (padded to `longest`).
+struct Recorded {
+  explicit Recorded(const char* folder) : model(load_model(fixture_path(folder))) {
+    prompts = prompts_for(model->config().vocab_size);
+    RolloutOptions o = sampling_options(model->config().vocab_size);
+    o.record_routing = true;
+    rollouts = generate(*model, prompts, o);
+    ids = training_batch(prompts, rollouts, longest);
+    for (const Rollout& r : rollouts) records.push_back(r.routing);
+  }
+  std::unique_ptr<LlamaForCausalLM> model;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<Rollout> rollouts;
+  int64_t longest = 0;
+  Tensor ids;
+  std::vector<RoutingRecord> records;
+};
+
 TEST(RoutingReplay, AnAgreeingRecordChangesNothing) {
   for (const char* folder : kMoeModels) {
     SCOPED_TRACE(folder);
-    auto model = load_model(fixture_path(folder));
-    const auto prompts = prompts_for(model->config().vocab_size);
-    RolloutOptions o = sampling_options(model->config().vocab_size);
-    o.record_routing = true;
-    const std::vector<Rollout> rollouts = generate(*model, prompts, o);
-    int64_t longest = 0;
-    const Tensor ids = training_batch(prompts, rollouts, longest);
-    std::vector<RoutingRecord> records;
-    for (const Rollout& r : rollouts) records.push_back(r.routing);
+    Recorded r(folder);
+    auto& [model, prompts, rollouts, longest, ids, records] = r;
     const Tensor plain = next_token_logprobs(model->forward(ids).logits, ids);
     RoutingReplay replay(records, longest);
     const Tensor replayed = next_token_logprobs(model->forward(ids).logits, ids);
@@ -265,15 +277,8 @@ TEST(RoutingReplay, AnAgreeingRecordChangesNothing) {
 TEST(RoutingReplay, RoutesByTheRecordWithGradientsToTheRouter) {
   for (const char* folder : kMoeModels) {
     SCOPED_TRACE(folder);
-    auto model = load_model(fixture_path(folder));
-    const auto prompts = prompts_for(model->config().vocab_size);
-    RolloutOptions o = sampling_options(model->config().vocab_size);
-    o.record_routing = true;
-    const std::vector<Rollout> rollouts = generate(*model, prompts, o);
-    int64_t longest = 0;
-    const Tensor ids = training_batch(prompts, rollouts, longest);
-    std::vector<RoutingRecord> records;
-    for (const Rollout& r : rollouts) records.push_back(r.routing);
+    Recorded r(folder);
+    auto& [model, prompts, rollouts, longest, ids, records] = r;
     RoutingRecord& changed = records[0];
     const int64_t t = 2, L = int64_t(changed.layers.size()), k = changed.k;
     const auto row = changed.experts.begin() + (t * L + L - 1) * k;  // the last MoE layer
