@@ -106,6 +106,7 @@ void bind_autograd(nb::module_& m);
 void bind_runtime(nb::module_& m);
 void bind_nn(nb::module_& m);
 void bind_training(nb::module_& m);  // the rest of reprise.nn
+void bind_rollout(nb::module_& m);   // its rollouts and routing records
 void bind_io(nb::module_& m);
 
 }  // namespace reprise::python

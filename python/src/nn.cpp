@@ -663,6 +663,7 @@ void bind_nn(nb::module_& m) {
   bind_llama_model(m);
   bind_causal_lm(m);
   bind_training(m);
+  bind_rollout(m);
 }
 
 }  // namespace reprise::python
