@@ -1,6 +1,7 @@
 """The Python examples, in short runs: train_tiny_llama.py prints the
-losses of the C++ trainer digit for digit, and compare_with_torch.py
-agrees with transformers."""
+losses of the C++ trainer digit for digit, grpo.py trains with no
+sampler/trainer mismatch, and compare_with_torch.py agrees with
+transformers."""
 
 from __future__ import annotations
 
@@ -69,6 +70,20 @@ def test_train_tiny_llama_matches_the_llama_train_binary(precision):
     ours = values(run([sys.executable, str(EXAMPLES / "train_tiny_llama.py"), *flags]))
     theirs = values(run([str(llama_train_binary()), *flags]))
     assert ours == theirs
+
+
+@pytest.mark.parametrize("flags", [[], ["--moe", "--replay", "--checkpoint-policy", "full"],
+                                   ["--moe", "--kl", "0.05", "--updates", "2"]],
+                         ids=["dense", "moe_replay_full", "moe_kl"])
+def test_grpo_runs_with_no_mismatch_and_no_flips(flags):
+    """A few steps from a briefly pretrained model: every step prints the
+    sampler/trainer log-prob mismatch and the router flips, both 0."""
+    out = run([sys.executable, str(EXAMPLES / "grpo.py"), "--steps", "2", "--pretrain-steps", "5",
+               "--prompts", "4", "--group", "4", "--threads", "1", *flags])
+    steps = [line for line in out.splitlines() if line.startswith("step ")]
+    assert len(steps) == 2
+    for line in steps:
+        assert re.search(r"reward [0-9.]+ \| logprob_mismatch 0 \| router_flips 0 \|", line), line
 
 
 def test_bad_flags_exit_2():
