@@ -11,6 +11,7 @@
 
 #include "autograd/backward.h"
 #include "engine/threads.h"
+#include "nn/autocast.h"
 #include "nn/checkpointing.h"
 #include "nn/hf.h"
 #include "nn/moe.h"
@@ -222,6 +223,40 @@ TEST(Rollout, TheRoutingRecordIsTheTrainingForwardsRouting) {
       EXPECT_EQ(routing_flips(flipped, recorded[0].routing), 1);
       expect_error([&] { routing_flips(recorded[0].routing, recorded[1].routing); },
                    {"routing_flips", "positions does not fit"});
+    }
+  }
+}
+
+// Under bf16 autocast (projections, and attention too), the sampler and the
+// training forward still agree bit for bit when both run the same autocast.
+TEST(Rollout, TheTrainingForwardAgreesUnderBf16Autocast) {
+  for (const char* folder : {"llama_tiny", "mixtral_tiny", "families/deepseek_v3"}) {
+    for (DType attention : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(folder) + ", attention " + dtype_name(attention));
+      auto model = load_model(fixture_path(folder));
+      const auto prompts = prompts_for(model->config().vocab_size);
+      RolloutOptions o = sampling_options(model->config().vocab_size);
+      o.record_routing = true;
+      const std::vector<float> f32 = generate(*model, prompts, o)[0].logprobs;
+      Autocast bf16(DType::bf16, attention);
+      const std::vector<Rollout> rollouts = generate(*model, prompts, o);
+      EXPECT_NE(bits(rollouts[0].logprobs), bits(f32)) << "autocast changed nothing";
+      int64_t longest = 0;
+      const Tensor ids = training_batch(prompts, rollouts, longest);
+      RoutingCapture capture;
+      const std::vector<float> all =
+          next_token_logprobs(model->forward(ids).logits, ids).to_vector<float>();
+      const std::vector<RoutingRecord> trained = capture.records(int64_t(prompts.size()), longest);
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const size_t P = prompts[i].size(), n = rollouts[i].tokens.size();
+        const auto row = all.begin() + int64_t(i) * (longest - 1);
+        EXPECT_EQ(bits(std::vector<float>(row + int64_t(P) - 1, row + int64_t(P + n) - 1)),
+                  bits(rollouts[i].logprobs))
+            << "sequence " << i;
+        EXPECT_EQ(routing_flips(rollouts[i].routing,
+                                trained[i].first_positions(rollouts[i].routing.positions)),
+                  0);
+      }
     }
   }
 }
