@@ -8,6 +8,10 @@
       saved-activation memory over one step, from --trace files; one line per
       file, labelled by --label or else by the file's name.
 
+  plot.py grpo dense.jsonl moe.jsonl [--label dense --label moe ...] -o reward.png
+      the mean reward per step of examples/python/grpo.py --metrics runs, with
+      a moving average; one line per file.
+
   plot.py study docs/study -o study.png
       from checkpoint_study's loss_curves.csv and table.csv: how far the
       losses of checkpointed training drift from training without it
@@ -96,6 +100,29 @@ def plot_memory(args):
     fig.savefig(args.output, dpi=args.dpi)
 
 
+def plot_grpo(args):
+    labels = args.label or [pathlib.Path(f).stem for f in args.files]
+    if len(labels) != len(args.files):
+        raise SystemExit("plot.py grpo: give one --label per file")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for path, label in zip(args.files, labels):
+        steps = read_metrics(path)
+        x = [s["step"] for s in steps]
+        reward = [s["reward"] for s in steps]
+        window = 5
+        smooth = [sum(reward[max(0, i - window + 1):i + 1]) / len(reward[max(0, i - window + 1):i + 1])
+                  for i in range(len(reward))]
+        line, = ax.plot(x, reward, alpha=0.3)
+        ax.plot(x, smooth, color=line.get_color(), label=f"{label} (mean of {window})")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("mean reward (exact sums)")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=args.dpi)
+
+
 def noise_ulps(cell):
     """The ulps of a table.csv noise cell ("0", "16 (router)") and where the
     noise went ("router", "all"; "" for none)."""
@@ -164,10 +191,15 @@ def main():
                         help="a line's label, once per file in order (default: file names)")
     memory.add_argument("--title", default="saved activations over one training step")
     memory.set_defaults(run=plot_memory)
+    grpo = sub.add_parser("grpo", help="the reward per step of grpo.py --metrics runs")
+    grpo.add_argument("files", nargs="+")
+    grpo.add_argument("--label", action="append",
+                      help="a line's label, once per file in order (default: file names)")
+    grpo.set_defaults(run=plot_grpo)
     study = sub.add_parser("study", help="checkpoint_study's loss curves and routing flips")
     study.add_argument("folder", help="checkpoint_study's --out folder (docs/study)")
     study.set_defaults(run=plot_study)
-    for p in (metrics, memory, study):
+    for p in (metrics, memory, grpo, study):
         p.add_argument("-o", "--output", required=True, help="the picture (.png, .svg, ...)")
         p.add_argument("--dpi", type=int, default=100)
     args = parser.parse_args()

@@ -24,7 +24,7 @@ training forward whose experts differ from the rollout's; 0, and with
 --replay the flips that routing replay overrode) and the rollout and
 training tokens/s.
 
-    python examples/python/grpo.py                      # dense, 40 steps
+    python examples/python/grpo.py                      # dense, 60 steps
     python examples/python/grpo.py --moe --replay       # MoE, routing replay
     python examples/python/grpo.py --steps 3 --pretrain-steps 20   # a smoke run
 """
@@ -32,6 +32,7 @@ training tokens/s.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import sys
@@ -46,19 +47,23 @@ NEWLINE = ord("\n")
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=40, help="GRPO steps")
+    p.add_argument("--steps", type=int, default=60, help="GRPO steps")
     p.add_argument("--moe", action="store_true", help="moe_train's model instead of llama_train's")
     p.add_argument("--init", help="start from this HF folder instead of pretraining")
-    p.add_argument("--pretrain-steps", type=int, default=600)
+    p.add_argument("--pretrain-steps", type=int, default=2000)
+    p.add_argument("--save-start", metavar="DIR",
+                   help="write the starting model as an HF folder (for --init, or a side-by-side)")
     p.add_argument("--prompts", type=int, default=16, help="sums per step")
     p.add_argument("--group", type=int, default=8, help="completions per sum (G)")
-    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--lr", type=float, default=2e-4)
     p.add_argument("--updates", type=int, default=1, help="AdamW steps per batch of rollouts")
     p.add_argument("--clip", type=float, default=0.2, help="the ratio's clip eps")
     p.add_argument("--kl", type=float, default=0.0, help="KL coefficient to the starting model")
     p.add_argument("--replay", action="store_true", help="route training by the rollouts' records")
     p.add_argument("--checkpoint-policy", default="none",
                    help="none | full | every-n-layers:N | op-sac | budget:BYTES")
+    p.add_argument("--metrics", metavar="FILE",
+                   help="also write each step as a JSON line (scripts/plot.py grpo draws them)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--threads", type=int, default=0)
     return p.parse_args(argv)
@@ -184,11 +189,14 @@ def main(argv: list[str]) -> int:
     if a.threads > 0:
         reprise.set_num_threads(a.threads)
     model = starting_model(a)
+    if a.save_start:
+        nn.save_model(model, a.save_start)
     reference = frozen_copy(model) if a.kl > 0 else None
     layers = nn.LayerCheckpointing(nn.CheckpointConfig.parse(a.checkpoint_policy),
                                    model.dropout_generator, nn.moe_block_of(model.config))
     opt = nn.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
     rng = random.Random(a.seed)
+    metrics = open(a.metrics, "w") if a.metrics else None
     print(f"grpo     {a.steps} steps of {a.prompts} sums x {a.group} completions, lr {a.lr:g}, "
           f"clip {a.clip:g}, kl {a.kl:g}, {a.updates} update(s) per batch, checkpoint "
           f"{a.checkpoint_policy}, {'MoE' if a.moe else 'dense'}"
@@ -219,11 +227,17 @@ def main(argv: list[str]) -> int:
             opt.step()
             opt.zero_grad()
         train_seconds = time.perf_counter() - start
-        new_tokens = sum(len(r.tokens) for r in rollouts)
-        print(f"step {step:4d} | reward {sum(rewards) / len(rewards):.3f} | "
+        record = {"step": step, "reward": sum(rewards) / len(rewards),
+                  "logprob_mismatch": mismatch, "router_flips": flips,
+                  "rollout_tok_s": sum(len(r.tokens) for r in rollouts) / rollout_seconds,
+                  "train_tok_s": a.updates * batch.ids.numel() / train_seconds}
+        print(f"step {step:4d} | reward {record['reward']:.3f} | "
               f"logprob_mismatch {mismatch:.3g} | router_flips {flips} | rollout "
-              f"{new_tokens / rollout_seconds:.0f} tok/s | train "
-              f"{a.updates * batch.ids.numel() / train_seconds:.0f} tok/s", flush=True)
+              f"{record['rollout_tok_s']:.0f} tok/s | train {record['train_tok_s']:.0f} tok/s",
+              flush=True)
+        if metrics:
+            metrics.write(json.dumps(record) + "\n")
+            metrics.flush()
     return 0
 
 
