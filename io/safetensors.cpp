@@ -332,6 +332,12 @@ void SafetensorsFile::read_into(const std::string& name, Tensor& dst) const {
   dst.storage()->bump_version();
 }
 
+std::vector<uint8_t> SafetensorsFile::raw_bytes(const std::string& name) const {
+  const TensorInfo& ti = info(name);
+  check_unchanged(name);
+  return std::vector<uint8_t>(data_ + ti.begin, data_ + ti.end);
+}
+
 namespace {
 
 // The header's bytes: an 8-byte little-endian length, then that much JSON,
@@ -485,6 +491,13 @@ struct TempFile {
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  write_safetensors(path, tensors, {}, metadata);
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::vector<std::pair<std::string, RawTensor>>& raw,
+                       const std::map<std::string, std::string>& metadata) {
   const std::string where = "safetensors: writing " + path;
 
   // Contiguous CPU copies (no copy when already so), and the header.
@@ -513,6 +526,24 @@ void write_safetensors(const std::string& path,
     offset = end;
     data.push_back(std::move(t));
   }
+  for (const auto& [name, r] : raw) {
+    REPRISE_CHECK(name != "__metadata__", where, ": a tensor cannot be named __metadata__");
+    REPRISE_CHECK(seen.insert(name).second, where, ": duplicate tensor name ", quoted(name));
+    const FormatDType* fd = find_format_dtype(r.dtype_name);
+    REPRISE_CHECK(fd != nullptr, where, ": tensor ", quoted(name), " has dtype ", r.dtype_name,
+                  ", which is not one of the format's");
+    REPRISE_CHECK(uint64_t(numel(r.shape)) * fd->bits == uint64_t(r.bytes.size()) * 8, where,
+                  ": tensor ", quoted(name), " is ", r.dtype_name, to_string(r.shape), " but has ",
+                  r.bytes.size(), " bytes");
+    json::Array shape;
+    for (int64_t d : r.shape) shape.emplace_back(d);
+    const uint64_t end = offset + r.bytes.size();
+    json::Object entry{{"dtype", json::Value(r.dtype_name)},
+                       {"shape", json::Value(std::move(shape))},
+                       {"data_offsets", json::Value(json::Array{int64_t(offset), int64_t(end)})}};
+    header.as_object().emplace_back(name, json::Value(std::move(entry)));
+    offset = end;
+  }
   std::string header_text = json::dump(header);
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   uint8_t len_bytes[8];
@@ -536,6 +567,9 @@ void write_safetensors(const std::string& path,
       write_all(tmp.fd, len_bytes, 8) && write_all(tmp.fd, header_text.data(), header_text.size());
   for (size_t i = 0; ok && i < data.size(); ++i) {
     ok = write_all(tmp.fd, data[i].raw_data(), data[i].nbytes());
+  }
+  for (size_t i = 0; ok && i < raw.size(); ++i) {
+    ok = write_all(tmp.fd, raw[i].second.bytes.data(), raw[i].second.bytes.size());
   }
   REPRISE_CHECK(ok, where, ": write to ", tmp.path, " failed: ", errno_text());
   REPRISE_CHECK(::fsync(tmp.fd) == 0, where, ": fsync of ", tmp.path, " failed: ", errno_text());

@@ -99,6 +99,11 @@ class SafetensorsFile {
   // dst's contents are unspecified. Safe to call from several threads at
   // once, into distinct destinations.
   void read_into(const std::string& name, Tensor& dst) const;
+  // The stored bytes of tensor `name`, of any format dtype (U16, U8, ...,
+  // which get() refuses), little-endian as the format keeps them. Raises an
+  // Error when the name is absent or the file changed size since it was
+  // opened.
+  std::vector<uint8_t> raw_bytes(const std::string& name) const;
 
  private:
   friend SafetensorsFile read_safetensors(const std::string& path);
@@ -147,6 +152,22 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path);
 // the complete new file, and no temporary is left behind on failure.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// A tensor of a format dtype reprise has no type for, as its bytes
+// (little-endian): {"U16", {P, L, k}, bytes}.
+struct RawTensor {
+  std::string dtype_name;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+};
+
+// write_safetensors with raw tensors after `tensors`. Raises an Error when
+// a raw tensor's dtype is not the format's, or its bytes are not its
+// shape's.
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors,
+                       const std::vector<std::pair<std::string, RawTensor>>& raw,
                        const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace reprise::io

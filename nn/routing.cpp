@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/error.h"
+#include "io/safetensors.h"
 
 namespace reprise::nn {
 namespace {
@@ -45,6 +46,170 @@ void RoutingRecord::check_matches(const RoutingRecord& o, const std::string& wha
       layers == o.layers || layers.empty() || o.layers.empty()
           ? std::string()
           : " (layer " + o.layers[0] + " against " + layers[0] + ")");
+}
+
+void RoutingRecord::validate(const std::string& what) const {
+  const int64_t L = int64_t(layers.size());
+  REPRISE_CHECK(
+      positions >= 0 && k >= 0 && (L == 0 || (k >= 1 && k <= num_experts)) && num_experts <= 65536,
+      what, ": a routing record of ", positions, " positions, ", L, " layers, k = ", k,
+      " of E = ", num_experts, " experts (expected 1 <= k <= E <= 65536)");
+  REPRISE_CHECK(
+      int64_t(experts.size()) == positions * L * k && int64_t(margin.size()) == positions * L, what,
+      ": a routing record of ", positions, " positions, ", L, " layers and k = ", k, " needs ",
+      positions * L * k, " experts and ", positions * L, " margins, got ", experts.size(), " and ",
+      margin.size());
+  for (int64_t t = 0; t < positions; ++t) {
+    for (int64_t l = 0; l < L; ++l) {
+      const auto row = experts.begin() + (t * L + l) * k;
+      for (int64_t j = 0; j < k; ++j) {
+        REPRISE_CHECK(row[j] < num_experts, what, ": position ", t, " of layer '",
+                      layers[size_t(l)], "' chose expert ", row[j], ", but there are ",
+                      num_experts);
+        REPRISE_CHECK(std::find(row, row + j, row[j]) == row + j, what, ": position ", t,
+                      " of layer '", layers[size_t(l)], "' chose expert ", row[j], " twice");
+      }
+    }
+  }
+}
+
+RoutingRecord routing_record(std::vector<std::string> layers, int64_t num_experts,
+                             const Tensor& experts, const Tensor& margin) {
+  const int64_t L = int64_t(layers.size());
+  REPRISE_CHECK(experts.defined() && experts.dim() == 3 && experts.size(1) == L &&
+                    !is_floating(experts.dtype()) && experts.dtype() != DType::boolean,
+                "routing_record: expected experts (P, L = ", L, ", k) of an integer dtype, got ",
+                experts.defined() ? experts.describe() : std::string("undefined"));
+  const int64_t P = experts.size(0);
+  REPRISE_CHECK(
+      !margin.defined() || (margin.dtype() == DType::i64 && (margin.shape() == Shape{P, L})),
+      "routing_record: expected margin (P, L) = (", P, ", ", L, ") i64, got ",
+      margin.defined() ? margin.describe() : std::string());
+  RoutingRecord r;
+  r.layers = std::move(layers);
+  r.num_experts = num_experts;
+  r.k = experts.size(2);
+  r.positions = P;
+  for (int64_t e : experts.to_vector<int64_t>()) {
+    REPRISE_CHECK(e >= 0 && e < num_experts && e < 65536, "routing_record: expert id ", e,
+                  " outside [0, ", num_experts, ")");
+    r.experts.push_back(uint16_t(e));
+  }
+  r.margin = margin.defined() ? margin.to_vector<int64_t>() : std::vector<int64_t>(size_t(P * L));
+  r.validate("routing_record");
+  return r;
+}
+
+namespace {
+
+constexpr const char* kRecordsFormat = "reprise.routing_records";
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (!text.empty() && start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// A metadata entry as a non-negative integer; an Error naming the file.
+int64_t count_of(const std::map<std::string, std::string>& meta, const std::string& key,
+                 const std::string& path) {
+  const auto it = meta.find(key);
+  REPRISE_CHECK(it != meta.end(), "load_routing_records: ", path, ": no '", key,
+                "' in the metadata");
+  size_t used = 0;
+  int64_t v = -1;
+  try {
+    v = std::stoll(it->second, &used);
+  } catch (const std::exception&) {
+  }
+  REPRISE_CHECK(v >= 0 && used == it->second.size() && !it->second.empty(),
+                "load_routing_records: ", path, ": '", key, "' is '", it->second, "', not a count");
+  return v;
+}
+
+}  // namespace
+
+void save_routing_records(const std::string& path, const std::vector<RoutingRecord>& records) {
+  REPRISE_CHECK(!records.empty(), "save_routing_records: ", path, ": no records");
+  std::vector<std::pair<std::string, Tensor>> margins;
+  std::vector<std::pair<std::string, io::RawTensor>> experts;
+  const RoutingRecord& first = records[0];
+  const int64_t L = int64_t(first.layers.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    const RoutingRecord& r = records[i];
+    const std::string what = "save_routing_records: " + path + ": record " + std::to_string(i);
+    r.validate(what);
+    RoutingRecord shape = r;
+    shape.positions = first.positions;
+    first.check_matches(shape, what);
+    io::RawTensor e{"U16", {r.positions, L, r.k}, {}};
+    for (uint16_t id : r.experts) {
+      e.bytes.push_back(uint8_t(id & 0xff));
+      e.bytes.push_back(uint8_t(id >> 8));
+    }
+    experts.emplace_back(std::to_string(i) + ".experts", std::move(e));
+    margins.emplace_back(std::to_string(i) + ".margin",
+                         Tensor::from_vector(r.margin, {r.positions, L}));
+  }
+  io::write_safetensors(path, margins, experts,
+                        {{"format", kRecordsFormat},
+                         {"version", "1"},
+                         {"sequences", std::to_string(records.size())},
+                         {"layers", joined(first.layers)},
+                         {"num_experts", std::to_string(first.num_experts)},
+                         {"k", std::to_string(first.k)}});
+}
+
+std::vector<RoutingRecord> load_routing_records(const std::string& path) {
+  const io::SafetensorsFile file = io::read_safetensors(path);
+  const auto& meta = file.metadata();
+  const auto format = meta.find("format");
+  REPRISE_CHECK(format != meta.end() && format->second == kRecordsFormat,
+                "load_routing_records: ", path, " is not a routing records file (its metadata has ",
+                format == meta.end() ? "no format" : "format '" + format->second + "'", ", not '",
+                kRecordsFormat, "')");
+  REPRISE_CHECK(count_of(meta, "version", path) == 1, "load_routing_records: ", path, ": version ",
+                meta.at("version"), " is not 1, the one this build reads");
+  const int64_t n = count_of(meta, "sequences", path);
+  const auto layers = meta.find("layers");
+  REPRISE_CHECK(layers != meta.end(), "load_routing_records: ", path,
+                ": no 'layers' in the metadata");
+  std::vector<RoutingRecord> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string what = "load_routing_records: " + path + ": record " + std::to_string(i);
+    RoutingRecord r;
+    r.layers = split_names(layers->second);
+    r.num_experts = count_of(meta, "num_experts", path);
+    r.k = count_of(meta, "k", path);
+    const int64_t L = int64_t(r.layers.size());
+    const io::TensorInfo& e = file.info(std::to_string(i) + ".experts");
+    REPRISE_CHECK(
+        e.dtype_name == "U16" && e.shape.size() == 3 && e.shape[1] == L && e.shape[2] == r.k, what,
+        ": experts are ", e.dtype_name, to_string(e.shape), ", expected U16[P, ", L, ", ", r.k,
+        "]");
+    r.positions = e.shape[0];
+    const std::vector<uint8_t> bytes = file.raw_bytes(e.name);
+    for (size_t b = 0; b + 1 < bytes.size(); b += 2)
+      r.experts.push_back(uint16_t(bytes[b] | (uint16_t(bytes[b + 1]) << 8)));
+    const Tensor margin = file.get(std::to_string(i) + ".margin");
+    REPRISE_CHECK(margin.dtype() == DType::i64 && (margin.shape() == Shape{r.positions, L}), what,
+                  ": margin is ", margin.describe(), ", expected i64[", r.positions, ", ", L, "]");
+    r.margin = margin.to_vector<int64_t>();
+    r.validate(what);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 int64_t routing_flips(const RoutingRecord& a, const RoutingRecord& b) {

@@ -41,7 +41,27 @@ struct RoutingRecord {
   // Raises an Error naming `what` unless the two records have the same
   // layers, E, k and positions.
   void check_matches(const RoutingRecord& other, const std::string& what) const;
+  // Raises an Error naming `what` unless the sizes agree (experts P L k
+  // values, margin P L), every id is below E and no position chose an
+  // expert twice.
+  void validate(const std::string& what) const;
 };
+
+// A record from plain integer arrays (another engine's): experts (P, L, k)
+// of any integer dtype, best first, and margin (P, L) i64 or undefined (then
+// unknown: recorded as 0). Validated.
+RoutingRecord routing_record(std::vector<std::string> layers, int64_t num_experts,
+                             const Tensor& experts, const Tensor& margin = {});
+
+// Routing records in one safetensors file, a batch's, one per sequence i:
+//   "<i>.experts"  U16 (P_i, L, k)   the experts, best first
+//   "<i>.margin"   I64 (P_i, L)      the margins in ulps
+// with metadata format "reprise.routing_records", version "1", sequences
+// (n), layers (the MoE layers' names joined by ','), num_experts (E) and k.
+// Written atomically; read back validated, every problem an Error naming
+// the file.
+void save_routing_records(const std::string& path, const std::vector<RoutingRecord>& records);
+std::vector<RoutingRecord> load_routing_records(const std::string& path);
 
 // The (layer, position) pairs whose set of chosen experts differs between
 // two records of one sequence (the order within a set aside). Raises when

@@ -63,6 +63,20 @@ void bind_routing_record(nb::module_& m) {
           },
           "(P, L) i64: ulps from each k-th choice down to the best expert not chosen.")
       .def("first_positions", &nn::RoutingRecord::first_positions, arg("count"));
+  m.def(
+      "routing_record",
+      [](std::vector<std::string> layers, int64_t num_experts, const Tensor& experts,
+         const std::optional<Tensor>& margin) {
+        return nn::routing_record(std::move(layers), num_experts, experts,
+                                  tensor_or_undefined(margin));
+      },
+      arg("layers"), arg("num_experts"), arg("experts"), arg("margin") = nb::none(),
+      "A record from plain arrays (another engine's): experts (P, L, k) integers, best first; "
+      "margin (P, L) i64 or None.");
+  m.def("save_routing_records", &nn::save_routing_records, arg("path"), arg("records"),
+        "One safetensors file of records (U16 experts per sequence), written atomically.");
+  m.def("load_routing_records", &nn::load_routing_records, arg("path"),
+        "The records of a save_routing_records file, validated.");
   m.def("routing_flips", &nn::routing_flips, arg("a"), arg("b"),
         "The (layer, position) pairs whose expert sets differ between two records of one "
         "sequence.");

@@ -62,3 +62,19 @@ def test_the_training_forward_gives_the_samplers_logprobs(model):
 def test_bad_prompts_name_the_sequence(model):
     with pytest.raises(reprise.Error, match="generate: sequence 1.*empty"):
         reprise.nn.generate(model, [[1], []], max_new_tokens=4)
+
+
+def test_records_round_trip_through_a_file(tmp_path):
+    model = reprise.nn.load_model(str(FIXTURES / "mixtral_tiny"))
+    rollouts = reprise.nn.generate(model, prompts(), max_new_tokens=4, temperature=1.0,
+                                   record_routing=True)
+    path = str(tmp_path / "records.safetensors")
+    reprise.nn.save_routing_records(path, [r.routing for r in rollouts])
+    back = reprise.nn.load_routing_records(path)
+    for r, b in zip(rollouts, back):
+        assert b.layers == r.routing.layers
+        assert b.experts.tolist() == r.routing.experts.tolist()
+        assert b.margin.tolist() == r.routing.margin.tolist()
+    # Another engine's arrays.
+    plain = reprise.nn.routing_record(back[0].layers, back[0].num_experts, back[0].experts)
+    assert reprise.nn.routing_flips(plain, back[0]) == 0
