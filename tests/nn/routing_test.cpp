@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "io/safetensors.h"
 #include "tests/support/expect_error.h"
@@ -89,25 +90,16 @@ TEST(RoutingRecords, AFileThatIsNotOneIsAnError) {
   io::write_safetensors(weights, {{"w", Tensor::zeros({2})}});
   expect_error([&] { load_routing_records(weights); },
                {"load_routing_records", "not a routing records file", "no format"});
-  // An id past E, written by hand.
+  // Files written by hand: an id past E, then experts of another dtype.
+  const std::map<std::string, std::string> kOneRecord{
+      {"format", "reprise.routing_records"}, {"version", "1"},     {"sequences", "1"},
+      {"layers", "model.layers.0.mlp"},      {"num_experts", "4"}, {"k", "2"}};
   const std::string bad = dir + "/bad.safetensors";
   io::write_safetensors(bad, {{"0.margin", Tensor::zeros({1, 1}, DType::i64)}},
-                        {{"0.experts", io::RawTensor{"U16", {1, 1, 2}, {0, 0, 9, 0}}}},
-                        {{"format", "reprise.routing_records"},
-                         {"version", "1"},
-                         {"sequences", "1"},
-                         {"layers", "model.layers.0.mlp"},
-                         {"num_experts", "4"},
-                         {"k", "2"}});
+                        {{"0.experts", io::RawTensor{"U16", {1, 1, 2}, {0, 0, 9, 0}}}}, kOneRecord);
   expect_error([&] { load_routing_records(bad); }, {bad, "record 0", "expert 9", "there are 4"});
   io::write_safetensors(bad, {{"0.margin", Tensor::zeros({1, 1}, DType::i64)}},
-                        {{"0.experts", io::RawTensor{"U8", {1, 1, 2}, {0, 1}}}},
-                        {{"format", "reprise.routing_records"},
-                         {"version", "1"},
-                         {"sequences", "1"},
-                         {"layers", "model.layers.0.mlp"},
-                         {"num_experts", "4"},
-                         {"k", "2"}});
+                        {{"0.experts", io::RawTensor{"U8", {1, 1, 2}, {0, 1}}}}, kOneRecord);
   expect_error([&] { load_routing_records(bad); }, {"experts are U8[1, 1, 2]", "U16[P, 1, 2]"});
   io::write_safetensors(bad, {}, {}, {{"format", "reprise.routing_records"}, {"version", "2"}});
   expect_error([&] { load_routing_records(bad); }, {"version 2"});
