@@ -3,8 +3,9 @@
 //   C_i (m x n) = op(A_i) (m x k) op(B_i) (k x n),  i < batch,
 // with op(X) = X or X^T, matrix i of X at x + i * stride_x. The matmul
 // driver (cuda/kernels/matmul.h) turns reprise's row-major operands into
-// one of these; cuBLASLt runs it on the GPU (cuda/gemm.cu), the simulator
-// as one FMA chain per element over k from 0 (cuda/sim.h).
+// one of these; cuBLASLt runs it on the GPU (cuda/matmul.cu), or, in the
+// batch-invariant mode and on the simulator, one FMA chain per element over
+// k from 0 (cuda/kernels/gemm_fma.h).
 
 #include <cstdint>
 

@@ -12,7 +12,9 @@
 // NONE), so each output element is reduced by one thread block in one order.
 // f32 products compute in f32 (CUBLAS_COMPUTE_32F: no TF32), f64 in f64;
 // bf16 and f16 inputs accumulate in f32. The bits differ from the CPU's
-// sequential FMA chain (cuBLAS splits k across its tiles).
+// sequential FMA chain (cuBLAS splits k across its tiles). The
+// batch-invariant mode (engine/cuda_matmul.h, fma_chain) runs the engine's
+// own FMA-chain kernel instead, which has the CPU's bits.
 #include <cublasLt.h>
 
 #include <cstring>
@@ -23,9 +25,11 @@
 
 #include "cuda/backend.h"
 #include "cuda/device_memory.h"
+#include "cuda/kernels/gemm_fma.h"
 #include "cuda/kernels/matmul.h"
 #include "cuda/launch.cuh"
 #include "cuda/runtime.h"
+#include "engine/cuda_matmul.h"
 
 namespace reprise::cuda {
 namespace {
@@ -190,7 +194,10 @@ class Gemm {
 
 }  // namespace
 
-void CudaExec::gemm(const GemmProblem& p) const { Gemm::of(device_).run(p, stream_); }
+void CudaExec::gemm(const GemmProblem& p) const {
+  if (cuda_matmul() == CudaMatmul::fma_chain) return fma_chain_gemm(*this, p);
+  Gemm::of(device_).run(p, stream_);
+}
 
 #define REPRISE_KERNEL REPRISE_CUDA_FORWARD
 #define REPRISE_OWN_KERNEL(...)

@@ -20,6 +20,7 @@
 
 #include "cuda/gemm_problem.h"
 #include "cuda/kernel.h"
+#include "cuda/kernels/gemm_fma.h"
 #include "engine/device.h"
 #include "engine/dtype.h"
 
@@ -113,29 +114,9 @@ class SimExec {
     }
   }
 
-  void gemm(const GemmProblem& p) const {
-    dispatch_all(p.dtype, "matmul", [&]<class T>() {
-      if constexpr (std::is_floating_point_v<T> || is_16bit_float_v<T>) {
-        using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
-        for (int64_t i = 0; i < p.batch; ++i) {
-          const T* a = static_cast<const T*>(p.a) + i * p.stride_a;
-          const T* b = static_cast<const T*>(p.b) + i * p.stride_b;
-          T* c = static_cast<T*>(p.c) + i * p.stride_c;
-          for (int64_t col = 0; col < p.n; ++col) {
-            for (int64_t row = 0; row < p.m; ++row) {
-              Acc acc = 0;
-              for (int64_t q = 0; q < p.k; ++q) {
-                const T x = p.trans_a ? a[q + row * p.lda] : a[row + q * p.lda];
-                const T y = p.trans_b ? b[col + q * p.ldb] : b[q + col * p.ldb];
-                acc = std::fma(convert<Acc>(x), convert<Acc>(y), acc);
-              }
-              c[row + col * p.ldc] = convert<T>(acc);
-            }
-          }
-        }
-      }
-    });
-  }
+  // Every product as FMA chains (cuda/kernels/gemm_fma.h), the kernel the
+  // batch-invariant mode runs on a device.
+  void gemm(const GemmProblem& p) const { fma_chain_gemm(*this, p); }
 
  private:
   bool reversed_;

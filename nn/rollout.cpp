@@ -165,6 +165,22 @@ std::vector<Rollout> generate(const LlamaForCausalLM& model,
   return results;
 }
 
+Tensor rollout_ids(const std::vector<std::vector<int64_t>>& prompts,
+                   const std::vector<Rollout>& rollouts, int64_t pad) {
+  REPRISE_CHECK(!prompts.empty() && prompts.size() == rollouts.size(),
+                "rollout_ids: ", prompts.size(), " prompts and ", rollouts.size(), " rollouts");
+  size_t longest = 0;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    longest = std::max(longest, prompts[i].size() + rollouts[i].tokens.size());
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
+    ids.insert(ids.end(), rollouts[i].tokens.begin(), rollouts[i].tokens.end());
+    ids.resize(ids.size() + longest - prompts[i].size() - rollouts[i].tokens.size(), pad);
+  }
+  return Tensor::from_vector(ids, {int64_t(prompts.size()), int64_t(longest)});
+}
+
 Tensor next_token_logprobs(const Tensor& logits, const Tensor& ids) {
   REPRISE_CHECK(logits.dim() == 3 && ids.dim() == 2 && ids.dtype() == DType::i64 &&
                     logits.size(0) == ids.size(0) && logits.size(1) == ids.size(1) &&

@@ -71,6 +71,12 @@ std::vector<Rollout> generate(const LlamaForCausalLM& model,
                               const std::vector<std::vector<int64_t>>& prompts,
                               const RolloutOptions& options, RolloutTimes* times = nullptr);
 
+// prompt + tokens of each rollout as one batch for the training forward:
+// (B, L) i64 on the host, L the longest, right-padded with `pad` (causal:
+// padding after a position never reaches it).
+Tensor rollout_ids(const std::vector<std::vector<int64_t>>& prompts,
+                   const std::vector<Rollout>& rollouts, int64_t pad = 0);
+
 // The log-probability of each next token: logits (B, T, V), ids (B, T)
 // i64 -> (B, T - 1) f32, [b, t] = log_softmax(logits[b, t])[ids[b, t + 1]].
 // Recorded: its gradient reaches the logits. A rollout's logprobs are

@@ -4,7 +4,9 @@
 # against the CPU, bitwise where the math allows; recompute on the GPU:
 # Llama and MoE layers with dropout under full and op-level SAC
 # checkpointing replay bit for bit, no token changes expert over 20 steps),
-# trains the example Llama and MoE for 40 steps (bf16 among them), then
+# trains the example Llama and MoE for 40 steps (bf16 among them), times
+# the batch-invariant matmul mode against cuBLASLt (rollouts equal
+# training bit for bit on the device in that mode: GpuRollout), then
 # measures training throughput and MFU in f32 and bf16 (mixed precision,
 # attention on our kernel and on cuDNN's, up to a 1B Llama at sequence
 # 2048) with and without full checkpointing,
@@ -64,6 +66,13 @@ try logged "$build/examples/llama_train/llama_train" --device cuda --steps 40 --
 try logged "$build/examples/llama_train/llama_train" --device cuda --steps 40 --log-every 10 \
   --dtype bf16
 try logged "$build/examples/moe_train/moe_train" --device cuda --steps 40 --log-every 10 --dtype bf16
+
+say "the batch-invariant mode (REPRISE_CUDA_MATMUL=fma_chain: products as FMA chains) against cuBLASLt"
+# The GPU tests above check its rollouts bitwise against training
+# (GpuRollout); here, what it costs a training step.
+try logged "$build/examples/llama_train/llama_train" --device cuda --steps 20 --log-every 10
+try logged env REPRISE_CUDA_MATMUL=fma_chain "$build/examples/llama_train/llama_train" \
+  --device cuda --steps 20 --log-every 10
 
 # One reprise run of bench_gpu_train, then (dense models, checkpointing none
 # or full, attention's dtype left at its default, torch with CUDA

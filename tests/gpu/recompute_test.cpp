@@ -22,6 +22,7 @@
 #include "nn/device.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
+#include "tests/support/tiny_train.h"
 #include "tests/support/tokens.h"
 
 namespace reprise::nn {
@@ -42,26 +43,6 @@ class GpuRecompute : public ::testing::TestWithParam<Precision> {
   }
 };
 
-LlamaConfig config(bool moe) {
-  LlamaConfig c;
-  c.vocab_size = 96;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.max_position_embeddings = 128;
-  c.dropout = 0.1;
-  c.attention_dropout = 0.1;
-  if (moe) {
-    c.family = Family::mixtral;
-    c.moe = MoeConfig{};
-    c.moe->num_local_experts = 8;
-    c.moe->num_experts_per_tok = 2;
-  }
-  return c;
-}
-
 // A model on the GPU with its own generators, its layers' checkpointing,
 // and a batch.
 struct GpuModel {
@@ -72,7 +53,7 @@ struct GpuModel {
   Precision precision;
 
   GpuModel(bool moe, CheckpointConfig ckpt, Precision precision)
-      : model(config(moe), init),
+      : model(testing::gpu_test_model(moe, 0.1), init),
         layers(std::move(ckpt), dropout, moe_block_of(model.config())),
         ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)),
         precision(precision) {

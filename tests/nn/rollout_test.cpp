@@ -134,22 +134,12 @@ TEST(Rollout, SameBitsAtEveryThreadCountAndCpuCapability) {
   }
 }
 
-// prompt + tokens of each rollout, right-padded with 0 to the longest: a
-// batch for the training forward (causal: padding after a position never
-// reaches it).
+// prompt + tokens of each rollout, right-padded, and its length.
 Tensor training_batch(const std::vector<std::vector<int64_t>>& prompts,
                       const std::vector<Rollout>& rollouts, int64_t& longest) {
-  longest = 0;
-  for (size_t i = 0; i < prompts.size(); ++i)
-    longest = std::max(longest, int64_t(prompts[i].size() + rollouts[i].tokens.size()));
-  std::vector<int64_t> ids;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    std::vector<int64_t> row = prompts[i];
-    row.insert(row.end(), rollouts[i].tokens.begin(), rollouts[i].tokens.end());
-    row.resize(size_t(longest), 0);
-    ids.insert(ids.end(), row.begin(), row.end());
-  }
-  return Tensor::from_vector(ids, {int64_t(prompts.size()), longest});
+  const Tensor ids = rollout_ids(prompts, rollouts);
+  longest = ids.size(1);
+  return ids;
 }
 
 TEST(Rollout, TheTrainingForwardGivesTheSamplersLogprobsBitForBit) {

@@ -32,4 +32,24 @@ std::shared_ptr<const nn::TextDataset> builtin_corpus(int64_t bytes) {
   return data;
 }
 
+nn::LlamaConfig gpu_test_model(bool moe, double dropout) {
+  nn::LlamaConfig c;
+  c.vocab_size = 96;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 128;
+  c.dropout = dropout;
+  c.attention_dropout = dropout;
+  if (moe) {
+    c.family = nn::Family::mixtral;
+    c.moe = nn::MoeConfig{};
+    c.moe->num_local_experts = 8;
+    c.moe->num_experts_per_tok = 2;
+  }
+  return c;
+}
+
 }  // namespace reprise::testing

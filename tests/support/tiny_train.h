@@ -15,6 +15,11 @@ namespace reprise::testing {
 nn::TrainConfig tiny_train_config(int64_t hidden, int64_t intermediate, int64_t steps,
                                   int64_t batch, int64_t seq);
 
+// The GPU tests' model: vocabulary 96, hidden 64, intermediate 96, 2
+// layers of 4 heads (2 kv heads), 128 positions, the given dropout (also
+// attention's); with `moe`, Mixtral's layout with 8 experts, top-2.
+nn::LlamaConfig gpu_test_model(bool moe, double dropout);
+
 // The built-in corpus (nn::kCorpusSeed) of at least `bytes` bytes, made once
 // per size for the test program.
 std::shared_ptr<const nn::TextDataset> builtin_corpus(int64_t bytes);
