@@ -6,6 +6,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu_capability.h"
+#include "engine/cuda_matmul.h"
 #include "engine/memory_stats.h"
 #include "engine/threads.h"
 #include "python/src/bind.h"
@@ -41,6 +42,14 @@ void bind_cpu(nb::module_& m) {
       },
       arg("capability"), nb::sig("def set_cpu_capability(capability: CpuCapability | str) -> None"),
       "Selects the capability for later kernels ('scalar', 'avx2', 'avx512').");
+  m.def(
+      "cuda_matmul", [] { return std::string(to_string(cuda_matmul())); },
+      "How CUDA products run: 'cublas' (cuBLASLt, the default) or 'fma_chain' (batch-invariant, "
+      "the CPU's bits).");
+  m.def(
+      "set_cuda_matmul",
+      [](const std::string& mode) { set_cuda_matmul(parse_cuda_matmul(mode, "set_cuda_matmul")); },
+      arg("mode"), "'cublas' or 'fma_chain' for later CUDA products.");
   m.def("num_threads", &threads::num_threads, "CPU threads of reprise's pool.");
   m.def("set_num_threads", &threads::set_num_threads, arg("n"));
   m.def(

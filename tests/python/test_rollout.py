@@ -78,3 +78,12 @@ def test_records_round_trip_through_a_file(tmp_path):
     # Another engine's arrays.
     plain = reprise.nn.routing_record(back[0].layers, back[0].num_experts, back[0].experts)
     assert reprise.nn.routing_flips(plain, back[0]) == 0
+
+
+def test_cuda_matmul_mode():
+    before = reprise.cuda_matmul()
+    reprise.set_cuda_matmul("fma_chain")
+    assert reprise.cuda_matmul() == "fma_chain"
+    reprise.set_cuda_matmul(before)
+    with pytest.raises(reprise.Error, match="unknown CUDA matmul mode 'tf32'"):
+        reprise.set_cuda_matmul("tf32")
