@@ -50,7 +50,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=60, help="GRPO steps")
     p.add_argument("--moe", action="store_true", help="moe_train's model instead of llama_train's")
     p.add_argument("--init", help="start from this HF folder instead of pretraining")
-    p.add_argument("--pretrain-steps", type=int, default=2000)
+    p.add_argument("--pretrain-steps", type=int, default=4000)
     p.add_argument("--save-start", metavar="DIR",
                    help="write the starting model as an HF folder (for --init, or a side-by-side)")
     p.add_argument("--prompts", type=int, default=16, help="sums per step")
