@@ -82,17 +82,41 @@ void Optimizer::zero_grad() {
 
 // ---- AdamW ------------------------------------------------------------------
 
-AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options)
-    : Optimizer(std::move(params), options.lr), options_(options) {
+OptimizerShard OptimizerShard::balanced(const std::vector<NamedParameter>& params,
+                                        const std::vector<bool>& local, int rank, int ranks,
+                                        std::function<void(Tensor& t, int root)> broadcast) {
+  REPRISE_CHECK(ranks >= 1 && rank >= 0 && rank < ranks && local.size() == params.size(),
+                "OptimizerShard: rank ", rank, " of ", ranks, ", ", local.size(),
+                " locality flags for ", params.size(), " parameters");
+  OptimizerShard s{.rank = rank, .owner = {}, .broadcast = std::move(broadcast)};
+  std::vector<int64_t> load(size_t(ranks), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (local[i]) {
+      s.owner.push_back(kLocal);
+      continue;
+    }
+    const int r = int(std::min_element(load.begin(), load.end()) - load.begin());
+    load[size_t(r)] += params[i].value.numel();
+    s.owner.push_back(r);
+  }
+  return s;
+}
+
+AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options,
+             std::optional<OptimizerShard> shard)
+    : Optimizer(std::move(params), options.lr), options_(options), shard_(std::move(shard)) {
   check_params(params_, "AdamW");
   REPRISE_CHECK(options.lr >= 0 && options.eps >= 0 && options.weight_decay >= 0 &&
                     options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 &&
                     options.beta2 < 1,
                 "AdamW: bad options lr ", options.lr, ", betas (", options.beta1, ", ",
                 options.beta2, "), eps ", options.eps, ", weight_decay ", options.weight_decay);
-  for (const NamedParameter& p : params_) {
-    exp_avg_.push_back(state_zeros(p.value));
-    exp_avg_sq_.push_back(state_zeros(p.value));
+  REPRISE_CHECK(!shard_ || (shard_->owner.size() == params_.size() && shard_->broadcast),
+                "AdamW: a shard of ", shard_ ? shard_->owner.size() : 0, " owners for ",
+                params_.size(), " parameters");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    exp_avg_.push_back(keeps(i) ? state_zeros(params_[i].value) : Tensor());
+    exp_avg_sq_.push_back(keeps(i) ? state_zeros(params_[i].value) : Tensor());
     param_steps_.push_back(0);
   }
 }
@@ -105,6 +129,7 @@ void AdamW::step() {
     const Tensor g = grad_of(p, "AdamW");
     if (!g.defined()) continue;
     const int64_t t = ++param_steps_[i];
+    if (!keeps(i)) continue;  // its owner updates it and sends it below
     // Scalars as PyTorch forms them: Python floats (f64), applied in f32.
     const bool decay = o.weight_decay != 0 && (p.decay || o.decay_all);
     const float shrink = float(1.0 - lr_ * o.weight_decay);
@@ -125,14 +150,33 @@ void AdamW::step() {
                                     .eps = eps});
     p.value.storage()->bump_version();
   }
+  if (shard_) {
+    // Every process has the same gradients (reduced), so all send the same
+    // parameters in the same order.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (shard_->owner[i] == OptimizerShard::kLocal || !params_[i].value.grad().defined())
+        continue;
+      Tensor value = params_[i].value;
+      shard_->broadcast(value, shard_->owner[i]);
+    }
+  }
   ++steps_;
 }
 
 std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
   std::vector<std::pair<std::string, Tensor>> out;
+  // A shared parameter's state, from its owner to every process.
+  auto gathered = [&](const Tensor& mine, size_t i) {
+    if (!shard_ || shard_->owner[i] == OptimizerShard::kLocal) return mine.clone();
+    Tensor t = keeps(i)
+                   ? mine.clone()
+                   : Tensor::zeros(params_[i].value.shape(), DType::f32, params_[i].value.device());
+    shard_->broadcast(t, shard_->owner[i]);
+    return t;
+  };
   for (size_t i = 0; i < params_.size(); ++i) {
-    out.emplace_back(params_[i].name + ".exp_avg", exp_avg_[i].clone());
-    out.emplace_back(params_[i].name + ".exp_avg_sq", exp_avg_sq_[i].clone());
+    out.emplace_back(params_[i].name + ".exp_avg", gathered(exp_avg_[i], i));
+    out.emplace_back(params_[i].name + ".exp_avg_sq", gathered(exp_avg_sq_[i], i));
     out.emplace_back(params_[i].name + ".step", step_tensor(param_steps_[i]));
   }
   out.emplace_back("step", step_tensor(steps_));
@@ -160,6 +204,7 @@ void AdamW::load_state(const std::map<std::string, Tensor>& state) {
     }
   }
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (!keeps(i)) continue;  // its owner keeps it
     load_into(exp_avg_[i], state, params_[i].name + ".exp_avg", "AdamW");
     load_into(exp_avg_sq_[i], state, params_[i].name + ".exp_avg_sq", "AdamW");
   }

@@ -15,7 +15,9 @@
 // not advance (as in PyTorch).
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,24 +64,61 @@ struct AdamWOptions {
   bool decay_all = false;
 };
 
+// Optimizer state split over the processes of a data-parallel run (ZeRO-1:
+// nn::Trainer when its TrainGroup shards the optimizer). Each parameter's
+// state lives on one process, its owner, which alone updates the parameter
+// and then sends the new values to the others; so each process holds about
+// 1/R of the state. The update of an element is the same arithmetic
+// wherever it runs, so a sharded run has the bits of an unsharded one.
+struct OptimizerShard {
+  static constexpr int kLocal = -1;  // a parameter only this process holds (an expert)
+  int rank = 0;
+  // Per parameter: its owner's rank, or kLocal.
+  std::vector<int> owner;
+  // Every process's t <- root's. Collective: every process calls it for the
+  // same tensors in the same order.
+  std::function<void(Tensor& t, int root)> broadcast;
+
+  // Owners that balance the elements: each shared parameter in turn goes
+  // to the process owning the fewest elements so far (ties: the lowest
+  // rank), the same on every process; `local` ones stay kLocal.
+  static OptimizerShard balanced(const std::vector<NamedParameter>& params,
+                                 const std::vector<bool>& local, int rank, int ranks,
+                                 std::function<void(Tensor& t, int root)> broadcast);
+  // Whether this process keeps parameter i's state.
+  bool keeps(size_t i) const { return owner[i] == kLocal || owner[i] == rank; }
+};
+
 // torch.optim.AdamW: with g the gradient and t the step (from 1),
 //   p <- p (1 - lr wd)                      (decoupled; only decayed params)
 //   m <- m + (1 - b1) (g - m)
 //   v <- b2 v + (1 - b2) g^2
 //   p <- p - (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // in PyTorch's order of operations, in f32 with the scalars from f64.
+//
+// With a shard, each process keeps and updates its own parameters' state
+// (OptimizerShard), step() then sends every updated shared parameter from
+// its owner, and state() and load_state() still take the whole state, as
+// one process has it: state() gathers it from the owners (collective: every
+// process calls it), load_state() keeps this process's part.
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<NamedParameter> params, AdamWOptions options = {});
+  AdamW(std::vector<NamedParameter> params, AdamWOptions options = {},
+        std::optional<OptimizerShard> shard = {});
   void step() override;
   std::vector<std::pair<std::string, Tensor>> state() const override;
   void load_state(const std::map<std::string, Tensor>& state) override;
   const AdamWOptions& options() const { return options_; }
+  const std::optional<OptimizerShard>& shard() const { return shard_; }
 
  private:
+  bool keeps(size_t i) const { return !shard_ || shard_->keeps(i); }
+
   AdamWOptions options_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_;  // per parameter, its shape
-  std::vector<int64_t> param_steps_;          // steps taken by each parameter
+  std::optional<OptimizerShard> shard_;
+  // Per parameter, its shape; undefined where another process owns it.
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<int64_t> param_steps_;  // steps taken by each parameter (every process counts)
 };
 
 struct SGDOptions {

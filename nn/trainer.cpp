@@ -48,16 +48,25 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
   adam.beta1 = config_.beta1;
   adam.beta2 = config_.beta2;
   adam.weight_decay = config_.weight_decay;
-  optimizer_ = std::make_unique<AdamW>(model_->parameters(), adam);
+  // Expert parallelism: this process's experts are its own; the rest is
+  // replicated, and its gradients are reduced over the processes.
+  const std::vector<NamedParameter> params = model_->parameters();
+  std::vector<bool> local;
+  std::vector<NamedParameter> replicated;
+  for (const NamedParameter& p : params) {
+    local.push_back(experts && is_expert_parameter(p.name));
+    if (!local.back()) replicated.push_back(p);
+  }
+  std::optional<OptimizerShard> shard;
+  if (group_ && group_->shard_optimizer()) {
+    TrainGroup* g = group_.get();
+    shard = OptimizerShard::balanced(params, local, g->rank(), g->size(),
+                                     [g](Tensor& t, int root) { g->broadcast(t, root); });
+  }
+  optimizer_ = std::make_unique<AdamW>(params, adam, std::move(shard));
   schedule_ = CosineSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
   set_compute_options(config_);
-  if (group_) {
-    std::vector<NamedParameter> replicated;
-    for (const NamedParameter& p : model_->parameters()) {
-      if (!(experts && is_expert_parameter(p.name))) replicated.push_back(p);
-    }
-    group_->attach(replicated);
-  }
+  if (group_) group_->attach(replicated);
 }
 
 void Trainer::set_compute_options(const TrainConfig& c) {

@@ -84,6 +84,11 @@ class TrainGroup {
   virtual void end_backward() = 0;
   // Every process's `values` (one length for all), concatenated in rank order.
   virtual std::vector<double> all_gather(const std::vector<double>& values) = 0;
+  // Whether the optimizer's state is split over the processes (ZeRO-1,
+  // nn/optim.h's OptimizerShard), and the broadcast that shares what each
+  // owner updated: every process's t <- root's (collective).
+  virtual bool shard_optimizer() const = 0;
+  virtual void broadcast(Tensor& t, int root) = 0;
   // Named tensors of every process, in the order one process holding the
   // whole model lists them: the replicated entries once (rank 0's), each
   // process's run of expert entries (is_expert_parameter, when experts are

@@ -204,4 +204,14 @@ void ProcessGroup::check_replicas() const {
                 count > 3 ? ", ..." : "");
 }
 
+ShardMode parse_shard_mode(const std::string& name) {
+  if (name == "none") return ShardMode::none;
+  if (name == "optimizer") return ShardMode::optimizer;
+  REPRISE_CHECK(name != "gradients" && name != "parameters", "sharding the ", name, " (ZeRO-",
+                name == "gradients" ? 2 : 3, ") is not built yet; none and optimizer are");
+  REPRISE_FAIL("expected none or optimizer, got '", name, "'");
+}
+
+const char* shard_mode_name(ShardMode m) { return m == ShardMode::none ? "none" : "optimizer"; }
+
 }  // namespace reprise::parallel

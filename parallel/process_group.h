@@ -17,8 +17,17 @@
 
 namespace reprise::parallel {
 
+// What data parallelism splits over the processes (--shard): nothing, or
+// the optimizer state (ZeRO-1: nn/optim.h's OptimizerShard). Splitting the
+// gradients (ZeRO-2) and the parameters (ZeRO-3, FSDP) is not built.
+enum class ShardMode { none, optimizer };
+// "none" | "optimizer"; an Error for anything else, naming what is not built.
+ShardMode parse_shard_mode(const std::string& name);
+const char* shard_mode_name(ShardMode m);
+
 struct ProcessGroupOptions {
-  bool expert_parallel = false;             // split MoE layers' experts over the ranks
+  bool expert_parallel = false;  // split MoE layers' experts over the ranks
+  ShardMode shard = ShardMode::none;
   int64_t bucket_bytes = int64_t(1) << 20;  // gradient bucket size
 };
 
@@ -33,6 +42,10 @@ class ProcessGroup final : public nn::TrainGroup {
   void begin_backward() override;
   void end_backward() override;
   std::vector<double> all_gather(const std::vector<double>& values) override;
+  bool shard_optimizer() const override {
+    return options_.shard == ShardMode::optimizer && size() > 1;
+  }
+  void broadcast(Tensor& t, int root) override { comm_->broadcast(t, root); }
   std::vector<std::pair<std::string, Tensor>> gather_named(
       const std::vector<std::pair<std::string, Tensor>>& local, bool everyone) override;
 

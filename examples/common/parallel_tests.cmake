@@ -17,6 +17,9 @@
 #                       compares the checkpoints' tensors and the metrics bit for bit
 #   big_batch           1 process x batch 2b; near_two_ranks within BIG_BATCH
 #   policy_<P>          2 processes under policy P; policy_<P>_is_bitwise
+#   shard_optimizer     2 processes with --shard optimizer (ZeRO-1): _is_bitwise compares
+#                       it with two_ranks (checkpoints and metrics); shard_full under
+#                       full checkpointing too; shard_resume resumes `stop` sharded
 #   stop, resume        2 processes: 2 steps saved, then resumed for 2; resume_is_bitwise
 #   resume_other_ranks  1 process resuming that checkpoint: exit 2, names both numbers
 #   rank_exits          rank 1 stops after one step (as if interrupted); rank 0 fails
@@ -80,6 +83,27 @@ function(reprise_parallel_tests trainer)
       FIXTURES_REQUIRED "${t}_two_ranks;${t}_policy_${p}")
   endforeach()
 
+  reprise_mpi_test(shard_optimizer COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
+    --shard optimizer --check-replicas 1 --save ${dir}/shard_optimizer
+    --metrics ${dir}/shard_optimizer.jsonl)
+  reprise_mpi_test(shard_optimizer_is_bitwise COMMAND sh -c
+    "\"$0\" states \"$1/two_ranks\" \"$1/shard_optimizer\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/shard_optimizer.jsonl\" \"$2\""
+    ${compare} ${dir} ${ARG_FIELDS})
+  reprise_mpi_test(shard_full COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
+    --shard optimizer --checkpoint-policy full --verify bitwise --save ${dir}/shard_full)
+  reprise_mpi_test(shard_full_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
+    ${dir}/shard_full)
+  set_tests_properties(${t}.shard_optimizer PROPERTIES
+    FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_shard_optimizer
+    PASS_REGULAR_EXPRESSION "optimizer state split over the processes")
+  set_tests_properties(${t}.shard_optimizer_is_bitwise PROPERTIES
+    FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_optimizer")
+  set_tests_properties(${t}.shard_full PROPERTIES
+    FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_shard_full
+    PASS_REGULAR_EXPRESSION " 0 verifier mismatches")
+  set_tests_properties(${t}.shard_full_is_bitwise PROPERTIES
+    FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_full")
+
   reprise_mpi_test(stop COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL} --stop-after 2
     --save ${dir}/stopped --metrics ${dir}/resumed.jsonl)
   reprise_mpi_test(resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
@@ -87,6 +111,16 @@ function(reprise_parallel_tests trainer)
   reprise_mpi_test(resume_is_bitwise COMMAND sh -c
     "\"$0\" states \"$1/two_ranks\" \"$1/resumed\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/resumed.jsonl\" loss,grad_norm"
     ${compare} ${dir})
+  # A checkpoint written unsharded resumes sharded: the file holds the whole
+  # state either way.
+  reprise_mpi_test(shard_resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
+    --shard optimizer --resume ${dir}/stopped --save ${dir}/shard_resumed)
+  reprise_mpi_test(shard_resume_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
+    ${dir}/shard_resumed)
+  set_tests_properties(${t}.shard_resume PROPERTIES FIXTURES_REQUIRED ${t}_stop
+    FIXTURES_SETUP ${t}_shard_resume)
+  set_tests_properties(${t}.shard_resume_is_bitwise PROPERTIES
+    FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_resume")
   reprise_mpi_test(resume_other_ranks COMMAND sh -c
     "out=$(\"$0\" \"$@\" 2>&1)\nstatus=$?\necho \"$out\"\ntest $status -eq 2 && echo \"$out\" | grep -q 'written by a run of 2 process(es), and this run has 1'"
     ${exe} ${run} --resume ${dir}/stopped)

@@ -334,6 +334,10 @@ FlagTable session_flags(const Program& program) {
 FlagTable processes_flags() {
   using S = Section;
   return {
+      {"--shard", "M", S::processes,
+       "what the processes split: none | optimizer (each keeps and updates 1/R of the AdamW "
+       "state, then shares what it updated; ZeRO-1)",
+       named(&Options::shard, parallel::parse_shard_mode, parallel::shard_mode_name)},
       {"--bucket-kib", "N", S::processes, "gradient all-reduce bucket size",
        parsed(&Options::bucket_kib, parse_positive)},
       {"--comm-timeout", "S", S::processes,
@@ -910,6 +914,7 @@ Session open_session(const Program& program, const FlagTable& table, const Optio
                      : nn::TextDataset::from_file(o.data, 0.1, s.tok));
   s.group = std::make_shared<parallel::ProcessGroup>(
       world.communicator(), parallel::ProcessGroupOptions{.expert_parallel = o.expert_parallel,
+                                                          .shard = o.shard,
                                                           .bucket_bytes = o.bucket_kib * 1024});
   s.trainer = std::make_unique<nn::Trainer>(o.config, s.data, s.group, o.device);
   config = s.trainer->config();
@@ -980,8 +985,10 @@ void print_run_and_compute(const Session& s) {
           s.group->expert_dispatch()->local_experts(c.model.moe->num_local_experts).count;
       std::printf(", %lld experts per process", (long long)held);
     }
-    std::printf(", %zu gradient bucket(s) of up to %lld KiB\n", s.group->buckets().num_buckets(),
+    std::printf(", %zu gradient bucket(s) of up to %lld KiB", s.group->buckets().num_buckets(),
                 (long long)s.o.bucket_kib);
+    if (s.group->shard_optimizer()) std::printf(", optimizer state split over the processes");
+    std::printf("\n");
   }
   const nn::CheckpointConfig& ck = c.checkpointing;
   std::printf("compute  checkpoint %s, ", ck.policy_string().c_str());

@@ -31,6 +31,7 @@
 #include "nn/hf.h"
 #include "nn/llama.h"
 #include "nn/trainer.h"
+#include "parallel/process_group.h"
 
 namespace reprise::train_cli {
 
@@ -63,10 +64,11 @@ struct Options {
   nn::OnNonFinite on_nonfinite = nn::OnNonFinite::stop;
   bool detect_anomaly = false;
   // Several processes.
-  bool expert_parallel = false;      // moe_train's --expert-parallel
-  int64_t bucket_kib = 1024;         // gradient bucket size
-  double comm_timeout = 300;         // seconds a rank waits for the others
-  int64_t check_replicas_every = 0;  // steps; 0: never
+  bool expert_parallel = false;                           // moe_train's --expert-parallel
+  parallel::ShardMode shard = parallel::ShardMode::none;  // --shard
+  int64_t bucket_kib = 1024;                              // gradient bucket size
+  double comm_timeout = 300;                              // seconds a rank waits for the others
+  int64_t check_replicas_every = 0;                       // steps; 0: never
   bool rank_stats = false;
 };
 

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct OpCase {
 };
 
 std::vector<OpCase>& op_cases();
+
+// GoogleTest prints a parameter by its name.
+inline void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
 // The registered op a case exercises: its name up to the first '/'.
 std::string op_of(const OpCase& c);

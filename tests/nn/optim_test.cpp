@@ -94,6 +94,46 @@ TEST(AdamW, ParametersWithoutGradientsKeepTheirStateStill) {
   EXPECT_EQ(s["b.exp_avg"].item<float>(), 0.0f);
 }
 
+// Rank 0 of 2 alone (its broadcasts go nowhere): it keeps state for the
+// parameters it owns, updates them as an unsharded AdamW does, and leaves
+// the others to their owner.
+TEST(AdamW, AShardKeepsAndUpdatesOnlyItsOwnParameters) {
+  auto make = [] {
+    return std::vector<NamedParameter>{param("a", {0.1f, 0.2f, -0.3f, 0.4f}), param("b", {4.0f}),
+                                       param("c", {1.0f, 2.0f}), param("e", {5.0f}, false)};
+  };
+  std::vector<NamedParameter> sharded = make(), plain = make();
+  // "e" is this process's own (an expert); a, b, c are shared: a (4
+  // elements) to rank 0, b (1) to rank 1, c (2) to rank 1 (1 < 4).
+  int broadcasts = 0;
+  OptimizerShard shard = OptimizerShard::balanced(sharded, {false, false, false, true}, 0, 2,
+                                                  [&](Tensor&, int) { ++broadcasts; });
+  EXPECT_EQ(shard.owner, (std::vector<int>{0, 1, 1, OptimizerShard::kLocal}));
+  const int64_t before = memory_stats::snapshot()[MemoryKind::optimizer_state].live;
+  AdamW a(sharded, {.lr = 0.01}, shard);
+  // Two moments of a (4 floats) and e (1 float).
+  EXPECT_EQ(memory_stats::snapshot()[MemoryKind::optimizer_state].live - before, 2 * 5 * 4);
+  AdamW b(plain, {.lr = 0.01});
+  for (const auto* ps : {&sharded, &plain}) {
+    set_grad((*ps)[0], {0.5f, -0.25f, 1.0f, 2.0f});
+    set_grad((*ps)[1], {1.0f});
+    set_grad((*ps)[2], {-1.0f, 3.0f});
+    set_grad((*ps)[3], {0.75f});
+  }
+  a.step();
+  b.step();
+  EXPECT_EQ(broadcasts, 3);  // a, b and c, from their owners
+  EXPECT_EQ(values(sharded[0]), values(plain[0]));
+  EXPECT_EQ(values(sharded[1]), std::vector<float>{4.0f});  // rank 1 updates it
+  EXPECT_EQ(values(sharded[2]), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(values(sharded[3]), values(plain[3]));
+  // load_state takes the whole state and keeps its part.
+  std::map<std::string, Tensor> whole;
+  for (auto& [k, t] : b.state()) whole[k] = t;
+  a.load_state(whole);
+  EXPECT_EQ(a.steps(), 1);
+}
+
 TEST(AdamW, StateIsOptimizerMemoryAndRoundTripsBitwise) {
   const int64_t before = memory_stats::snapshot()[MemoryKind::optimizer_state].live;
   auto make = [] {
