@@ -227,7 +227,13 @@ int64_t routing_flips(const RoutingRecord& a, const RoutingRecord& b) {
 }
 
 RoutingCapture::RoutingCapture() : outer_(t_capture) { t_capture = this; }
-RoutingCapture::~RoutingCapture() { t_capture = outer_; }
+RoutingCapture::~RoutingCapture() { close(); }
+
+void RoutingCapture::close() {
+  if (!open_) return;
+  t_capture = outer_;
+  open_ = false;
+}
 
 RoutingCapture* current_routing_capture() { return t_capture; }
 

@@ -91,6 +91,10 @@ class RoutingCapture {
   std::vector<RoutingRecord> records(int64_t batch, int64_t positions) const;
   // Forgets what was captured.
   void clear() { layers_.clear(); }
+  // Stops capturing (the enclosing capture, if any, sees later layers),
+  // keeping what was captured; the destructor closes an open capture.
+  // Captures close in the reverse order of their opening.
+  void close();
 
  private:
   struct Layer {
@@ -102,6 +106,7 @@ class RoutingCapture {
   };
   std::vector<Layer> layers_;
   RoutingCapture* outer_;
+  bool open_ = true;
 };
 
 // The capture this thread's MoE layers report to, or nullptr.

@@ -93,7 +93,10 @@ void bind_routing_record(nb::module_& m) {
              s.capture.emplace();
              return self;
            })
-      .def("__exit__", [](RoutingCaptureScope&, nb::args) {})
+      .def("__exit__",
+           [](RoutingCaptureScope& s, nb::args) {
+             if (s.capture) s.capture->close();
+           })
       .def("records", &RoutingCaptureScope::records, arg("batch"), arg("positions"));
 
   nb::class_<RoutingReplayScope>(
@@ -115,6 +118,7 @@ void bind_routing_record(nb::module_& m) {
            })
       .def("__exit__",
            [](RoutingReplayScope& s, nb::args) {
+             if (!s.replay) return;
              s.overridden = s.replay->overridden();
              s.replay.reset();
            })

@@ -60,6 +60,23 @@ TEST(RoutingRecords, FromPlainArrays) {
   expect_error([] { routing_record(kLayers, 4, Tensor::zeros({1, 2, 2})); }, {"integer dtype"});
 }
 
+TEST(RoutingCapture, NestsAndCloses) {
+  EXPECT_EQ(current_routing_capture(), nullptr);
+  {
+    RoutingCapture outer;
+    {
+      RoutingCapture inner;
+      EXPECT_EQ(current_routing_capture(), &inner);
+      inner.close();
+      EXPECT_EQ(current_routing_capture(), &outer);
+      inner.close();  // again: nothing
+      EXPECT_EQ(current_routing_capture(), &outer);
+    }
+    EXPECT_EQ(current_routing_capture(), &outer);
+  }
+  EXPECT_EQ(current_routing_capture(), nullptr);
+}
+
 TEST(RoutingRecords, RoundTripThroughAFileBitForBit) {
   const std::string dir = testing::fresh_temp_dir("routing");
   std::filesystem::create_directories(dir);

@@ -87,3 +87,12 @@ def test_cuda_matmul_mode():
     reprise.set_cuda_matmul(before)
     with pytest.raises(reprise.Error, match="unknown CUDA matmul mode 'tf32'"):
         reprise.set_cuda_matmul("tf32")
+
+
+def test_a_closed_capture_sees_no_later_forward():
+    model = reprise.nn.load_model(str(FIXTURES / "mixtral_tiny"))
+    ids = reprise.tensor([[1, 2, 3]], dtype="i64")
+    with reprise.nn.RoutingCapture() as capture:
+        model(ids)
+    model(reprise.tensor([[1, 2, 3, 4]], dtype="i64"))  # after the block: not captured
+    assert capture.records(1, 3)[0].positions == 3
