@@ -19,7 +19,8 @@
 #   policy_<P>          2 processes under policy P; policy_<P>_is_bitwise
 #   shard_optimizer     2 processes with --shard optimizer (ZeRO-1): _is_bitwise compares
 #                       it with two_ranks (checkpoints and metrics); shard_full under
-#                       full checkpointing too; shard_resume resumes `stop` sharded
+#                       full checkpointing too; shard_resume resumes `stop` sharded,
+#                       shard_stop_resume a sharded stop sharded
 #   stop, resume        2 processes: 2 steps saved, then resumed for 2; resume_is_bitwise
 #   resume_other_ranks  1 process resuming that checkpoint: exit 2, names both numbers
 #   rank_exits          rank 1 stops after one step (as if interrupted); rank 0 fails
@@ -111,8 +112,8 @@ function(reprise_parallel_tests trainer)
   reprise_mpi_test(resume_is_bitwise COMMAND sh -c
     "\"$0\" states \"$1/two_ranks\" \"$1/resumed\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/resumed.jsonl\" loss,grad_norm"
     ${compare} ${dir})
-  # A checkpoint written unsharded resumes sharded: the file holds the whole
-  # state either way.
+  # A checkpoint written unsharded resumes sharded, and one written sharded
+  # resumes sharded: the file holds the whole state either way.
   reprise_mpi_test(shard_resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
     --shard optimizer --resume ${dir}/stopped --save ${dir}/shard_resumed)
   reprise_mpi_test(shard_resume_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
@@ -121,6 +122,18 @@ function(reprise_parallel_tests trainer)
     FIXTURES_SETUP ${t}_shard_resume)
   set_tests_properties(${t}.shard_resume_is_bitwise PROPERTIES
     FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_resume")
+  reprise_mpi_test(shard_stop COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
+    --shard optimizer --stop-after 2 --save ${dir}/shard_stopped)
+  reprise_mpi_test(shard_stop_resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
+    --shard optimizer --resume ${dir}/shard_stopped --save ${dir}/shard_stop_resumed)
+  reprise_mpi_test(shard_stop_resume_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
+    ${dir}/shard_stop_resumed)
+  set_tests_properties(${t}.shard_stop PROPERTIES FIXTURES_REQUIRED ${t}_clean
+    FIXTURES_SETUP ${t}_shard_stop)
+  set_tests_properties(${t}.shard_stop_resume PROPERTIES FIXTURES_REQUIRED ${t}_shard_stop
+    FIXTURES_SETUP ${t}_shard_stop_resume)
+  set_tests_properties(${t}.shard_stop_resume_is_bitwise PROPERTIES
+    FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_stop_resume")
   reprise_mpi_test(resume_other_ranks COMMAND sh -c
     "out=$(\"$0\" \"$@\" 2>&1)\nstatus=$?\necho \"$out\"\ntest $status -eq 2 && echo \"$out\" | grep -q 'written by a run of 2 process(es), and this run has 1'"
     ${exe} ${run} --resume ${dir}/stopped)
