@@ -18,9 +18,10 @@
 #   big_batch           1 process x batch 2b; near_two_ranks within BIG_BATCH
 #   policy_<P>          2 processes under policy P; policy_<P>_is_bitwise
 #   shard_optimizer     2 processes with --shard optimizer (ZeRO-1): _is_bitwise compares
-#                       it with two_ranks (checkpoints and metrics); shard_full under
-#                       full checkpointing too; shard_resume resumes `stop` sharded,
-#                       shard_stop_resume a sharded stop sharded
+#                       it with two_ranks (checkpoints and metrics); under a checkpoint
+#                       policy it is a POLICIES entry (full+--shard=optimizer);
+#                       shard_resume resumes `stop` sharded, shard_stop_resume a sharded
+#                       stop sharded
 #   stop, resume        2 processes: 2 steps saved, then resumed for 2; resume_is_bitwise
 #   resume_other_ranks  1 process resuming that checkpoint: exit 2, names both numbers
 #   rank_exits          rank 1 stops after one step (as if interrupted); rank 0 fails
@@ -90,20 +91,11 @@ function(reprise_parallel_tests trainer)
   reprise_mpi_test(shard_optimizer_is_bitwise COMMAND sh -c
     "\"$0\" states \"$1/two_ranks\" \"$1/shard_optimizer\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/shard_optimizer.jsonl\" \"$2\""
     ${compare} ${dir} ${ARG_FIELDS})
-  reprise_mpi_test(shard_full COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-    --shard optimizer --checkpoint-policy full --verify bitwise --save ${dir}/shard_full)
-  reprise_mpi_test(shard_full_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
-    ${dir}/shard_full)
   set_tests_properties(${t}.shard_optimizer PROPERTIES
     FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_shard_optimizer
     PASS_REGULAR_EXPRESSION "optimizer state split over the processes")
   set_tests_properties(${t}.shard_optimizer_is_bitwise PROPERTIES
     FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_optimizer")
-  set_tests_properties(${t}.shard_full PROPERTIES
-    FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_shard_full
-    PASS_REGULAR_EXPRESSION " 0 verifier mismatches")
-  set_tests_properties(${t}.shard_full_is_bitwise PROPERTIES
-    FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_full")
 
   reprise_mpi_test(stop COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL} --stop-after 2
     --save ${dir}/stopped --metrics ${dir}/resumed.jsonl)
