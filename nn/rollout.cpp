@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/error.h"
@@ -74,12 +75,14 @@ class LengthBatch {
     int64_t forwards = 0;
     const Device device = model_.model.embed_tokens.weight().device();
     while (!members_.empty()) {
-      RoutingCapture capture;
+      // Only a recording run copies each layer's choices to the host.
+      std::optional<RoutingCapture> capture;
+      if (options_.record_routing) capture.emplace();
       const Tensor logits = model_.forward_cached(next_ids_.to(device), cache_, /*last_only=*/true);
       ++forwards;
-      if (options_.record_routing) {
+      if (capture) {
         const std::vector<RoutingRecord> fed =
-            capture.records(int64_t(members_.size()), next_ids_.size(1));
+            capture->records(int64_t(members_.size()), next_ids_.size(1));
         for (size_t r = 0; r < members_.size(); ++r)
           results_[members_[r].index].routing.append(fed[r]);
       }
