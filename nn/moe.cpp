@@ -108,15 +108,14 @@ ops::MoeRoute replayed(const Routing& r, RoutingReplay& replay, const MoeConfig&
   std::vector<int64_t> ids = replay.experts(layer, N, E, k);
   const std::vector<int64_t> own = r.route.indices.to_vector<int64_t>();
   const bool all_kept = r.route.token.numel() == N * k;  // no capacity limit dropped any
-  std::vector<uint8_t> changed(size_t(N * k));           // per assignment: a new gate
+  std::vector<uint8_t> changed(size_t(N * k));  // per assignment: its token's experts changed
   int64_t flips = 0;
   for (int64_t n = 0; n < N; ++n) {
     const auto row = ids.begin() + n * k;
     const auto mine = own.begin() + n * k;
     if (row[0] < 0) std::copy(mine, mine + k, row);
-    const bool same = std::equal(row, row + k, mine);
     flips += !std::is_permutation(row, row + k, mine);
-    std::fill_n(changed.begin() + n * k, k, uint8_t(!same || !all_kept));
+    std::fill_n(changed.begin() + n * k, k, uint8_t(!std::equal(row, row + k, mine)));
   }
   replay.count_overridden(flips);
   if (ids == own && all_kept) return r.route;
