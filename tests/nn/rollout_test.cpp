@@ -142,6 +142,17 @@ Tensor training_batch(const std::vector<std::vector<int64_t>>& prompts,
   return ids;
 }
 
+// Sequence i's completion log-probs out of next_token_logprobs's (B, T - 1):
+// positions P - 1 .. P + n - 2 of its row.
+std::vector<float> completion_logprobs(const Tensor& logprobs, size_t i,
+                                       const std::vector<int64_t>& prompt, const Rollout& r) {
+  const int64_t first = int64_t(prompt.size()) - 1;
+  return logprobs.detach()
+      .select(0, int64_t(i))
+      .slice(0, first, first + int64_t(r.tokens.size()))
+      .to_vector<float>();
+}
+
 TEST(Rollout, TheTrainingForwardGivesTheSamplersLogprobsBitForBit) {
   for (const char* folder : kModels) {
     SCOPED_TRACE(folder);
@@ -157,12 +168,10 @@ TEST(Rollout, TheTrainingForwardGivesTheSamplersLogprobsBitForBit) {
                                 moe_block_of(model->config()));
       const Tensor logprobs = next_token_logprobs(model->forward(ids, layers.runner()).logits, ids);
       ASSERT_TRUE(logprobs.requires_grad());
-      const std::vector<float> all = logprobs.to_vector<float>();  // (B, longest - 1)
       for (size_t i = 0; i < prompts.size(); ++i) {
-        const size_t P = prompts[i].size(), n = rollouts[i].tokens.size();
-        const auto row = all.begin() + int64_t(i) * (longest - 1);
-        const std::vector<float> trained(row + int64_t(P) - 1, row + int64_t(P + n) - 1);
-        EXPECT_EQ(bits(trained), bits(rollouts[i].logprobs)) << "sequence " << i;
+        EXPECT_EQ(bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
+                  bits(rollouts[i].logprobs))
+            << "sequence " << i;
       }
       // The gradient reaches the parameters through the recompute.
       const Tensor loss = ops::sum(logprobs);
@@ -234,13 +243,10 @@ TEST(Rollout, TheTrainingForwardAgreesUnderBf16Autocast) {
       int64_t longest = 0;
       const Tensor ids = training_batch(prompts, rollouts, longest);
       RoutingCapture capture;
-      const std::vector<float> all =
-          next_token_logprobs(model->forward(ids).logits, ids).to_vector<float>();
+      const Tensor logprobs = next_token_logprobs(model->forward(ids).logits, ids);
       const std::vector<RoutingRecord> trained = capture.records(int64_t(prompts.size()), longest);
       for (size_t i = 0; i < prompts.size(); ++i) {
-        const size_t P = prompts[i].size(), n = rollouts[i].tokens.size();
-        const auto row = all.begin() + int64_t(i) * (longest - 1);
-        EXPECT_EQ(bits(std::vector<float>(row + int64_t(P) - 1, row + int64_t(P + n) - 1)),
+        EXPECT_EQ(bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
                   bits(rollouts[i].logprobs))
             << "sequence " << i;
         EXPECT_EQ(routing_flips(rollouts[i].routing,
@@ -325,11 +331,8 @@ TEST(RoutingReplay, RoutesByTheRecordWithGradientsToTheRouter) {
       EXPECT_EQ(replay.overridden(), 1);
       const std::vector<RoutingRecord> routed = capture.records(int64_t(prompts.size()), longest);
       EXPECT_EQ(routed[0].first_positions(changed.positions).experts, changed.experts);
-      const std::vector<float> got = logprobs.to_vector<float>();
       for (size_t i = 1; i < prompts.size(); ++i) {
-        const size_t P = prompts[i].size(), n = rollouts[i].tokens.size();
-        const auto r = got.begin() + int64_t(i) * (longest - 1);
-        EXPECT_EQ(bits(std::vector<float>(r + int64_t(P) - 1, r + int64_t(P + n) - 1)),
+        EXPECT_EQ(bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
                   bits(rollouts[i].logprobs))
             << "sequence " << i;
       }
