@@ -32,6 +32,7 @@ training tokens/s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -138,24 +139,29 @@ class Batch:
         self.tokens = len(self.where)
 
 
-def completion_logprobs(model, batch: Batch, layers, replay: bool):
-    """The trainer's log-prob of every completion token (recorded), and the
-    routing flips against the rollouts' records."""
+def completion_logprobs(model, batch: Batch, layers, replay=False, count_flips=False):
+    """The trainer's log-prob of every completion token (recorded); with
+    count_flips, also the routing flips against the rollouts' records (with
+    replay, those it overrode), else None."""
     replayer = nn.RoutingReplay(batch.records, batch.length) if replay else None
-    with nn.RoutingCapture() as capture:
-        if replayer:
-            with replayer:
-                logits = model(batch.ids, layers).logits
-        else:
-            logits = model(batch.ids, layers).logits
+    moe = model.config.moe is not None
+    capture = nn.RoutingCapture() if count_flips and moe and not replay else None
+    with contextlib.ExitStack() as scopes:
+        for scope in (replayer, capture):
+            if scope is not None:
+                scopes.enter_context(scope)
+        logits = model(batch.ids, layers).logits
     flat = reprise.reshape(nn.next_token_logprobs(logits, batch.ids), [-1])
     picked = reprise.index_select(flat, 0, reprise.tensor(batch.where, dtype="i64"))
-    flips = replayer.overridden if replayer else 0
-    if not model.config.moe is None and not replay:
-        trained = capture.records(len(batch.records), batch.length)
-        flips = sum(nn.routing_flips(r, t.first_positions(r.positions))
-                    for r, t in zip(batch.records, trained))
-    return picked, flips
+    if not count_flips:
+        return picked, None
+    if replayer is not None:
+        return picked, replayer.overridden
+    if capture is None:  # a dense model
+        return picked, 0
+    trained = capture.records(len(batch.records), batch.length)
+    return picked, sum(nn.routing_flips(r, t.first_positions(r.positions))
+                       for r, t in zip(batch.records, trained))
 
 
 def clipped_objective(new, batch: Batch, eps: float):
@@ -178,7 +184,7 @@ def clipped_objective(new, batch: Batch, eps: float):
 def kl_to(reference, batch: Batch, new):
     """The k3 estimate of KL(new || reference) per token, mean over tokens."""
     with reprise.no_grad():
-        ref, _ = completion_logprobs(reference, batch, None, False)
+        ref, _ = completion_logprobs(reference, batch, None)
     d = reprise.sub(ref.detach(), new)
     k3 = reprise.add(reprise.sub(reprise.exp(d), d), -1.0)
     return reprise.mul(reprise.sum(k3), 1.0 / batch.tokens)
@@ -216,8 +222,9 @@ def main(argv: list[str]) -> int:
         start = time.perf_counter()
         mismatch, flips = 0.0, 0
         for update in range(a.updates):
-            new, f = completion_logprobs(model, batch, layers, a.replay)
-            if update == 0:
+            first = update == 0
+            new, f = completion_logprobs(model, batch, layers, a.replay, count_flips=first)
+            if first:
                 mismatch = max(abs(x - y) for x, y in zip(new.tolist(), batch.old))
                 flips = f
             loss = clipped_objective(new, batch, a.clip)
