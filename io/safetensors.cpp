@@ -510,39 +510,35 @@ void write_safetensors(const std::string& path,
   }
   std::set<std::string> seen;
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
+  // The header entry of the next tensor, after the ones before it.
+  auto add_entry = [&](const std::string& name, const std::string& dtype, const Shape& shape,
+                       uint64_t bytes) {
     REPRISE_CHECK(name != "__metadata__", where, ": a tensor cannot be named __metadata__");
     REPRISE_CHECK(seen.insert(name).second, where, ": duplicate tensor name ", quoted(name));
-    REPRISE_CHECK(tensor.defined(), where, ": tensor ", quoted(name), " is undefined");
-    Tensor t = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
-    t = t.contiguous();
-    json::Array shape;
-    for (int64_t d : t.shape()) shape.emplace_back(d);
-    uint64_t end = offset + t.nbytes();
-    json::Object entry{{"dtype", json::Value(safetensors_dtype_name(t.dtype()))},
-                       {"shape", json::Value(std::move(shape))},
+    json::Array dims;
+    for (int64_t d : shape) dims.emplace_back(d);
+    const uint64_t end = offset + bytes;
+    json::Object entry{{"dtype", json::Value(dtype)},
+                       {"shape", json::Value(std::move(dims))},
                        {"data_offsets", json::Value(json::Array{int64_t(offset), int64_t(end)})}};
     header.as_object().emplace_back(name, json::Value(std::move(entry)));
     offset = end;
+  };
+  for (const auto& [name, tensor] : tensors) {
+    REPRISE_CHECK(tensor.defined(), where, ": tensor ", quoted(name), " is undefined");
+    Tensor t = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+    t = t.contiguous();
+    add_entry(name, safetensors_dtype_name(t.dtype()), t.shape(), t.nbytes());
     data.push_back(std::move(t));
   }
   for (const auto& [name, r] : raw) {
-    REPRISE_CHECK(name != "__metadata__", where, ": a tensor cannot be named __metadata__");
-    REPRISE_CHECK(seen.insert(name).second, where, ": duplicate tensor name ", quoted(name));
     const FormatDType* fd = find_format_dtype(r.dtype_name);
     REPRISE_CHECK(fd != nullptr, where, ": tensor ", quoted(name), " has dtype ", r.dtype_name,
                   ", which is not one of the format's");
     REPRISE_CHECK(uint64_t(numel(r.shape)) * fd->bits == uint64_t(r.bytes.size()) * 8, where,
                   ": tensor ", quoted(name), " is ", r.dtype_name, to_string(r.shape), " but has ",
                   r.bytes.size(), " bytes");
-    json::Array shape;
-    for (int64_t d : r.shape) shape.emplace_back(d);
-    const uint64_t end = offset + r.bytes.size();
-    json::Object entry{{"dtype", json::Value(r.dtype_name)},
-                       {"shape", json::Value(std::move(shape))},
-                       {"data_offsets", json::Value(json::Array{int64_t(offset), int64_t(end)})}};
-    header.as_object().emplace_back(name, json::Value(std::move(entry)));
-    offset = end;
+    add_entry(name, r.dtype_name, r.shape, r.bytes.size());
   }
   std::string header_text = json::dump(header);
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
