@@ -20,7 +20,8 @@ message(STATUS "reprise: MPI communicator ${REPRISE_HAS_MPI}")
 # fewer cores than ranks, and its mpirun refuses root unless told (CI runs
 # as root).
 # REPRISE_MPIEXEC is the launcher with its global flags (an MPMD line adds
-# "-n 1 prog : -n 1 prog"), REPRISE_MPIEXEC_2 a launch of 2 ranks.
+# "-n 1 prog : -n 1 prog"), REPRISE_MPIEXEC_2 and _4 launches of 2 and 4
+# ranks.
 if(REPRISE_HAS_MPI)
   set(REPRISE_MPIEXEC ${MPIEXEC_EXECUTABLE})
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE mpiexec_version
@@ -29,6 +30,7 @@ if(REPRISE_HAS_MPI)
     list(APPEND REPRISE_MPIEXEC --oversubscribe)
   endif()
   set(REPRISE_MPIEXEC_2 ${REPRISE_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS})
+  set(REPRISE_MPIEXEC_4 ${REPRISE_MPIEXEC} ${MPIEXEC_NUMPROC_FLAG} 4 ${MPIEXEC_PREFLAGS})
   set(REPRISE_MPIEXEC_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 endif()
 

@@ -78,7 +78,7 @@ Tensors CpuBackend::max_rows(const Tensor& x_in) {
 }
 
 Tensor CpuBackend::chunk_square_sums(const Tensor& x) {
-  constexpr int64_t kChunk = 4096;
+  constexpr int64_t kChunk = kSquareSumChunk;
   const float* p = x.data<float>();
   const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
   Tensor sums = Tensor::empty({chunks}, DType::f64);

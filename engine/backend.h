@@ -109,6 +109,9 @@ struct DeviceMemoryInfo {
   int64_t device_free = 0;    // free on the device now, as it reports it
 };
 
+// The chunk length of Backend::chunk_square_sums, in elements.
+inline constexpr int64_t kSquareSumChunk = 4096;
+
 class Backend {
  public:
   explicit Backend(Device device) : device_(device) {}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <unordered_map>
 
 #include "engine/backend.h"
 #include "engine/grad_mode.h"
@@ -82,26 +83,6 @@ void Optimizer::zero_grad() {
 
 // ---- AdamW ------------------------------------------------------------------
 
-OptimizerShard OptimizerShard::balanced(const std::vector<NamedParameter>& params,
-                                        const std::vector<bool>& local, int rank, int ranks,
-                                        std::function<void(Tensor& t, int root)> broadcast) {
-  REPRISE_CHECK(ranks >= 1 && rank >= 0 && rank < ranks && local.size() == params.size(),
-                "OptimizerShard: rank ", rank, " of ", ranks, ", ", local.size(),
-                " locality flags for ", params.size(), " parameters");
-  OptimizerShard s{.rank = rank, .owner = {}, .broadcast = std::move(broadcast)};
-  std::vector<int64_t> load(size_t(ranks), 0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (local[i]) {
-      s.owner.push_back(kLocal);
-      continue;
-    }
-    const int r = int(std::min_element(load.begin(), load.end()) - load.begin());
-    load[size_t(r)] += params[i].value.numel();
-    s.owner.push_back(r);
-  }
-  return s;
-}
-
 AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options,
              std::optional<OptimizerShard> shard)
     : Optimizer(std::move(params), options.lr), options_(options), shard_(std::move(shard)) {
@@ -111,72 +92,199 @@ AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options,
                     options.beta2 < 1,
                 "AdamW: bad options lr ", options.lr, ", betas (", options.beta1, ", ",
                 options.beta2, "), eps ", options.eps, ", weight_decay ", options.weight_decay);
-  REPRISE_CHECK(!shard_ || (shard_->owner.size() == params_.size() && shard_->broadcast),
-                "AdamW: a shard of ", shard_ ? shard_->owner.size() : 0, " owners for ",
-                params_.size(), " parameters");
+  shared_index_.assign(params_.size(), -1);
+  if (shard_) {
+    REPRISE_CHECK(shard_->all_gather, "AdamW: a shard without an all_gather");
+    std::unordered_map<const TensorImpl*, size_t> index;
+    for (size_t i = 0; i < params_.size(); ++i) index[params_[i].value.impl()] = i;
+    const std::vector<NamedParameter>& shared = shard_->layout.params;
+    for (size_t k = 0; k < shared.size(); ++k) {
+      const auto it = index.find(shared[k].value.impl());
+      REPRISE_CHECK(it != index.end(), "AdamW: the shard's parameter '", shared[k].name,
+                    "' is not one of the optimizer's");
+      shared_index_[it->second] = int64_t(k);
+      shared_param_.push_back(it->second);
+    }
+    pieces_ = shard_->layout.pieces(shard_->rank);
+    for (const ShardLayout::Bucket& b : shard_->layout.buckets) {
+      block_avg_.push_back(state_zeros(Tensor::empty({b.block}, DType::f32, shard_device())));
+      block_avg_sq_.push_back(state_zeros(block_avg_.back()));
+    }
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
-    exp_avg_.push_back(keeps(i) ? state_zeros(params_[i].value) : Tensor());
-    exp_avg_sq_.push_back(keeps(i) ? state_zeros(params_[i].value) : Tensor());
+    const bool own = shared_index_[i] < 0;
+    exp_avg_.push_back(own ? state_zeros(params_[i].value) : Tensor());
+    exp_avg_sq_.push_back(own ? state_zeros(params_[i].value) : Tensor());
     param_steps_.push_back(0);
   }
 }
 
-void AdamW::step() {
-  NoGradGuard no_grad;
+void AdamW::update(size_t i, const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v) {
   const AdamWOptions& o = options_;
+  const int64_t t = param_steps_[i];
+  // Scalars as PyTorch forms them: Python floats (f64), applied in f32.
+  const double bc1 = 1.0 - std::pow(o.beta1, double(t));
+  backend_of(w).adamw_step(w, g, m, v,
+                           {.decay = o.weight_decay != 0 && (params_[i].decay || o.decay_all),
+                            .shrink = float(1.0 - lr_ * o.weight_decay),
+                            .w1 = float(1.0 - o.beta1),
+                            .b2 = float(o.beta2),
+                            .w2 = float(1.0 - o.beta2),
+                            .neg_step = float(-(lr_ / bc1)),
+                            .bc2_sqrt = float(std::sqrt(1.0 - std::pow(o.beta2, double(t)))),
+                            .eps = float(o.eps)});
+  w.storage()->bump_version();
+}
+
+void AdamW::step() {
+  REPRISE_CHECK(!shard_, "AdamW::step: a sharded AdamW steps on its gradient blocks");
+  NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const NamedParameter& p = params_[i];
-    const Tensor g = grad_of(p, "AdamW");
+    const Tensor g = grad_of(params_[i], "AdamW");
     if (!g.defined()) continue;
-    const int64_t t = ++param_steps_[i];
-    if (!keeps(i)) continue;  // its owner updates it and sends it below
-    // Scalars as PyTorch forms them: Python floats (f64), applied in f32.
-    const bool decay = o.weight_decay != 0 && (p.decay || o.decay_all);
-    const float shrink = float(1.0 - lr_ * o.weight_decay);
-    const float w1 = float(1.0 - o.beta1);
-    const float b2 = float(o.beta2), w2 = float(1.0 - o.beta2);
-    const double bc1 = 1.0 - std::pow(o.beta1, double(t));
-    const float neg_step = float(-(lr_ / bc1));
-    const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(o.beta2, double(t))));
-    const float eps = float(o.eps);
-    backend_of(p.value).adamw_step(p.value, g, exp_avg_[i], exp_avg_sq_[i],
-                                   {.decay = decay,
-                                    .shrink = shrink,
-                                    .w1 = w1,
-                                    .b2 = b2,
-                                    .w2 = w2,
-                                    .neg_step = neg_step,
-                                    .bc2_sqrt = bc2_sqrt,
-                                    .eps = eps});
-    p.value.storage()->bump_version();
+    ++param_steps_[i];
+    update(i, params_[i].value, g, exp_avg_[i], exp_avg_sq_[i]);
   }
-  if (shard_) {
-    // Every process has the same gradients (reduced), so all send the same
-    // parameters in the same order.
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (shard_->owner[i] == OptimizerShard::kLocal || !params_[i].value.grad().defined())
-        continue;
-      Tensor value = params_[i].value;
-      shard_->broadcast(value, shard_->owner[i]);
+  ++steps_;
+}
+
+void AdamW::step(const ShardGradients& gradients) {
+  REPRISE_CHECK(shard_, "AdamW::step: gradient blocks for an AdamW without a shard");
+  const ShardLayout& layout = shard_->layout;
+  REPRISE_CHECK(gradients.blocks.size() == layout.buckets.size() &&
+                    gradients.present.size() == layout.params.size(),
+                "AdamW::step: ", gradients.blocks.size(), " gradient blocks and ",
+                gradients.present.size(), " presence flags for a layout of ", layout.buckets.size(),
+                " buckets and ", layout.params.size(), " parameters");
+  NoGradGuard no_grad;
+  // Every process counts every parameter's steps; it updates its own
+  // parameters whole and its pieces of the shared ones.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t k = shared_index_[i];
+    if (k >= 0) {
+      param_steps_[i] += gradients.present[size_t(k)] ? 1 : 0;
+      continue;
+    }
+    const Tensor g = grad_of(params_[i], "AdamW");
+    if (!g.defined()) continue;
+    ++param_steps_[i];
+    update(i, params_[i].value, g, exp_avg_[i], exp_avg_sq_[i]);
+  }
+  for (const ShardLayout::Piece& piece : pieces_) {
+    if (!gradients.present[piece.param]) continue;
+    const Tensor& block = gradients.blocks[piece.bucket];
+    REPRISE_CHECK(block.defined() && block.numel() == layout.buckets[piece.bucket].block,
+                  "AdamW::step: gradient block ", piece.bucket, " is ",
+                  block.defined() ? block.describe() : std::string("undefined"), ", expected ",
+                  layout.buckets[piece.bucket].block, " elements");
+    const auto in_block = [&](const Tensor& t) {
+      return t.slice(0, piece.at, piece.at + piece.size());
+    };
+    update(shared_param_[piece.param],
+           layout.params[piece.param].value.view({-1}).slice(0, piece.begin, piece.end),
+           in_block(block), in_block(block_avg_[piece.bucket]),
+           in_block(block_avg_sq_[piece.bucket]));
+  }
+  // Every process's pieces to every process, bucket by bucket (those with
+  // an updated parameter; every process knows which from the flags).
+  for (size_t b = 0; b < layout.buckets.size(); ++b) {
+    const ShardLayout::Bucket& bucket = layout.buckets[b];
+    bool updated = false;
+    for (const size_t k : bucket.params) updated = updated || gradients.present[k];
+    if (!updated) continue;
+    Tensor mine = Tensor::zeros({bucket.block}, DType::f32, shard_device());
+    for (const ShardLayout::Piece& piece : pieces_) {
+      if (piece.bucket != b) continue;
+      mine.slice(0, piece.at, piece.at + piece.size())
+          .copy_(layout.params[piece.param].value.view({-1}).slice(0, piece.begin, piece.end));
+    }
+    const Tensor whole = gather_bucket(b, mine);
+    for (const size_t k : bucket.params) {
+      if (!gradients.present[k]) continue;
+      Tensor w = layout.params[k].value;
+      w.copy_(in_bucket(whole, k));
     }
   }
   ++steps_;
 }
 
-std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  // A shared parameter's state, from its owner to every process.
-  auto gathered = [&](const Tensor& mine, size_t i) {
-    if (!shard_ || shard_->owner[i] == OptimizerShard::kLocal) return mine.clone();
-    Tensor t = keeps(i)
-                   ? mine.clone()
-                   : Tensor::zeros(params_[i].value.shape(), DType::f32, params_[i].value.device());
-    shard_->broadcast(t, shard_->owner[i]);
-    return t;
-  };
+Device AdamW::shard_device() const {
+  const std::vector<NamedParameter>& shared = shard_->layout.params;
+  return shared.empty() ? Device::cpu() : shared.front().value.device();
+}
+
+Tensor AdamW::gather_bucket(size_t b, const Tensor& block) const {
+  const ShardLayout::Bucket& bucket = shard_->layout.buckets[b];
+  const Tensor all = shard_->all_gather(block);  // (R, m)
+  REPRISE_CHECK(all.numel() == bucket.elements(), "AdamW: the all-gather of bucket ", b, " gave ",
+                all.describe(), ", expected ", bucket.ranks, " blocks of ", bucket.block);
+  return all.view({bucket.elements()});
+}
+
+Tensor AdamW::in_bucket(const Tensor& buffer, size_t k) const {
+  const ShardLayout& layout = shard_->layout;
+  for (const ShardLayout::Bucket& bucket : layout.buckets) {
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      if (bucket.params[j] != k) continue;
+      const Tensor& p = layout.params[k].value;
+      return buffer.slice(0, bucket.offset[j], bucket.offset[j] + p.numel()).view(p.shape());
+    }
+  }
+  REPRISE_FAIL("AdamW: shared parameter ", k, " is in no bucket");
+}
+
+std::vector<std::vector<double>> AdamW::square_sums(const ShardGradients& gradients) const {
+  REPRISE_CHECK(shard_ && gradients.present.size() == shard_->layout.params.size(),
+                "AdamW::square_sums: gradient blocks for ", gradients.present.size(),
+                " shared parameters, the shard has ",
+                shard_ ? shard_->layout.params.size() : size_t(0));
+  std::vector<std::vector<double>> out(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    out.emplace_back(params_[i].name + ".exp_avg", gathered(exp_avg_[i], i));
-    out.emplace_back(params_[i].name + ".exp_avg_sq", gathered(exp_avg_sq_[i], i));
+    const int64_t k = shared_index_[i];
+    if (k < 0) {
+      out[i] = grad_square_sums(params_[i]);
+    } else if (gradients.present[size_t(k)]) {
+      const int64_t n = params_[i].value.numel();
+      out[i].assign(size_t((n + kGradNormChunk - 1) / kGradNormChunk), 0.0);
+    }
+  }
+  // A piece starts on a chunk boundary of its parameter (the layout's
+  // alignment), so its chunks are the parameter's.
+  for (const ShardLayout::Piece& piece : pieces_) {
+    std::vector<double>& sums = out[shared_param_[piece.param]];
+    if (sums.empty()) continue;
+    const Tensor g = gradients.blocks[piece.bucket].slice(0, piece.at, piece.at + piece.size());
+    const std::vector<double> mine = backend_of(g).chunk_square_sums(g).to_vector<double>();
+    std::copy(mine.begin(), mine.end(), sums.begin() + piece.begin / kGradNormChunk);
+  }
+  return out;
+}
+
+int64_t AdamW::kept_elements() const {
+  int64_t n = 0;
+  for (const Tensor& t : exp_avg_) n += t.defined() ? t.numel() : 0;
+  for (const Tensor& t : block_avg_) n += t.numel();
+  return n;
+}
+
+std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
+  // The shared parameters' moments, whole, from every process's blocks.
+  std::vector<Tensor> avg(params_.size()), avg_sq(params_.size());
+  if (shard_) {
+    for (size_t b = 0; b < shard_->layout.buckets.size(); ++b) {
+      const Tensor whole_avg = gather_bucket(b, block_avg_[b]);
+      const Tensor whole_sq = gather_bucket(b, block_avg_sq_[b]);
+      for (const size_t k : shard_->layout.buckets[b].params) {
+        avg[shared_param_[k]] = in_bucket(whole_avg, k).clone();
+        avg_sq[shared_param_[k]] = in_bucket(whole_sq, k).clone();
+      }
+    }
+  }
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const bool own = shared_index_[i] < 0;
+    out.emplace_back(params_[i].name + ".exp_avg", own ? exp_avg_[i].clone() : avg[i]);
+    out.emplace_back(params_[i].name + ".exp_avg_sq", own ? exp_avg_sq_[i].clone() : avg_sq[i]);
     out.emplace_back(params_[i].name + ".step", step_tensor(param_steps_[i]));
   }
   out.emplace_back("step", step_tensor(steps_));
@@ -204,9 +312,22 @@ void AdamW::load_state(const std::map<std::string, Tensor>& state) {
     }
   }
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!keeps(i)) continue;  // its owner keeps it
+    if (shared_index_[i] >= 0) continue;  // below, by pieces
     load_into(exp_avg_[i], state, params_[i].name + ".exp_avg", "AdamW");
     load_into(exp_avg_sq_[i], state, params_[i].name + ".exp_avg_sq", "AdamW");
+  }
+  for (const ShardLayout::Piece& piece : pieces_) {
+    const std::string& name = shard_->layout.params[piece.param].name;
+    const auto load = [&](const Tensor& blocks, const char* suffix) {
+      blocks.slice(0, piece.at, piece.at + piece.size())
+          .copy_(state.at(name + suffix)
+                     .to(blocks.device())
+                     .contiguous()
+                     .view({-1})
+                     .slice(0, piece.begin, piece.end));
+    };
+    load(block_avg_[piece.bucket], ".exp_avg");
+    load(block_avg_sq_[piece.bucket], ".exp_avg_sq");
   }
   param_steps_ = steps;
   steps_ = total;
@@ -290,6 +411,17 @@ std::vector<double> grad_square_sums(const NamedParameter& p) {
   const Tensor g = grad_of(p, "clip_grad_norm");
   if (!g.defined()) return {};
   return backend_of(g).chunk_square_sums(g).to_vector<double>();
+}
+
+void scale_blocks(std::vector<Tensor>& blocks, double norm, double max_norm) {
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return;
+  NoGradGuard no_grad;
+  for (Tensor& g : blocks) {
+    if (!g.defined()) continue;
+    backend_of(g).scale_(g, coef);
+    g.storage()->bump_version();
+  }
 }
 
 void scale_grads(const std::vector<NamedParameter>& params, double norm, double max_norm) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/shard_layout.h"
 
 namespace reprise::nn {
 
@@ -64,29 +65,20 @@ struct AdamWOptions {
   bool decay_all = false;
 };
 
-// Optimizer state split over the processes of a data-parallel run (ZeRO-1:
-// nn::Trainer when its TrainGroup shards the optimizer). Each parameter's
-// state lives on one process, its owner, which alone updates the parameter
-// and then sends the new values to the others; so each process holds about
-// 1/R of the state. The update of an element is the same arithmetic
-// wherever it runs, so a sharded run has the bits of an unsharded one.
+// Optimizer state split over the processes of a data-parallel run (ZeRO-1
+// and ZeRO-2: nn::Trainer when its TrainGroup has a shard layout). Each
+// process keeps the AdamW state of its blocks of the shared parameters
+// (nn/shard_layout.h) and updates those elements only; the updated blocks
+// are then all-gathered, so every process holds every parameter again.
+// Parameters outside the layout (this process's experts) are its own,
+// whole. The update of an element is the same arithmetic wherever it runs,
+// so a split run has the bits of an unsplit one.
 struct OptimizerShard {
-  static constexpr int kLocal = -1;  // a parameter only this process holds (an expert)
+  ShardLayout layout;  // over the processes of the run
   int rank = 0;
-  // Per parameter: its owner's rank, or kLocal.
-  std::vector<int> owner;
-  // Every process's t <- root's. Collective: every process calls it for the
-  // same tensors in the same order.
-  std::function<void(Tensor& t, int root)> broadcast;
-
-  // Owners that balance the elements: each shared parameter in turn goes
-  // to the process owning the fewest elements so far (ties: the lowest
-  // rank), the same on every process; `local` ones stay kLocal.
-  static OptimizerShard balanced(const std::vector<NamedParameter>& params,
-                                 const std::vector<bool>& local, int rank, int ranks,
-                                 std::function<void(Tensor& t, int root)> broadcast);
-  // Whether this process keeps parameter i's state.
-  bool keeps(size_t i) const { return owner[i] == kLocal || owner[i] == rank; }
+  // block: (m) on every process -> (R, m), rank r's at r. Collective: every
+  // process calls it for the same buckets in the same order.
+  std::function<Tensor(const Tensor& block)> all_gather;
 };
 
 // torch.optim.AdamW: with g the gradient and t the step (from 1),
@@ -96,29 +88,58 @@ struct OptimizerShard {
 //   p <- p - (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // in PyTorch's order of operations, in f32 with the scalars from f64.
 //
-// With a shard, each process keeps and updates its own parameters' state
-// (OptimizerShard), step() then sends every updated shared parameter from
-// its owner, and state() and load_state() still take the whole state, as
-// one process has it: state() gathers it from the owners (collective: every
-// process calls it), load_state() keeps this process's part.
+// With a shard, each process keeps and updates its blocks' state
+// (OptimizerShard) in step(gradients), which takes this process's blocks
+// of the summed gradients (the whole ones of its own parameters are their
+// .grad()) and ends with the all-gather. state() and load_state() still
+// take the whole state, as one process has it: state() gathers it
+// (collective: every process calls it), load_state() keeps this process's
+// part.
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<NamedParameter> params, AdamWOptions options = {},
         std::optional<OptimizerShard> shard = {});
+  // Without a shard.
   void step() override;
+  // With one.
+  void step(const ShardGradients& gradients);
   std::vector<std::pair<std::string, Tensor>> state() const override;
   void load_state(const std::map<std::string, Tensor>& state) override;
   const AdamWOptions& options() const { return options_; }
   const std::optional<OptimizerShard>& shard() const { return shard_; }
+  // Elements whose state this process keeps (two f32 moments each).
+  int64_t kept_elements() const;
+  // Whether parameter i is in the shard's layout (its state split).
+  bool shared(size_t i) const { return shared_index_[i] >= 0; }
+  // With a shard: per parameter, grad_square_sums of its gradient as far
+  // as this process holds it: its own parameters' whole, the shared ones'
+  // chunks from its blocks and 0 for the chunks other processes hold
+  // (empty for a parameter without a gradient). Added over the processes,
+  // the shared ones' are one process's.
+  std::vector<std::vector<double>> square_sums(const ShardGradients& gradients) const;
 
  private:
-  bool keeps(size_t i) const { return !shard_ || shard_->keeps(i); }
+  // Parameter i's update, given its gradient, in place on w with its
+  // moments m and v (w, g, m, v: one shape); counts its step.
+  void update(size_t i, const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v);
+  Device shard_device() const;  // where the shared parameters are
+  // Bucket b's whole buffer (R m) from every process's block (m) of it.
+  Tensor gather_bucket(size_t b, const Tensor& block) const;
+  // Shared parameter k's elements in a bucket's whole buffer.
+  Tensor in_bucket(const Tensor& buffer, size_t k) const;
 
   AdamWOptions options_;
   std::optional<OptimizerShard> shard_;
-  // Per parameter, its shape; undefined where another process owns it.
+  // Per parameter, its shape; undefined for a shared parameter of a shard.
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
   std::vector<int64_t> param_steps_;  // steps taken by each parameter (every process counts)
+  // With a shard: per bucket, the moments of this process's block (m);
+  // the shard's pieces for this process; per parameter its index in the
+  // layout (-1 for one of its own), and per shared parameter its index.
+  std::vector<Tensor> block_avg_, block_avg_sq_;
+  std::vector<ShardLayout::Piece> pieces_;
+  std::vector<int64_t> shared_index_;
+  std::vector<size_t> shared_param_;
 };
 
 struct SGDOptions {
@@ -157,6 +178,8 @@ double clip_grad_norm(const std::vector<NamedParameter>& params, double max_norm
 // squared norm; and the scaling by max_norm / (norm + 1e-6) when below 1.
 std::vector<double> grad_square_sums(const NamedParameter& p);
 void scale_grads(const std::vector<NamedParameter>& params, double norm, double max_norm);
+// scale_grads' scaling of a shard's gradient blocks (ShardGradients).
+void scale_blocks(std::vector<Tensor>& blocks, double norm, double max_norm);
 
 // Linear warmup to max_lr, then cosine decay to min_lr:
 //   step < warmup:           max_lr (step + 1) / warmup

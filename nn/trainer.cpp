@@ -57,16 +57,17 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
     local.push_back(experts && is_expert_parameter(p.name));
     if (!local.back()) replicated.push_back(p);
   }
+  if (group_) group_->attach(replicated);
   std::optional<OptimizerShard> shard;
-  if (group_ && group_->shard_optimizer()) {
+  if (const ShardLayout* layout = group_ ? group_->shard_layout() : nullptr) {
     TrainGroup* g = group_.get();
-    shard = OptimizerShard::balanced(params, local, g->rank(), g->size(),
-                                     [g](Tensor& t, int root) { g->broadcast(t, root); });
+    shard = OptimizerShard{.layout = *layout,
+                           .rank = g->rank(),
+                           .all_gather = [g](const Tensor& block) { return g->all_gather(block); }};
   }
   optimizer_ = std::make_unique<AdamW>(params, adam, std::move(shard));
   schedule_ = CosineSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
   set_compute_options(config_);
-  if (group_) group_->attach(replicated);
 }
 
 void Trainer::set_compute_options(const TrainConfig& c) {
@@ -138,7 +139,10 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   s.moe = combine_router_terms(terms);
   {
     autograd::TraceSpan optimizer_span("optimizer", "", "optimizer");
-    s.grad_norm = clip_gradients();
+    // With the optimizer split, this process's blocks of the summed gradients.
+    std::optional<ShardGradients> blocks;
+    if (optimizer_->shard()) blocks = group_->take_gradients();
+    s.grad_norm = clip_gradients(blocks ? &*blocks : nullptr);
     // The loss and the norm are every process's (gathered, reduced), so all
     // processes decide alike.
     s.skipped = !std::isfinite(s.loss) || !std::isfinite(s.grad_norm);
@@ -148,7 +152,11 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
                   "); the update was not applied. A learning rate too high? Anomaly detection "
                   "names the first op that made a NaN or an infinity");
     if (!s.skipped) {
-      optimizer_->step();
+      if (blocks) {
+        optimizer_->step(*blocks);
+      } else {
+        optimizer_->step();
+      }
       balance_experts(s.moe);
     }
     optimizer_->zero_grad();
@@ -267,25 +275,66 @@ void Trainer::balance_experts(const std::vector<MoeRouterTerms>& terms) {
   }
 }
 
-double Trainer::clip_gradients() {
+double Trainer::clip_gradients(ShardGradients* blocks) {
   const double max_norm =
       config_.grad_clip > 0 ? config_.grad_clip : std::numeric_limits<double>::infinity();
   const std::vector<NamedParameter>& params = optimizer_->params();
-  // Replicas hold the same gradients after the reduction; experts split
-  // over processes need every process's sums of squares, added in the
-  // order one process adds them.
-  if (!group_ || !group_->expert_dispatch()) return clip_grad_norm(params, max_norm);
-  std::vector<std::pair<std::string, Tensor>> sums;
-  for (const NamedParameter& p : params) {
-    const std::vector<double> v = grad_square_sums(p);
-    sums.emplace_back(p.name, Tensor::from_vector(v, {int64_t(v.size())}));
+  // Replicas hold the same gradients after the reduction.
+  if (!blocks && (!group_ || !group_->expert_dispatch())) return clip_grad_norm(params, max_norm);
+  // Per parameter, the sums of squares of its chunks.
+  std::vector<std::vector<double>> sums;
+  if (blocks) {
+    // A shared parameter's chunks are spread over the processes, each with
+    // zeros for the others': added over processes, each chunk's sum is its
+    // one nonzero term, exactly.
+    sums = optimizer_->square_sums(*blocks);
+    std::vector<double> spread;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (optimizer_->shared(i)) spread.insert(spread.end(), sums[i].begin(), sums[i].end());
+    }
+    const std::vector<double> all = group_->all_gather(spread);  // (R, n)
+    size_t at = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!optimizer_->shared(i)) continue;
+      for (double& x : sums[i]) {
+        x = 0;
+        for (int q = 0; q < ranks(); ++q) x += all[size_t(q) * spread.size() + at];
+        ++at;
+      }
+    }
+  } else {
+    for (const NamedParameter& p : params) sums.push_back(grad_square_sums(p));
   }
+  // Added in the order one process adds them: with experts split over
+  // processes, every process's in one list.
   double total = 0;
-  for (const auto& [name, t] : group_->gather_named(sums, true)) {
-    for (const double x : t.to_vector<double>()) total += x;
+  if (group_->expert_dispatch()) {
+    std::vector<std::pair<std::string, Tensor>> named;
+    for (size_t i = 0; i < params.size(); ++i) {
+      named.emplace_back(params[i].name, Tensor::from_vector(sums[i], {int64_t(sums[i].size())}));
+    }
+    for (const auto& [name, t] : group_->gather_named(named, true)) {
+      for (const double x : t.to_vector<double>()) total += x;
+    }
+  } else {
+    for (const std::vector<double>& v : sums) {
+      for (const double x : v) total += x;
+    }
   }
   const double norm = std::sqrt(total);
-  scale_grads(params, norm, max_norm);
+  // The optimizer reads the shared parameters' gradients from the blocks
+  // (with ZeRO-1 they are views of the whole gradients, which are then
+  // clipped only there) and its own parameters' from their .grad().
+  if (blocks) {
+    std::vector<NamedParameter> own;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!optimizer_->shared(i)) own.push_back(params[i]);
+    }
+    scale_grads(own, norm, max_norm);
+    scale_blocks(blocks->blocks, norm, max_norm);
+  } else {
+    scale_grads(params, norm, max_norm);
+  }
   return norm;
 }
 

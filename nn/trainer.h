@@ -41,6 +41,7 @@
 #include "nn/data.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
+#include "nn/shard_layout.h"
 #include "nn/train_config.h"
 
 namespace reprise::nn {
@@ -84,11 +85,16 @@ class TrainGroup {
   virtual void end_backward() = 0;
   // Every process's `values` (one length for all), concatenated in rank order.
   virtual std::vector<double> all_gather(const std::vector<double>& values) = 0;
-  // Whether the optimizer's state is split over the processes (ZeRO-1,
-  // nn/optim.h's OptimizerShard), and the broadcast that shares what each
-  // owner updated: every process's t <- root's (collective).
-  virtual bool shard_optimizer() const = 0;
-  virtual void broadcast(Tensor& t, int root) = 0;
+  // When data parallelism splits the optimizer state (ZeRO-1) and perhaps
+  // the gradients (ZeRO-2) over the processes: where each process's share
+  // of the shared parameters is (valid from attach on); else nullptr.
+  virtual const ShardLayout* shard_layout() const = 0;
+  // With a shard layout, after end_backward: this process's blocks of the
+  // summed gradients (handed over; with ZeRO-1 every gradient also holds
+  // its whole sum, with ZeRO-2 the shared ones are undefined).
+  virtual ShardGradients take_gradients() = 0;
+  // block: (m) on every process -> (R, m), rank r's at r.
+  virtual Tensor all_gather(const Tensor& block) = 0;
   // Named tensors of every process, in the order one process holding the
   // whole model lists them: the replicated entries once (rank 0's), each
   // process's run of expert entries (is_expert_parameter, when experts are
@@ -197,8 +203,9 @@ class Trainer {
   // Auxiliary-loss-free balancing after an applied step: each MoE layer's
   // router bias from `terms` (the step's, in layer order).
   void balance_experts(const std::vector<MoeRouterTerms>& terms);
-  // The global gradient norm before clipping, then clips.
-  double clip_gradients();
+  // The global gradient norm before clipping, then clips: the gradients,
+  // and with the optimizer split this process's blocks of them.
+  double clip_gradients(ShardGradients* blocks);
   // `b` on the trainer's device.
   Batch on_device(Batch b) const;
 

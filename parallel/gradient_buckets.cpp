@@ -1,46 +1,33 @@
 #include "parallel/gradient_buckets.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "engine/grad_mode.h"
 #include "engine/memory_stats.h"
 
 namespace reprise::parallel {
 
-GradientBuckets::GradientBuckets(std::unique_ptr<Communicator> comm,
-                                 std::vector<nn::NamedParameter> params, int64_t bucket_bytes)
-    : comm_(std::move(comm)), params_(std::move(params)) {
-  REPRISE_CHECK(bucket_bytes >= 1, "GradientBuckets: bucket_bytes must be >= 1, got ",
-                bucket_bytes);
-  bucket_of_.resize(params_.size());
-  ready_.resize(params_.size());
-  // Reverse parameter order, cut where a bucket reaches bucket_bytes.
-  std::vector<std::vector<size_t>> groups;
-  int64_t bytes = bucket_bytes;
-  for (size_t i = params_.size(); i-- > 0;) {
-    const Tensor& p = params_[i].value;
-    REPRISE_CHECK(p.dtype() == DType::f32 && p.is_contiguous() && p.is_leaf() &&
-                      p.device() == comm_->device(),
-                  "GradientBuckets: parameter '", params_[i].name, "' must be a contiguous f32 ",
-                  "leaf on ", to_string(comm_->device()), ", got ", p.describe());
-    if (bytes >= bucket_bytes) {
-      groups.emplace_back();
-      bytes = 0;
-    }
-    groups.back().push_back(i);
-    bytes += int64_t(p.nbytes());
+GradientBuckets::GradientBuckets(std::unique_ptr<Communicator> comm, nn::ShardLayout layout,
+                                 Reduction reduction)
+    : comm_(std::move(comm)), layout_(std::move(layout)), reduction_(reduction) {
+  REPRISE_CHECK(layout_.ranks == 1 || layout_.ranks == comm_->size(), "GradientBuckets: a layout ",
+                "for ", layout_.ranks, " ranks over ", comm_->size());
+  REPRISE_CHECK(reduction_ == Reduction::all_reduce || layout_.ranks == comm_->size(),
+                "GradientBuckets: reduce_scatter needs a layout for the ", comm_->size(), " ranks");
+  const std::vector<nn::NamedParameter>& params = layout_.params;
+  bucket_of_.resize(params.size());
+  ready_.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i].value;
+    REPRISE_CHECK(p.device() == comm_->device(), "GradientBuckets: parameter '", params[i].name,
+                  "' must be on ", to_string(comm_->device()), ", got ", p.describe());
     param_of_[p.impl()] = i;
   }
-  for (const std::vector<size_t>& group : groups) {
-    Bucket b;
-    for (const size_t i : group) {
-      b.params.push_back(i);
-      b.offset.push_back(b.elements);
-      b.elements += params_[i].value.numel();
-      bucket_of_[i] = buckets_.size();
-    }
-    buckets_.push_back(std::move(b));
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    for (const size_t i : layout_.buckets[b].params) bucket_of_[i] = b;
   }
+  buckets_.resize(layout_.buckets.size());
   worker_ = std::thread([this] { work(); });
 }
 
@@ -78,7 +65,8 @@ void GradientBuckets::begin() {
   timing_ = Timing{};
   timing_.buckets.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    timing_.buckets[b].bytes = 4 * (buckets_[b].elements + int64_t(buckets_[b].params.size()));
+    const nn::ShardLayout::Bucket& layout = layout_.buckets[b];
+    timing_.buckets[b].bytes = 4 * (layout.elements() + int64_t(layout.params.size()));
   }
   begin_ = std::chrono::steady_clock::now();
   hook_.emplace([this](const Tensor& leaf) { on_grad(leaf); });
@@ -88,35 +76,34 @@ void GradientBuckets::on_grad(const Tensor& leaf) {
   const auto it = param_of_.find(leaf.impl());
   if (it == param_of_.end()) return;  // not replicated (an expert of this process)
   const size_t i = it->second;
-  REPRISE_CHECK(!ready_[i], "GradientBuckets: a second gradient of '", params_[i].name,
+  REPRISE_CHECK(!ready_[i], "GradientBuckets: a second gradient of '", layout_.params[i].name,
                 "' arrived in one backward, after its bucket may have been reduced");
   ready_[i] = true;
   ++buckets_[bucket_of_[i]].arrived;
-  while (next_ < buckets_.size() && buckets_[next_].arrived == buckets_[next_].params.size()) {
+  while (next_ < buckets_.size() &&
+         buckets_[next_].arrived == layout_.buckets[next_].params.size()) {
     launch(next_++);
   }
 }
 
 void GradientBuckets::launch(size_t index) {
   Bucket& b = buckets_[index];
+  const nn::ShardLayout::Bucket& layout = layout_.buckets[index];
+  const int64_t elements = layout.elements(), n = int64_t(layout.params.size());
   NoGradGuard no_grad;
-  b.flat = Tensor::empty({b.elements + int64_t(b.params.size())}, DType::f32, comm_->device());
+  b.flat = Tensor::zeros({elements + n}, DType::f32, comm_->device());  // padding stays 0
   b.flat.storage()->set_kind(MemoryKind::gradient);
-  for (size_t k = 0; k < b.params.size(); ++k) {
-    Tensor leaf = params_[b.params[k]].value;
+  for (size_t k = 0; k < layout.params.size(); ++k) {
+    Tensor leaf = layout_.params[layout.params[k]].value;
     const Tensor g = leaf.grad();
-    Tensor dst = b.flat.slice(0, b.offset[k], b.offset[k] + leaf.numel()).view(leaf.shape());
-    Tensor flag = b.flat.slice(0, b.elements + int64_t(k), b.elements + int64_t(k) + 1);
-    if (g.defined()) {
-      dst.copy_(g);
-      flag.fill_(1.0);
-      // Backward is done with it (a second gradient is an error): the
-      // view replaces it, and the worker sums it in place.
-      leaf.set_grad(dst);
-    } else {
-      dst.zero_();
-      flag.zero_();
-    }
+    if (!g.defined()) continue;
+    Tensor dst = b.flat.slice(0, layout.offset[k], layout.offset[k] + leaf.numel());
+    dst.view(leaf.shape()).copy_(g);
+    b.flat.slice(0, elements + int64_t(k), elements + int64_t(k) + 1).fill_(1.0);
+    // Backward is done with it (a second gradient is an error). With
+    // all_reduce the view replaces it and the worker sums it in place;
+    // with reduce_scatter only this rank's block of the sum is kept.
+    leaf.set_grad(reduction_ == Reduction::all_reduce ? dst.view(leaf.shape()) : Tensor());
   }
   std::lock_guard lock(mutex_);
   timing_.buckets[index].ready = since_begin();
@@ -138,7 +125,7 @@ void GradientBuckets::work() {
       const double start = since_begin();
       std::exception_ptr failure;
       try {
-        comm_->all_reduce(buckets_[index].flat);
+        reduce(index);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -152,6 +139,27 @@ void GradientBuckets::work() {
   }
 }
 
+void GradientBuckets::reduce(size_t index) {
+  Bucket& b = buckets_[index];
+  const nn::ShardLayout::Bucket& layout = layout_.buckets[index];
+  const int64_t elements = layout.elements(), r = comm_->rank();
+  Tensor flags = b.flat.slice(0, elements, b.flat.numel());
+  if (reduction_ == Reduction::all_reduce) {
+    comm_->all_reduce(b.flat);
+    // Split optimizer state reads its block; unsplit, nothing does (a view
+    // kept here would keep the gradients alive past the optimizer).
+    if (layout_.ranks > 1) b.block = b.flat.slice(0, r * layout.block, (r + 1) * layout.block);
+    b.flags = flags;
+    return;
+  }
+  NoGradGuard no_grad;
+  b.block = comm_->reduce_scatter(b.flat.slice(0, 0, elements));
+  b.block.storage()->set_kind(MemoryKind::gradient);
+  comm_->all_reduce(flags);
+  b.flags = flags.clone();
+  b.flat = Tensor();
+}
+
 void GradientBuckets::finish() {
   REPRISE_CHECK(hook_, "GradientBuckets::finish: begin() was not called");
   timing_.backward_end = since_begin();
@@ -162,19 +170,30 @@ void GradientBuckets::finish() {
     idle_.wait(lock, [&] { return busy_ == 0; });
     if (failure_) std::rethrow_exception(failure_);
   }
-  // A gradient that only other ranks had becomes its sum too; the buffers
-  // live on in the gradients (views), until the optimizer drops them.
-  for (Bucket& b : buckets_) {
-    const std::vector<float> flags = b.flat.slice(0, b.elements, b.flat.numel()).to_vector<float>();
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      Tensor leaf = params_[b.params[k]].value;
-      if (flags[k] > 0 && !leaf.grad().defined()) {
-        leaf.set_grad(b.flat.slice(0, b.offset[k], b.offset[k] + leaf.numel()).view(leaf.shape()));
+  // With all_reduce a gradient that only other ranks had becomes its sum
+  // too; the buffers live on in the gradients (views), until the optimizer
+  // drops them.
+  sums_.blocks.clear();
+  sums_.present.assign(layout_.params.size(), false);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const nn::ShardLayout::Bucket& layout = layout_.buckets[b];
+    const std::vector<float> flags = buckets_[b].flags.to_vector<float>();
+    for (size_t k = 0; k < layout.params.size(); ++k) {
+      const size_t i = layout.params[k];
+      sums_.present[i] = flags[k] > 0;
+      Tensor leaf = layout_.params[i].value;
+      if (reduction_ == Reduction::all_reduce && sums_.present[i] && !leaf.grad().defined()) {
+        leaf.set_grad(buckets_[b]
+                          .flat.slice(0, layout.offset[k], layout.offset[k] + leaf.numel())
+                          .view(leaf.shape()));
       }
     }
-    b.flat = Tensor();
+    sums_.blocks.push_back(std::move(buckets_[b].block));
+    buckets_[b] = Bucket{};
   }
   timing_.done = since_begin();
 }
+
+nn::ShardGradients GradientBuckets::take_gradients() { return std::exchange(sums_, {}); }
 
 }  // namespace reprise::parallel

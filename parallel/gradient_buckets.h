@@ -2,20 +2,26 @@
 // Data-parallel gradient reduction in fixed buckets that start while
 // backward runs.
 //
-// The replicated parameters, in reverse order (roughly the order backward
-// finishes them: the head first, the embedding last), are cut into buckets
-// of about `bucket_bytes`. Between begin() and finish(), autograd's
-// GradReadyHook reports each gradient backward finishes; once every
-// gradient of a bucket is in and every earlier bucket has started, the
-// bucket's gradients move into one new flat buffer (with one presence flag
-// per parameter; each gradient becomes a view of it, so the memory is not
-// held twice) and a worker thread sums the buffer over the ranks in place
-// (Communicator::all_reduce: in rank order) while backward goes on.
+// The buckets are a ShardLayout's (nn/shard_layout.h): the shared
+// parameters in reverse order (roughly the order backward finishes them:
+// the head first, the embedding last), cut at about `bucket_bytes`.
+// Between begin() and finish(), autograd's GradReadyHook reports each
+// gradient backward finishes; once every gradient of a bucket is in and
+// every earlier bucket has started, the bucket's gradients move into one
+// new flat buffer (with one presence flag per parameter) and a worker
+// thread reduces it over the ranks while backward goes on, one of two ways:
+//   - all_reduce: every rank gets the whole sum in place
+//     (Communicator::all_reduce: in rank order); each gradient becomes a
+//     view of the buffer, so the memory is not held twice;
+//   - reduce_scatter: rank r gets only block r of the sum (ZeRO-2), the
+//     same bits as all_reduce's; the buffer and the gradients are dropped
+//     once it is sent, so a rank keeps 1/R of the summed gradients.
 // finish() starts what is left (a parameter without a gradient sends
-// zeros) and waits: each gradient is then its sum, or undefined when no
-// rank had one (so the optimizer skips it as it would in one process).
-// Every rank reduces the buckets in index order, so the results never
-// depend on timing.
+// zeros) and waits. With all_reduce each gradient is then its sum, or
+// undefined when no rank had one (so the optimizer skips it as it would in
+// one process); take_gradients() gives the rank's blocks either way. Every
+// rank reduces the buckets in index order, so the results never depend on
+// timing.
 //
 // The worker drives its own communicator (a duplicate of the training
 // thread's), so expert-parallel exchanges on the training thread never mix
@@ -33,16 +39,18 @@
 #include <vector>
 
 #include "autograd/node.h"
-#include "nn/module.h"
+#include "nn/shard_layout.h"
 #include "parallel/communicator.h"
 
 namespace reprise::parallel {
 
+enum class Reduction { all_reduce, reduce_scatter };
+
 class GradientBuckets {
  public:
-  // `comm` is the worker's own; params are f32 leaves on its device.
-  GradientBuckets(std::unique_ptr<Communicator> comm, std::vector<nn::NamedParameter> params,
-                  int64_t bucket_bytes);
+  // `comm` is the worker's own; the layout's ranks are 1 or comm's, and
+  // its parameters f32 leaves on comm's device.
+  GradientBuckets(std::unique_ptr<Communicator> comm, nn::ShardLayout layout, Reduction reduction);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -51,9 +59,16 @@ class GradientBuckets {
   // micro-batch's): its finished gradients start their buckets. On the
   // thread that runs backward.
   void begin();
-  // After that backward: every replicated gradient holds its sum over the
-  // ranks. Rethrows a failure of the worker's collectives.
+  // After that backward: the sums are in (every shared gradient with
+  // all_reduce, this rank's blocks with reduce_scatter). Rethrows a
+  // failure of the worker's collectives.
   void finish();
+  // This rank's blocks of the last finish()'s sums and the presence flags;
+  // they are handed over (a second call gets none). With all_reduce the
+  // blocks are views of the gradients, and undefined when the layout is
+  // for one rank.
+  nn::ShardGradients take_gradients();
+  const nn::ShardLayout& layout() const { return layout_; }
 
   // When each bucket of the last begin() .. finish() ran, in seconds from
   // begin(): `ready` when its last gradient arrived (or finish() started
@@ -78,23 +93,28 @@ class GradientBuckets {
 
  private:
   struct Bucket {
-    std::vector<size_t> params;   // indices into params_, in bucket order
-    std::vector<int64_t> offset;  // of each parameter in `flat`
-    int64_t elements = 0;         // of the parameters together
-    Tensor flat;  // (elements + params) f32 from launch to finish: gradients, presence flags
+    // (elements + params) f32, the gradients then the presence flags: from
+    // launch to finish with all_reduce, to the end of the worker's
+    // reduction with reduce_scatter, which leaves its results in
+    Tensor flat;
+    Tensor block;  // (m): this rank's block of the sums
+    Tensor flags;  // (params): the summed presence flags
     size_t arrived = 0;
   };
+  void reduce(size_t bucket);  // on the worker
   void on_grad(const Tensor& leaf);
   void launch(size_t bucket);  // moves the gradients in and queues the bucket
   void work();                 // the worker thread
   double since_begin() const;
 
   std::unique_ptr<Communicator> comm_;
-  std::vector<nn::NamedParameter> params_;
+  nn::ShardLayout layout_;
+  Reduction reduction_;
   std::unordered_map<const TensorImpl*, size_t> param_of_;  // leaf -> index
   std::vector<size_t> bucket_of_;                           // param index -> bucket
   std::vector<Bucket> buckets_;
   std::vector<bool> ready_;  // per parameter, this backward
+  nn::ShardGradients sums_;  // from finish() to take_gradients()
   size_t next_ = 0;          // the next bucket to launch
   std::optional<autograd::GradReadyHook> hook_;
   std::chrono::steady_clock::time_point begin_;

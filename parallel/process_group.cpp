@@ -113,8 +113,26 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Communicator> comm, ProcessGroupOptio
 void ProcessGroup::attach(const std::vector<nn::NamedParameter>& replicated) {
   REPRISE_CHECK(!buckets_, "ProcessGroup::attach: called twice");
   replicated_ = replicated;
-  buckets_ =
-      std::make_unique<GradientBuckets>(comm_->duplicate(), replicated_, options_.bucket_bytes);
+  // One process, or nothing split: the tight buffers of plain data
+  // parallelism. Split: blocks aligned to the norm's chunks.
+  const bool split = options_.shard != ShardMode::none && size() > 1;
+  buckets_ = std::make_unique<GradientBuckets>(
+      comm_->duplicate(),
+      nn::ShardLayout::build(replicated_, options_.bucket_bytes, split ? size() : 1,
+                             split ? nn::kGradNormChunk : 1),
+      options_.shard == ShardMode::gradients && split ? Reduction::reduce_scatter
+                                                      : Reduction::all_reduce);
+}
+
+const nn::ShardLayout* ProcessGroup::shard_layout() const {
+  if (options_.shard == ShardMode::none || size() == 1) return nullptr;
+  REPRISE_CHECK(buckets_, "ProcessGroup: no model attached");
+  return &buckets_->layout();
+}
+
+nn::ShardGradients ProcessGroup::take_gradients() {
+  REPRISE_CHECK(buckets_, "ProcessGroup: no model attached");
+  return buckets_->take_gradients();
 }
 
 const GradientBuckets& ProcessGroup::buckets() const {
@@ -207,11 +225,23 @@ void ProcessGroup::check_replicas() const {
 ShardMode parse_shard_mode(const std::string& name) {
   if (name == "none") return ShardMode::none;
   if (name == "optimizer") return ShardMode::optimizer;
-  REPRISE_CHECK(name != "gradients" && name != "parameters", "sharding the ", name, " (ZeRO-",
-                name == "gradients" ? 2 : 3, ") is not built yet; none and optimizer are");
-  REPRISE_FAIL("expected none or optimizer, got '", name, "'");
+  if (name == "gradients") return ShardMode::gradients;
+  REPRISE_CHECK(name != "parameters",
+                "sharding the parameters (ZeRO-3) is not built yet; none, optimizer and "
+                "gradients are");
+  REPRISE_FAIL("expected none, optimizer or gradients, got '", name, "'");
 }
 
-const char* shard_mode_name(ShardMode m) { return m == ShardMode::none ? "none" : "optimizer"; }
+const char* shard_mode_name(ShardMode m) {
+  switch (m) {
+    case ShardMode::none:
+      return "none";
+    case ShardMode::optimizer:
+      return "optimizer";
+    case ShardMode::gradients:
+      return "gradients";
+  }
+  return "?";
+}
 
 }  // namespace reprise::parallel

@@ -17,11 +17,17 @@
 
 namespace reprise::parallel {
 
-// What data parallelism splits over the processes (--shard): nothing, or
-// the optimizer state (ZeRO-1: nn/optim.h's OptimizerShard). Splitting the
-// gradients (ZeRO-2) and the parameters (ZeRO-3, FSDP) is not built.
-enum class ShardMode { none, optimizer };
-// "none" | "optimizer"; an Error for anything else, naming what is not built.
+// What data parallelism splits over the processes (--shard), in flat
+// blocks of the shared parameters (nn/shard_layout.h): nothing; the
+// optimizer state (ZeRO-1: the gradients are all-reduced, each process
+// updates its blocks, and the updated blocks are all-gathered); or the
+// gradients too (ZeRO-2: a reduce-scatter in place of the all-reduce, so
+// each process keeps only its blocks of the sums, and one all-gather: the
+// bytes of one all-reduce). Splitting the parameters (ZeRO-3, FSDP) is not
+// built.
+enum class ShardMode { none, optimizer, gradients };
+// "none" | "optimizer" | "gradients"; an Error for anything else, naming
+// what is not built.
 ShardMode parse_shard_mode(const std::string& name);
 const char* shard_mode_name(ShardMode m);
 
@@ -42,10 +48,9 @@ class ProcessGroup final : public nn::TrainGroup {
   void begin_backward() override;
   void end_backward() override;
   std::vector<double> all_gather(const std::vector<double>& values) override;
-  bool shard_optimizer() const override {
-    return options_.shard == ShardMode::optimizer && size() > 1;
-  }
-  void broadcast(Tensor& t, int root) override { comm_->broadcast(t, root); }
+  const nn::ShardLayout* shard_layout() const override;
+  nn::ShardGradients take_gradients() override;
+  Tensor all_gather(const Tensor& block) override { return comm_->all_gather(block); }
   std::vector<std::pair<std::string, Tensor>> gather_named(
       const std::vector<std::pair<std::string, Tensor>>& local, bool everyone) override;
 

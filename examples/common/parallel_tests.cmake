@@ -17,11 +17,14 @@
 #                       compares the checkpoints' tensors and the metrics bit for bit
 #   big_batch           1 process x batch 2b; near_two_ranks within BIG_BATCH
 #   policy_<P>          2 processes under policy P; policy_<P>_is_bitwise
-#   shard_optimizer     2 processes with --shard optimizer (ZeRO-1): _is_bitwise compares
-#                       it with two_ranks (checkpoints and metrics); under a checkpoint
-#                       policy it is a POLICIES entry (full+--shard=optimizer);
-#                       shard_resume resumes `stop` sharded, shard_stop_resume a sharded
-#                       stop sharded
+#   shard_<mode>        2 processes with --shard optimizer (ZeRO-1) and gradients
+#                       (ZeRO-2): _is_bitwise compares each with two_ranks (checkpoints
+#                       and metrics); under a checkpoint policy it is a POLICIES entry
+#                       (full+--shard=gradients); shard_resume resumes `stop` with
+#                       gradients split, shard_stop_resume a stop with the optimizer split
+#   four_ranks_<mode>   4 processes x batch 1 with --shard <mode> under op-sac, data
+#                       parallel only (without the PARALLEL flags): _is_bitwise compares
+#                       it with accumulate_four (1 process x --grad-accum 4 x batch 1)
 #   stop, resume        2 processes: 2 steps saved, then resumed for 2; resume_is_bitwise
 #   resume_other_ranks  1 process resuming that checkpoint: exit 2, names both numbers
 #   rank_exits          rank 1 stops after one step (as if interrupted); rank 0 fails
@@ -85,17 +88,35 @@ function(reprise_parallel_tests trainer)
       FIXTURES_REQUIRED "${t}_two_ranks;${t}_policy_${p}")
   endforeach()
 
-  reprise_mpi_test(shard_optimizer COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-    --shard optimizer --check-replicas 1 --save ${dir}/shard_optimizer
-    --metrics ${dir}/shard_optimizer.jsonl)
-  reprise_mpi_test(shard_optimizer_is_bitwise COMMAND sh -c
-    "\"$0\" states \"$1/two_ranks\" \"$1/shard_optimizer\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/shard_optimizer.jsonl\" \"$2\""
-    ${compare} ${dir} ${ARG_FIELDS})
-  set_tests_properties(${t}.shard_optimizer PROPERTIES
-    FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_shard_optimizer
-    PASS_REGULAR_EXPRESSION "optimizer state split over the processes")
-  set_tests_properties(${t}.shard_optimizer_is_bitwise PROPERTIES
-    FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_optimizer")
+  reprise_mpi_test(accumulate_four COMMAND ${exe} ${run} --batch 1 --grad-accum 4
+    --save ${dir}/accumulate_four --metrics ${dir}/accumulate_four.jsonl)
+  set_tests_properties(${t}.accumulate_four PROPERTIES
+    FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_accumulate_four)
+  foreach(mode optimizer gradients)
+    reprise_mpi_test(shard_${mode} COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
+      --shard ${mode} --check-replicas 1 --save ${dir}/shard_${mode}
+      --metrics ${dir}/shard_${mode}.jsonl)
+    reprise_mpi_test(shard_${mode}_is_bitwise COMMAND sh -c
+      "\"$0\" states \"$1/two_ranks\" \"$1/shard_$3\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/shard_$3.jsonl\" \"$2\""
+      ${compare} ${dir} ${ARG_FIELDS} ${mode})
+    set_tests_properties(${t}.shard_${mode} PROPERTIES
+      FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_shard_${mode}
+      PASS_REGULAR_EXPRESSION "optimizer state split over the processes")
+    set_tests_properties(${t}.shard_${mode}_is_bitwise PROPERTIES
+      FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_${mode}")
+
+    reprise_mpi_test(four_ranks_${mode} COMMAND ${REPRISE_MPIEXEC_4} ${exe} ${run}
+      --batch 1 --checkpoint-policy op-sac --verify bitwise --shard ${mode}
+      --save ${dir}/four_ranks_${mode} --metrics ${dir}/four_ranks_${mode}.jsonl)
+    reprise_mpi_test(four_ranks_${mode}_is_bitwise COMMAND sh -c
+      "\"$0\" states \"$1/accumulate_four\" \"$1/four_ranks_$2\" && \"$0\" metrics \"$1/accumulate_four.jsonl\" \"$1/four_ranks_$2.jsonl\" \"$3\""
+      ${compare} ${dir} ${mode} ${ARG_FIELDS})
+    set_tests_properties(${t}.four_ranks_${mode} PROPERTIES
+      FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_four_ranks_${mode}
+      PASS_REGULAR_EXPRESSION " 0 verifier mismatches")
+    set_tests_properties(${t}.four_ranks_${mode}_is_bitwise PROPERTIES
+      FIXTURES_REQUIRED "${t}_accumulate_four;${t}_four_ranks_${mode}")
+  endforeach()
 
   reprise_mpi_test(stop COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL} --stop-after 2
     --save ${dir}/stopped --metrics ${dir}/resumed.jsonl)
@@ -104,10 +125,10 @@ function(reprise_parallel_tests trainer)
   reprise_mpi_test(resume_is_bitwise COMMAND sh -c
     "\"$0\" states \"$1/two_ranks\" \"$1/resumed\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/resumed.jsonl\" loss,grad_norm"
     ${compare} ${dir})
-  # A checkpoint written unsharded resumes sharded, and one written sharded
-  # resumes sharded: the file holds the whole state either way.
+  # A checkpoint written unsharded resumes sharded, and one written with one
+  # shard mode resumes with another: the file holds the whole state.
   reprise_mpi_test(shard_resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-    --shard optimizer --resume ${dir}/stopped --save ${dir}/shard_resumed)
+    --shard gradients --resume ${dir}/stopped --save ${dir}/shard_resumed)
   reprise_mpi_test(shard_resume_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
     ${dir}/shard_resumed)
   set_tests_properties(${t}.shard_resume PROPERTIES FIXTURES_REQUIRED ${t}_stop
@@ -117,7 +138,7 @@ function(reprise_parallel_tests trainer)
   reprise_mpi_test(shard_stop COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
     --shard optimizer --stop-after 2 --save ${dir}/shard_stopped)
   reprise_mpi_test(shard_stop_resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-    --shard optimizer --resume ${dir}/shard_stopped --save ${dir}/shard_stop_resumed)
+    --shard gradients --resume ${dir}/shard_stopped --save ${dir}/shard_stop_resumed)
   reprise_mpi_test(shard_stop_resume_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
     ${dir}/shard_stop_resumed)
   set_tests_properties(${t}.shard_stop PROPERTIES FIXTURES_REQUIRED ${t}_clean

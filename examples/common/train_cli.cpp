@@ -336,7 +336,8 @@ FlagTable processes_flags() {
   return {
       {"--shard", "M", S::processes,
        "what the processes split: none | optimizer (each keeps and updates 1/R of the AdamW "
-       "state, then shares what it updated; ZeRO-1)",
+       "state, then all-gathers what it updated; ZeRO-1) | gradients (also 1/R of the summed "
+       "gradients: a reduce-scatter in place of the all-reduce; ZeRO-2)",
        named(&Options::shard, parallel::parse_shard_mode, parallel::shard_mode_name)},
       {"--bucket-kib", "N", S::processes, "gradient all-reduce bucket size",
        parsed(&Options::bucket_kib, parse_positive)},
@@ -987,7 +988,11 @@ void print_run_and_compute(const Session& s) {
     }
     std::printf(", %zu gradient bucket(s) of up to %lld KiB", s.group->buckets().num_buckets(),
                 (long long)s.o.bucket_kib);
-    if (s.group->shard_optimizer()) std::printf(", optimizer state split over the processes");
+    if (s.group->shard_layout() != nullptr) {
+      std::printf(", %s split over the processes", s.o.shard == parallel::ShardMode::gradients
+                                                       ? "gradients and optimizer state"
+                                                       : "optimizer state");
+    }
     std::printf("\n");
   }
   const nn::CheckpointConfig& ck = c.checkpointing;

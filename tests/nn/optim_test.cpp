@@ -8,6 +8,8 @@
 #include <numbers>
 
 #include "engine/memory_stats.h"
+#include "ops/shape.h"
+#include "tests/support/expect_error.h"
 
 namespace reprise::nn {
 namespace {
@@ -94,44 +96,61 @@ TEST(AdamW, ParametersWithoutGradientsKeepTheirStateStill) {
   EXPECT_EQ(s["b.exp_avg"].item<float>(), 0.0f);
 }
 
-// Rank 0 of 2 alone (its broadcasts go nowhere): it keeps state for the
-// parameters it owns, updates them as an unsharded AdamW does, and leaves
-// the others to their owner.
-TEST(AdamW, AShardKeepsAndUpdatesOnlyItsOwnParameters) {
+// Rank 0 of 2 alone, with a stand-in all-gather whose rank 1 sends 7s: it
+// keeps state for its block, updates those elements as an unsharded AdamW
+// does, and takes the rest from rank 1.
+TEST(AdamW, AShardKeepsAndUpdatesOnlyItsBlock) {
   auto make = [] {
     return std::vector<NamedParameter>{param("a", {0.1f, 0.2f, -0.3f, 0.4f}), param("b", {4.0f}),
                                        param("c", {1.0f, 2.0f}), param("e", {5.0f}, false)};
   };
   std::vector<NamedParameter> sharded = make(), plain = make();
-  // "e" is this process's own (an expert); a, b, c are shared: a (4
-  // elements) to rank 0, b (1) to rank 1, c (2) to rank 1 (1 < 4).
-  int broadcasts = 0;
-  OptimizerShard shard = OptimizerShard::balanced(sharded, {false, false, false, true}, 0, 2,
-                                                  [&](Tensor&, int) { ++broadcasts; });
-  EXPECT_EQ(shard.owner, (std::vector<int>{0, 1, 1, OptimizerShard::kLocal}));
+  // "e" is this process's own (an expert); a, b, c are shared, in one
+  // bucket in reverse order: c at 0, b at 2, a at 3, in blocks of 4. Rank
+  // 0 holds c, b and a[0]; rank 1 a[1..4).
+  const ShardLayout layout =
+      ShardLayout::build({sharded[0], sharded[1], sharded[2]}, 1 << 20, 2, 1);
+  ASSERT_EQ(layout.buckets.size(), size_t(1));
+  ASSERT_EQ(layout.buckets[0].block, 4);
+  int gathers = 0;
+  const OptimizerShard shard{.layout = layout, .rank = 0, .all_gather = [&](const Tensor& block) {
+                               ++gathers;
+                               return ops::stack({block, Tensor::full({4}, 7.0)}, 0);  // (2, 4)
+                             }};
   const int64_t before = memory_stats::snapshot()[MemoryKind::optimizer_state].live;
   AdamW a(sharded, {.lr = 0.01}, shard);
-  // Two moments of a (4 floats) and e (1 float).
+  // Two moments of its block (4 floats) and of e (1 float).
   EXPECT_EQ(memory_stats::snapshot()[MemoryKind::optimizer_state].live - before, 2 * 5 * 4);
+  EXPECT_EQ(a.kept_elements(), 5);
   AdamW b(plain, {.lr = 0.01});
-  for (const auto* ps : {&sharded, &plain}) {
-    set_grad((*ps)[0], {0.5f, -0.25f, 1.0f, 2.0f});
-    set_grad((*ps)[1], {1.0f});
-    set_grad((*ps)[2], {-1.0f, 3.0f});
-    set_grad((*ps)[3], {0.75f});
-  }
-  a.step();
+  set_grad(plain[0], {0.5f, -0.25f, 1.0f, 2.0f});
+  set_grad(plain[1], {1.0f});
+  set_grad(plain[2], {-1.0f, 3.0f});
+  set_grad(plain[3], {0.75f});
+  set_grad(sharded[3], {0.75f});
+  // Its block of the gradients: c, b, a[0].
+  const ShardGradients grads{.blocks = {Tensor::from_vector<float>({-1.0f, 3.0f, 1.0f, 0.5f}, {4})},
+                             .present = {true, true, true}};
+  testing::expect_error([&] { a.step(); }, {"AdamW::step", "gradient blocks"});
+  a.step(grads);
   b.step();
-  EXPECT_EQ(broadcasts, 3);  // a, b and c, from their owners
-  EXPECT_EQ(values(sharded[0]), values(plain[0]));
-  EXPECT_EQ(values(sharded[1]), std::vector<float>{4.0f});  // rank 1 updates it
-  EXPECT_EQ(values(sharded[2]), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(gathers, 1);
+  EXPECT_EQ(values(sharded[0])[0], values(plain[0])[0]);
+  EXPECT_EQ(values(sharded[0]), (std::vector<float>{values(plain[0])[0], 7.0f, 7.0f, 7.0f}));
+  EXPECT_EQ(values(sharded[1]), values(plain[1]));
+  EXPECT_EQ(values(sharded[2]), values(plain[2]));
   EXPECT_EQ(values(sharded[3]), values(plain[3]));
-  // load_state takes the whole state and keeps its part.
+  // load_state takes the whole state and keeps its part; state() gathers
+  // it (rank 1's moments are the stand-in's 7s).
   std::map<std::string, Tensor> whole;
   for (auto& [k, t] : b.state()) whole[k] = t;
   a.load_state(whole);
   EXPECT_EQ(a.steps(), 1);
+  const auto state = a.state();
+  EXPECT_EQ(state[0].first, "a.exp_avg");
+  const std::vector<float> avg = state[0].second.to_vector<float>();
+  EXPECT_EQ(avg[0], whole["a.exp_avg"].to_vector<float>()[0]);
+  EXPECT_EQ(avg[1], 7.0f);
 }
 
 TEST(AdamW, StateIsOptimizerMemoryAndRoundTripsBitwise) {

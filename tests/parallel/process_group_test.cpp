@@ -100,57 +100,71 @@ TEST(ProcessGroup, OneProcessTrainerGivesTheBitsOfAPlainOne) {
   EXPECT_EQ(plain.evaluate(2), grouped.evaluate(2));
 }
 
-// The optimizer state split over the processes (ZeRO-1) gives the bits of
-// replicated state: the same losses, weights and (gathered) optimizer
-// state, with each process keeping about 1/R of it. One process: a no-op.
-TEST(ProcessGroup, ShardedOptimizerGivesTheBitsOfAReplicatedOne) {
+// The optimizer state split over the processes (ZeRO-1), and the gradients
+// too (ZeRO-2), give the bits of replicated state: the same losses,
+// clipped norms, weights and (gathered) optimizer state, with dropout and
+// gradient accumulation, each process keeping the state of its blocks
+// only. One process: a no-op.
+TEST(ProcessGroup, ShardedStateGivesTheBitsOfReplicatedState) {
   nn::TrainConfig c = testing::tiny_train_config(32, 64, 3, 2, 16);
   c.model.dropout = 0.1;
+  c.grad_accum = 2;
+  c.grad_clip = 0.05;  // below the norms: every step clips
   const auto data = testing::builtin_corpus(1 << 16);
-  nn::Trainer replicated(c, data, std::make_shared<ProcessGroup>(world(), ProcessGroupOptions{}));
-  const int64_t before = memory_stats::snapshot()[MemoryKind::optimizer_state].live;
-  nn::Trainer sharded(
-      c, data,
-      std::make_shared<ProcessGroup>(world(), ProcessGroupOptions{.shard = ShardMode::optimizer}));
-  const int64_t kept = memory_stats::snapshot()[MemoryKind::optimizer_state].live - before;
   const int R = world()->size();
-  EXPECT_EQ(sharded.optimizer().shard().has_value(), R > 1);
-  // Two f32 moments per element it keeps: its own parameters', about 1/R
-  // of them (whole tensors: within the largest one of 1/R).
-  const auto params = sharded.model().parameters();
-  int64_t elements = 0, own = 0, largest = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const int64_t n = params[i].value.numel();
-    elements += n;
-    largest = std::max(largest, n);
-    if (R == 1 || sharded.optimizer().shard()->keeps(i)) own += n;
-  }
-  EXPECT_EQ(kept, 8 * own);
-  EXPECT_LE(own, elements / R + largest);
-  for (int step = 0; step < 3; ++step) {
-    const nn::Trainer::StepStats a = replicated.step(), b = sharded.step();
-    EXPECT_EQ(a.loss, b.loss);
-    EXPECT_EQ(a.grad_norm, b.grad_norm);
-  }
-  const auto pa = replicated.model().parameters(), pb = sharded.model().parameters();
-  for (size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_EQ(pa[i].value.to_vector<float>(), pb[i].value.to_vector<float>()) << pa[i].name;
-  }
-  const auto sa = replicated.optimizer().state(), sb = sharded.optimizer().state();
-  ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i) {
-    EXPECT_EQ(sa[i].first, sb[i].first);
-    EXPECT_TRUE(testing::same_bits(sa[i].second, sb[i].second)) << sa[i].first;
+  for (const ShardMode mode : {ShardMode::optimizer, ShardMode::gradients}) {
+    SCOPED_TRACE(shard_mode_name(mode));
+    nn::Trainer replicated(c, data, std::make_shared<ProcessGroup>(world(), ProcessGroupOptions{}));
+    const int64_t before = memory_stats::snapshot()[MemoryKind::optimizer_state].live;
+    nn::Trainer sharded(c, data,
+                        std::make_shared<ProcessGroup>(
+                            world(), ProcessGroupOptions{.shard = mode, .bucket_bytes = 16384}));
+    const int64_t kept = memory_stats::snapshot()[MemoryKind::optimizer_state].live - before;
+    const nn::AdamW& adam = sharded.optimizer();
+    EXPECT_EQ(adam.shard().has_value(), R > 1);
+    // Two f32 moments per element it keeps: its blocks.
+    EXPECT_EQ(kept, 8 * adam.kept_elements());
+    if (R > 1) {
+      int64_t blocks = 0;
+      for (const nn::ShardLayout::Bucket& b : adam.shard()->layout.buckets) blocks += b.block;
+      EXPECT_EQ(adam.kept_elements(), blocks);
+    }
+    for (int step = 0; step < 3; ++step) {
+      const nn::Trainer::StepStats a = replicated.step(), b = sharded.step();
+      EXPECT_EQ(a.loss, b.loss);
+      EXPECT_EQ(a.grad_norm, b.grad_norm);
+      EXPECT_GT(b.grad_norm, c.grad_clip);
+    }
+    const auto pa = replicated.model().parameters(), pb = sharded.model().parameters();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      EXPECT_EQ(pa[i].value.to_vector<float>(), pb[i].value.to_vector<float>()) << pa[i].name;
+    }
+    const auto sa = replicated.optimizer().state(), sb = adam.state();
+    ASSERT_EQ(sa.size(), sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) {
+      EXPECT_EQ(sa[i].first, sb[i].first);
+      EXPECT_TRUE(testing::same_bits(sa[i].second, sb[i].second)) << sa[i].first;
+    }
+    // A state loaded into a fresh sharded run gathers back to itself.
+    nn::Trainer loaded(c, data,
+                       std::make_shared<ProcessGroup>(
+                           world(), ProcessGroupOptions{.shard = mode, .bucket_bytes = 16384}));
+    std::map<std::string, Tensor> state(sa.begin(), sa.end());
+    loaded.optimizer().load_state(state);
+    const auto sc = loaded.optimizer().state();
+    for (size_t i = 0; i < sa.size(); ++i) {
+      EXPECT_TRUE(testing::same_bits(sa[i].second, sc[i].second)) << sa[i].first;
+    }
   }
 }
 
-TEST(ProcessGroup, ShardModesParseAndTheUnbuiltOnesSaySo) {
-  EXPECT_EQ(parse_shard_mode("none"), ShardMode::none);
-  EXPECT_EQ(parse_shard_mode("optimizer"), ShardMode::optimizer);
-  EXPECT_STREQ(shard_mode_name(ShardMode::optimizer), "optimizer");
-  testing::expect_error([] { parse_shard_mode("gradients"); }, {"ZeRO-2", "not built yet"});
+TEST(ProcessGroup, ShardModesParseAndTheUnbuiltOneSaysSo) {
+  for (const ShardMode m : {ShardMode::none, ShardMode::optimizer, ShardMode::gradients}) {
+    EXPECT_EQ(parse_shard_mode(shard_mode_name(m)), m);
+  }
   testing::expect_error([] { parse_shard_mode("parameters"); }, {"ZeRO-3", "not built yet"});
-  testing::expect_error([] { parse_shard_mode("all"); }, {"expected none or optimizer", "'all'"});
+  testing::expect_error([] { parse_shard_mode("all"); },
+                        {"expected none, optimizer or gradients", "'all'"});
 }
 
 }  // namespace
