@@ -1,6 +1,7 @@
 #include "nn/optim.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numbers>
 #include <unordered_map>
@@ -187,6 +188,7 @@ void AdamW::step(const ShardGradients& gradients) {
   }
   // Every process's pieces to every process, bucket by bucket (those with
   // an updated parameter; every process knows which from the flags).
+  const auto gather_start = std::chrono::steady_clock::now();
   for (size_t b = 0; b < layout.buckets.size(); ++b) {
     const ShardLayout::Bucket& bucket = layout.buckets[b];
     bool updated = false;
@@ -205,6 +207,8 @@ void AdamW::step(const ShardGradients& gradients) {
       w.copy_(in_bucket(whole, k));
     }
   }
+  gather_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - gather_start).count();
   ++steps_;
 }
 

@@ -109,6 +109,8 @@ class AdamW : public Optimizer {
   const std::optional<OptimizerShard>& shard() const { return shard_; }
   // Elements whose state this process keeps (two f32 moments each).
   int64_t kept_elements() const;
+  // Seconds the last step(gradients) spent sharing the updated blocks.
+  double last_gather_seconds() const { return gather_seconds_; }
   // Whether parameter i is in the shard's layout (its state split).
   bool shared(size_t i) const { return shared_index_[i] >= 0; }
   // With a shard: per parameter, grad_square_sums of its gradient as far
@@ -140,6 +142,7 @@ class AdamW : public Optimizer {
   std::vector<ShardLayout::Piece> pieces_;
   std::vector<int64_t> shared_index_;
   std::vector<size_t> shared_param_;
+  double gather_seconds_ = 0;
 };
 
 struct SGDOptions {

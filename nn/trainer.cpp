@@ -154,6 +154,7 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
     if (!s.skipped) {
       if (blocks) {
         optimizer_->step(*blocks);
+        s.gather_seconds = optimizer_->last_gather_seconds();
       } else {
         optimizer_->step();
       }

@@ -144,6 +144,9 @@ class Trainer {
     // The loss or the gradient norm was not finite and the update was
     // dropped (OnNonFinite::skip).
     bool skipped = false;
+    // With the optimizer split over processes: seconds spent all-gathering
+    // the updated parameters.
+    double gather_seconds = 0;
   };
   // Called after backward (of the last micro-batch, and the gradient
   // reduction), before clipping and the optimizer update, with that

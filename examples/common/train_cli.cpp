@@ -754,10 +754,11 @@ Options session_options(const Program& program, const FlagTable& table, const Op
 // Per process, over the steps since the last log line: its time, and what
 // its gradient buckets' all-reduces took (GradientBuckets::Timing).
 struct RankWindow {
-  double seconds = 0, comm = 0, comm_in_backward = 0, wait_after_backward = 0;
+  double seconds = 0, comm = 0, comm_in_backward = 0, wait_after_backward = 0, gather = 0;
   int64_t steps = 0;
-  void add(double step_seconds, const parallel::GradientBuckets::Timing& t) {
-    seconds += step_seconds;
+  void add(const nn::Trainer::StepStats& s, const parallel::GradientBuckets::Timing& t) {
+    seconds += s.seconds;
+    gather += s.gather_seconds;
     comm += t.busy();
     comm_in_backward += t.busy_during_backward();
     wait_after_backward += t.wait_after_backward();
@@ -765,25 +766,32 @@ struct RankWindow {
   }
 };
 
-// One line per rank: its throughput, and how much of its step went to the
-// gradient all-reduces and how much of that ran during backward. The
+// One line per rank: its throughput, how much of its step went to the
+// gradient reduction (`reduction` names it) and how much of that ran during
+// backward, and with the optimizer split the all-gather of the update. The
 // metrics get the same figures per rank, and rank 0's buckets of the last
 // step (their sizes and times), the input of bench/parallel's projection.
 void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_rank,
-               const parallel::GradientBuckets::Timing& last, StepLog& log) {
+               const char* reduction, const parallel::GradientBuckets::Timing& last, StepLog& log) {
+  const double steps = double(w.steps);
   const std::vector<double> all =
-      group.all_gather({double(tokens_per_rank) / w.seconds, 1e3 * w.seconds / double(w.steps),
-                        1e3 * w.comm / double(w.steps), 1e3 * w.comm_in_backward / double(w.steps),
-                        1e3 * w.wait_after_backward / double(w.steps)});
+      group.all_gather({double(tokens_per_rank) / w.seconds, 1e3 * w.seconds / steps,
+                        1e3 * w.comm / steps, 1e3 * w.comm_in_backward / steps,
+                        1e3 * w.wait_after_backward / steps, 1e3 * w.gather / steps});
+  const bool split = group.shard_layout() != nullptr;
   json::Array ranks;
-  for (size_t r = 0; r < all.size() / 5; ++r) {
-    const double* v = &all[5 * r];
-    char buf[240];
-    std::snprintf(buf, sizeof buf,
-                  "         rank %zu: %7.0f tok/s | step %.1f ms | all-reduce %.1f ms (%.0f%% of "
-                  "the step, %.0f%% of it during backward) | wait after backward %.1f ms",
-                  r, v[0], v[1], v[2], v[1] > 0 ? 100 * v[2] / v[1] : 0.0,
-                  v[2] > 0 ? 100 * v[3] / v[2] : 0.0, v[4]);
+  for (size_t r = 0; r < all.size() / 6; ++r) {
+    const double* v = &all[6 * r];
+    char buf[300];
+    const int n = std::snprintf(
+        buf, sizeof buf,
+        "         rank %zu: %7.0f tok/s | step %.1f ms | %s %.1f ms (%.0f%% of the step, %.0f%% of "
+        "it during backward) | wait after backward %.1f ms",
+        r, v[0], v[1], reduction, v[2], v[1] > 0 ? 100 * v[2] / v[1] : 0.0,
+        v[2] > 0 ? 100 * v[3] / v[2] : 0.0, v[4]);
+    if (split && n > 0 && size_t(n) < sizeof buf) {
+      std::snprintf(buf + n, sizeof buf - size_t(n), " | all-gather %.1f ms", v[5]);
+    }
     log.lines.push_back(buf);
     json::Value m = json::Object{};
     m.set("tokens_per_s", v[0]);
@@ -791,6 +799,7 @@ void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_ra
     m.set("all_reduce_ms", v[2]);
     m.set("all_reduce_during_backward_ms", v[3]);
     m.set("wait_after_backward_ms", v[4]);
+    if (split) m.set("all_gather_ms", v[5]);
     ranks.push_back(std::move(m));
   }
   log.metrics.emplace_back("ranks", std::move(ranks));
@@ -1049,7 +1058,7 @@ struct Window {
     seconds += s.seconds;
     peak_saved = std::max(peak_saved, s.peak_saved_activation);
     peak_total = std::max(peak_total, s.peak_total);
-    ranks.add(s.seconds, t);
+    ranks.add(s, t);
   }
 };
 
@@ -1160,6 +1169,9 @@ void log_step(Session& s, const nn::Trainer::StepStats& step, bool eval, Progres
   if (s.program->on_log) s.program->on_log(step, r.extra);
   if (s.o.rank_stats) {
     log_ranks(*s.group, p.window.ranks, p.window.tokens / s.world->size(),
+              s.group->shard_layout() != nullptr && s.o.shard == parallel::ShardMode::gradients
+                  ? "reduce-scatter"
+                  : "all-reduce",
               s.group->buckets().last_timing(), r.extra);
   }
   if (eval && s.data->num_val_windows(s.config().seq) > 0)
