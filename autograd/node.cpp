@@ -158,7 +158,7 @@ Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
   }
   next.storage()->set_kind(MemoryKind::gradient);
   leaf.set_grad(next);
-  if (t_grad_ready_hook) t_grad_ready_hook->hook_(leaf);
+  for (GradReadyHook* h = t_grad_ready_hook; h != nullptr; h = h->previous_) h->hook_(leaf);
   return {};
 }
 

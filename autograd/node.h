@@ -154,9 +154,11 @@ class AccumulateGrad final : public Node {
 };
 
 // Tells `hook` about every leaf gradient AccumulateGrad stores on this
-// thread while the guard lives (nesting: the innermost hook only), with the
-// leaf and its new .grad(). Data-parallel training starts reducing a
-// gradient as soon as backward has finished it (parallel/gradient_buckets.h).
+// thread while the guard lives, with the leaf and its new .grad(). Guards
+// nest: every live one is told, the innermost first. Data-parallel
+// training starts reducing a gradient as soon as backward has finished it
+// (parallel/gradient_buckets.h), and gives back a layer's gathered
+// parameters once all their gradients are in (nn/parameter_shards.h).
 class GradReadyHook {
  public:
   using Fn = std::function<void(const Tensor& leaf)>;

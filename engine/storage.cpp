@@ -7,8 +7,10 @@
 #include "engine/memory_limit.h"
 
 namespace reprise {
+namespace {
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, MemoryKind kind) {
+// nbytes from the device's backend, or an Error naming what asked for it.
+void* allocate_or_raise(size_t nbytes, Device device) {
   memory_limit::check(nbytes, device);
   void* data = nullptr;
   try {
@@ -17,6 +19,13 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, MemoryK
     // data stays nullptr: the Error below names what asked for it
   }
   if (data == nullptr) memory_limit::raise_out_of_memory(nbytes, device, 0);
+  return data;
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device, MemoryKind kind) {
+  void* data = allocate_or_raise(nbytes, device);
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, kind));
 }
 
@@ -33,6 +42,7 @@ Storage::Storage(void* data, size_t nbytes, Device device, MemoryKind kind)
 }
 
 Storage::~Storage() {
+  if (!resident()) return;
   memory_stats::add(device_, kind(), -int64_t(nbytes_));
   if (external_release_) {
     external_release_();
@@ -41,13 +51,28 @@ Storage::~Storage() {
   }
 }
 
+void Storage::evict() {
+  REPRISE_CHECK(!external_release_, "Storage::evict: memory wrapped from elsewhere (", nbytes_,
+                " bytes on ", to_string(device_), ") cannot be evicted");
+  if (!resident()) return;
+  memory_stats::add(device_, kind(), -int64_t(nbytes_));
+  backend(device_).release(data_, nbytes_);
+  data_ = nullptr;
+}
+
+void Storage::reload() {
+  if (resident()) return;
+  data_ = allocate_or_raise(nbytes_, device_);
+  memory_stats::add(device_, kind(), int64_t(nbytes_));
+}
+
 MemoryKind Storage::kind() const {
   if (saved_refs_ > 0 && base_kind_ == MemoryKind::temporary) return MemoryKind::saved_activation;
   return base_kind_;
 }
 
 void Storage::move_accounting(MemoryKind from, MemoryKind to) {
-  if (from == to) return;
+  if (from == to || !resident()) return;
   memory_stats::add(device_, from, -int64_t(nbytes_));
   memory_stats::add(device_, to, int64_t(nbytes_));
 }

@@ -44,6 +44,17 @@ class Storage {
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 
+  // A storage can give its memory back while its tensors live on (the
+  // parameters of a run split over processes, ZeRO-3, between their
+  // gathers): evict() frees it, reload() allocates it again, its contents
+  // undefined until written, the version unchanged (whoever reloads puts
+  // the same values back). Reading a tensor of an evicted storage is an
+  // Error (Tensor::raw_data). Memory wrap()ped from elsewhere cannot be
+  // evicted.
+  void evict();
+  void reload();
+  bool resident() const { return data_ != nullptr || nbytes_ == 0; }
+
  private:
   Storage(void* data, size_t nbytes, Device device, MemoryKind kind);
   void move_accounting(MemoryKind from, MemoryKind to);

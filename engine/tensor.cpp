@@ -97,6 +97,9 @@ std::string Tensor::describe() const {
 }
 
 void* Tensor::raw_data() const {
+  REPRISE_CHECK(storage()->resident(), "Tensor: the memory of ", describe(),
+                " was given back (a parameter split over processes, read outside its "
+                "gather?)");
   return static_cast<char*>(storage()->data()) + offset() * int64_t(element_size());
 }
 

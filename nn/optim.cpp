@@ -96,6 +96,10 @@ AdamW::AdamW(std::vector<NamedParameter> params, AdamWOptions options,
   shared_index_.assign(params_.size(), -1);
   if (shard_) {
     REPRISE_CHECK(shard_->all_gather, "AdamW: a shard without an all_gather");
+    REPRISE_CHECK(shard_->param_blocks.empty() ||
+                      shard_->param_blocks.size() == shard_->layout.buckets.size(),
+                  "AdamW: ", shard_->param_blocks.size(), " parameter blocks for ",
+                  shard_->layout.buckets.size(), " buckets");
     std::unordered_map<const TensorImpl*, size_t> index;
     for (size_t i = 0; i < params_.size(); ++i) index[params_[i].value.impl()] = i;
     const std::vector<NamedParameter>& shared = shard_->layout.params;
@@ -157,6 +161,7 @@ void AdamW::step(const ShardGradients& gradients) {
                 "AdamW::step: ", gradients.blocks.size(), " gradient blocks and ",
                 gradients.present.size(), " presence flags for a layout of ", layout.buckets.size(),
                 " buckets and ", layout.params.size(), " parameters");
+  const bool split_parameters = !shard_->param_blocks.empty();
   NoGradGuard no_grad;
   // Every process counts every parameter's steps; it updates its own
   // parameters whole and its pieces of the shared ones.
@@ -181,10 +186,16 @@ void AdamW::step(const ShardGradients& gradients) {
     const auto in_block = [&](const Tensor& t) {
       return t.slice(0, piece.at, piece.at + piece.size());
     };
-    update(shared_param_[piece.param],
-           layout.params[piece.param].value.view({-1}).slice(0, piece.begin, piece.end),
-           in_block(block), in_block(block_avg_[piece.bucket]),
+    const Tensor w = split_parameters ? in_block(shard_->param_blocks[piece.bucket])
+                                      : layout.params[piece.param].value.view({-1}).slice(
+                                            0, piece.begin, piece.end);
+    update(shared_param_[piece.param], w, in_block(block), in_block(block_avg_[piece.bucket]),
            in_block(block_avg_sq_[piece.bucket]));
+  }
+  if (split_parameters) {
+    gather_seconds_ = 0;
+    ++steps_;
+    return;
   }
   // Every process's pieces to every process, bucket by bucket (those with
   // an updated parameter; every process knows which from the flags).

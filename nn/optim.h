@@ -79,6 +79,11 @@ struct OptimizerShard {
   // block: (m) on every process -> (R, m), rank r's at r. Collective: every
   // process calls it for the same buckets in the same order.
   std::function<Tensor(const Tensor& block)> all_gather;
+  // With the parameters split too (ZeRO-3, nn/parameter_shards.h): per
+  // bucket, this process's block of the parameters (m), which the update
+  // writes in place of the parameters, with no all-gather (the next gather
+  // of each unit spreads it). Empty otherwise.
+  std::vector<Tensor> param_blocks;
 };
 
 // torch.optim.AdamW: with g the gradient and t the step (from 1),

@@ -9,10 +9,34 @@ int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
 
+ShardMode parse_shard_mode(const std::string& name) {
+  for (const ShardMode m :
+       {ShardMode::none, ShardMode::optimizer, ShardMode::gradients, ShardMode::parameters}) {
+    if (name == shard_mode_name(m)) return m;
+  }
+  REPRISE_FAIL("expected none, optimizer, gradients or parameters, got '", name, "'");
+}
+
+const char* shard_mode_name(ShardMode m) {
+  switch (m) {
+    case ShardMode::none:
+      return "none";
+    case ShardMode::optimizer:
+      return "optimizer";
+    case ShardMode::gradients:
+      return "gradients";
+    case ShardMode::parameters:
+      return "parameters";
+  }
+  return "?";
+}
+
 ShardLayout ShardLayout::build(std::vector<NamedParameter> params, int64_t bucket_bytes, int ranks,
-                               int64_t align) {
+                               int64_t align, const std::vector<size_t>& unit) {
   REPRISE_CHECK(bucket_bytes >= 1 && ranks >= 1 && align >= 1, "ShardLayout: bucket_bytes ",
                 bucket_bytes, ", ranks ", ranks, " and align ", align, " must be >= 1");
+  REPRISE_CHECK(unit.empty() || unit.size() == params.size(), "ShardLayout: ", unit.size(),
+                " units for ", params.size(), " parameters");
   ShardLayout layout;
   layout.params = std::move(params);
   layout.ranks = ranks;
@@ -28,9 +52,10 @@ ShardLayout ShardLayout::build(std::vector<NamedParameter> params, int64_t bucke
     REPRISE_CHECK(p.value.dtype() == DType::f32 && p.value.is_contiguous() && p.value.is_leaf(),
                   "ShardLayout: parameter '", p.name, "' must be a contiguous f32 leaf, got ",
                   p.value.describe());
-    if (bytes >= bucket_bytes) {
+    const size_t u = unit.empty() ? 0 : unit[i];
+    if (bytes >= bucket_bytes || layout.buckets.empty() || layout.buckets.back().unit != u) {
       close();
-      layout.buckets.push_back(Bucket{.ranks = ranks});
+      layout.buckets.push_back(Bucket{.ranks = ranks, .unit = u});
       bytes = 0;
       used = 0;
     }

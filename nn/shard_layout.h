@@ -20,6 +20,7 @@
 // m = block length, R = ranks.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -27,6 +28,18 @@
 #include "nn/module.h"
 
 namespace reprise::nn {
+
+// What data parallelism splits over the processes (--shard), in these
+// blocks: nothing; the optimizer state (ZeRO-1: the gradients are
+// all-reduced, each process updates its blocks, and the updated blocks are
+// all-gathered); the gradients too (ZeRO-2: a reduce-scatter in place of
+// the all-reduce, so each process keeps only its blocks of the sums); or
+// the parameters too (ZeRO-3, FSDP-style: nn/parameter_shards.h).
+enum class ShardMode { none, optimizer, gradients, parameters };
+// "none" | "optimizer" | "gradients" | "parameters"; an Error for anything
+// else.
+ShardMode parse_shard_mode(const std::string& name);
+const char* shard_mode_name(ShardMode m);
 
 // The chunk length of grad_square_sums (nn/optim.h), in elements.
 inline constexpr int64_t kGradNormChunk = kSquareSumChunk;
@@ -36,6 +49,7 @@ struct ShardLayout {
     std::vector<size_t> params;   // indices into `params`, in bucket order
     std::vector<int64_t> offset;  // of each in the bucket's buffer
     int ranks = 1;
+    size_t unit = 0;    // the parameters' unit (build's `unit`)
     int64_t block = 0;  // m: elements per process
     int64_t elements() const { return block * ranks; }
   };
@@ -48,9 +62,11 @@ struct ShardLayout {
   };
 
   // Buckets of `params` (f32 leaves) as described above; ranks = 1 and
-  // align = 1 give the tight buffers of unsplit data parallelism.
+  // align = 1 give the tight buffers of unsplit data parallelism. With
+  // `unit` (per parameter: the group it is gathered with), a bucket also
+  // ends where the unit changes, so each bucket belongs to one unit.
   static ShardLayout build(std::vector<NamedParameter> params, int64_t bucket_bytes, int ranks,
-                           int64_t align);
+                           int64_t align, const std::vector<size_t>& unit = {});
 
   // The pieces of process `rank`, bucket by bucket.
   std::vector<Piece> pieces(int rank) const;

@@ -149,6 +149,8 @@ std::string train_state_path(const std::string& dir) {
 }
 
 void save_train_state(const Trainer& t, const std::string& dir, const json::Value& session) {
+  // Split parameters are whole while they are saved.
+  const ParameterShards::Whole whole(t.parameter_shards());
   std::vector<std::pair<std::string, Tensor>> tensors = state_tensors(t);
   if (t.group()) {
     tensors = t.group()->gather_named(tensors, false);
@@ -362,7 +364,9 @@ void load_train_state(Trainer& t, const std::string& dir) {
   // The tensor list: every parameter, optimizer entries, nothing else, each
   // with its hash.
   const std::map<std::string, Tensor> loaded = checked_tensors(s);
-  // The parameters and buffers (the model's state).
+  // The parameters and buffers (the model's state); split parameters are
+  // whole while they are loaded, and split again from what was loaded.
+  const ParameterShards::Whole whole(t.parameter_shards());
   const std::vector<std::pair<std::string, Tensor>> params = t.model().named_state();
   const std::map<std::string, Tensor> optimizer_state = optimizer_entries(t, params, loaded, path);
 

@@ -51,24 +51,39 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
   // Expert parallelism: this process's experts are its own; the rest is
   // replicated, and its gradients are reduced over the processes.
   const std::vector<NamedParameter> params = model_->parameters();
-  std::vector<bool> local;
   std::vector<NamedParameter> replicated;
+  std::vector<size_t> units;
   for (const NamedParameter& p : params) {
-    local.push_back(experts && is_expert_parameter(p.name));
-    if (!local.back()) replicated.push_back(p);
+    if (experts && is_expert_parameter(p.name)) continue;
+    replicated.push_back(p);
+    units.push_back(unit_of(p.name));
   }
-  if (group_) group_->attach(replicated);
+  if (group_) group_->attach(replicated, units);
   std::optional<OptimizerShard> shard;
   if (const ShardLayout* layout = group_ ? group_->shard_layout() : nullptr) {
     TrainGroup* g = group_.get();
-    shard = OptimizerShard{.layout = *layout,
-                           .rank = g->rank(),
-                           .all_gather = [g](const Tensor& block) { return g->all_gather(block); }};
+    const auto all_gather = [g](const Tensor& block) { return g->all_gather(block); };
+    shard = OptimizerShard{.layout = *layout, .rank = g->rank(), .all_gather = all_gather};
+    if (g->shard_mode() == ShardMode::parameters) {
+      parameter_shards_ = std::make_unique<ParameterShards>(*layout, g->rank(), all_gather);
+      shard->param_blocks = parameter_shards_->blocks();
+    }
   }
   optimizer_ = std::make_unique<AdamW>(params, adam, std::move(shard));
   schedule_ = CosineSchedule{config_.lr, config_.min_lr, config_.warmup, config_.steps};
   set_compute_options(config_);
 }
+
+size_t Trainer::unit_of(const std::string& name) const {
+  const std::string prefix = model_->model.name() + "." + model_->model.layers.name() + ".";
+  if (name.compare(0, prefix.size(), prefix) == 0) {
+    const size_t end = name.find('.', prefix.size());
+    return size_t(std::stoul(name.substr(prefix.size(), end - prefix.size())));
+  }
+  return rest_unit();
+}
+
+size_t Trainer::rest_unit() const { return model_->model.layers.size(); }
 
 void Trainer::set_compute_options(const TrainConfig& c) {
   const std::vector<std::string> diffs = config_.run_differences(c);
@@ -115,18 +130,27 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
     std::optional<autograd::TraceSpan> forward_span(std::in_place, "forward", "", "forward");
     const CausalLMOutput out = [&] {
       const Autocast precision(config_.dtype, config_.attention_dtype);
-      return model_->forward(batch.input_ids, checkpointing_->runner());
+      if (!parameter_shards_) return model_->forward(batch.input_ids, checkpointing_->runner());
+      parameter_shards_->gather(rest_unit());
+      return model_->forward(batch.input_ids, parameter_shards_->runner(checkpointing_->runner()));
     }();
     // Cross-entropy, plus the router losses of an MoE model.
     const Tensor loss = model_->causal_lm_loss(out, batch.labels);
     forward_span.reset();
     const bool last = m + 1 == A;
-    if (last && group_) group_->begin_backward();
     {
-      autograd::TraceSpan backward_span("backward", "", "backward");
-      autograd::backward(loss, seed);
+      // With the parameters split, each unit is given back once its
+      // gradients are in (and any left at the end).
+      const std::unique_ptr<autograd::GradReadyHook> releasing =
+          parameter_shards_ ? parameter_shards_->release_when_done() : nullptr;
+      if (last && group_) group_->begin_backward();
+      {
+        autograd::TraceSpan backward_span("backward", "", "backward");
+        autograd::backward(loss, seed);
+      }
+      if (last && group_) group_->end_backward();
     }
-    if (last && group_) group_->end_backward();
+    if (parameter_shards_) parameter_shards_->release_all();
     if (last && after_backward) after_backward(batch, out, loss);
     losses.push_back(double(loss.item<float>()));
     terms.push_back(out.moe);
@@ -357,10 +381,13 @@ double Trainer::evaluate(int64_t batches) {
   } eval_mode(*model_);
   NoGradGuard no_grad;
   // Batch j (B windows, fewer for the last) on rank j mod R, in rounds of
-  // R. An expert-parallel forward is collective, so a process without a
-  // batch in the last round runs batch 0 and drops its loss.
+  // R. An expert-parallel forward and one that gathers split parameters
+  // are collective, so a process without a batch in the last round runs
+  // batch 0 and drops its loss.
   const int64_t R = ranks(), n_batches = (windows + B - 1) / B, rounds = (n_batches + R - 1) / R;
-  const bool lockstep = group_ && group_->expert_dispatch();
+  const bool lockstep = group_ && (group_->expert_dispatch() || parameter_shards_);
+  const LlamaForCausalLM::LayerRunner runner =
+      parameter_shards_ ? parameter_shards_->runner({}) : LlamaForCausalLM::LayerRunner{};
   std::vector<double> weighted(size_t(rounds), 0.0);  // loss x windows per round
   for (int64_t round = 0; round < rounds; ++round) {
     const int64_t j = round * R + rank();
@@ -369,9 +396,12 @@ double Trainer::evaluate(int64_t batches) {
     const int64_t n = std::min(B, windows - first);
     const Batch b = on_device(data_->val_batch(first, n, T));
     const Autocast precision(config_.dtype, config_.attention_dtype);
-    const Tensor loss = LlamaForCausalLM::loss(model_->forward(b.input_ids).logits, b.labels);
+    if (parameter_shards_) parameter_shards_->gather(rest_unit());
+    const Tensor loss =
+        LlamaForCausalLM::loss(model_->forward(b.input_ids, runner).logits, b.labels);
     if (j < n_batches) weighted[size_t(round)] = double(loss.item<float>()) * double(n);
   }
+  if (parameter_shards_) parameter_shards_->release_all();
   // Each window scores T - 1 targets; weighting batch means by window count
   // gives the mean over all held-out targets. Summed in batch order.
   const std::vector<double> all = group_ ? group_->all_gather(weighted) : weighted;  // (R, rounds)

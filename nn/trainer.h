@@ -41,6 +41,7 @@
 #include "nn/data.h"
 #include "nn/llama.h"
 #include "nn/optim.h"
+#include "nn/parameter_shards.h"
 #include "nn/shard_layout.h"
 #include "nn/train_config.h"
 
@@ -74,9 +75,14 @@ class TrainGroup {
   // them (data parallel only).
   virtual std::shared_ptr<const ExpertDispatch> expert_dispatch() const = 0;
   // The parameters every process holds a copy of (all but this process's
-  // experts), whose gradients begin_backward / end_backward reduce. Called
-  // once, with the model built.
-  virtual void attach(const std::vector<NamedParameter>& replicated) = 0;
+  // experts), whose gradients begin_backward / end_backward reduce, and per
+  // parameter its unit (its decoder layer, or one past the last for the
+  // rest of the model: what ShardMode::parameters gathers together).
+  // Called once, with the model built.
+  virtual void attach(const std::vector<NamedParameter>& replicated,
+                      const std::vector<size_t>& units) = 0;
+  // What the processes split (none with one process).
+  virtual ShardMode shard_mode() const = 0;
   // Around the backward of a step's last micro-batch: the replicated
   // gradients are summed over the processes, in rank order, while backward
   // runs; after end_backward each holds the sum (undefined where no
@@ -85,13 +91,14 @@ class TrainGroup {
   virtual void end_backward() = 0;
   // Every process's `values` (one length for all), concatenated in rank order.
   virtual std::vector<double> all_gather(const std::vector<double>& values) = 0;
-  // When data parallelism splits the optimizer state (ZeRO-1) and perhaps
-  // the gradients (ZeRO-2) over the processes: where each process's share
-  // of the shared parameters is (valid from attach on); else nullptr.
+  // When data parallelism splits the optimizer state (ZeRO-1), and perhaps
+  // the gradients (ZeRO-2) and the parameters (ZeRO-3), over the
+  // processes: where each process's share of the shared parameters is
+  // (valid from attach on); else nullptr.
   virtual const ShardLayout* shard_layout() const = 0;
   // With a shard layout, after end_backward: this process's blocks of the
   // summed gradients (handed over; with ZeRO-1 every gradient also holds
-  // its whole sum, with ZeRO-2 the shared ones are undefined).
+  // its whole sum, with ZeRO-2 and -3 the shared ones are undefined).
   virtual ShardGradients take_gradients() = 0;
   // block: (m) on every process -> (R, m), rank r's at r.
   virtual Tensor all_gather(const Tensor& block) = 0;
@@ -191,6 +198,10 @@ class Trainer {
   int ranks() const { return group_ ? group_->size() : 1; }
   int rank() const { return group_ ? group_->rank() : 0; }
   TrainGroup* group() const { return group_.get(); }
+  // With the parameters split over the processes (ZeRO-3), their gathers;
+  // else nullptr. ParameterShards::Whole(trainer.parameter_shards()) holds
+  // every parameter whole, for reading or writing them all.
+  ParameterShards* parameter_shards() const { return parameter_shards_.get(); }
   Device device() const { return device_; }
   // Sequences per step: R A B.
   int64_t global_batch() const { return int64_t(ranks()) * config_.grad_accum * config_.batch; }
@@ -211,6 +222,10 @@ class Trainer {
   double clip_gradients(ShardGradients* blocks);
   // `b` on the trainer's device.
   Batch on_device(Batch b) const;
+  // The unit a parameter is gathered with when the parameters are split:
+  // its decoder layer's index, or rest_unit() for the others.
+  size_t unit_of(const std::string& name) const;
+  size_t rest_unit() const;
 
   TrainConfig config_;
   std::shared_ptr<const TextDataset> data_;
@@ -219,6 +234,8 @@ class Trainer {
   rng::Generator generator_;
   std::unique_ptr<LlamaForCausalLM> model_;
   std::unique_ptr<AdamW> optimizer_;
+  // With the parameters split over the processes (ZeRO-3).
+  std::unique_ptr<ParameterShards> parameter_shards_;
   std::unique_ptr<LayerCheckpointing> checkpointing_;
   CosineSchedule schedule_;
   OnNonFinite on_nonfinite_ = OnNonFinite::stop;

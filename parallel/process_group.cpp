@@ -110,22 +110,30 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Communicator> comm, ProcessGroupOptio
   if (options_.expert_parallel) experts_ = std::make_shared<ExpertParallel>(comm_);
 }
 
-void ProcessGroup::attach(const std::vector<nn::NamedParameter>& replicated) {
+void ProcessGroup::attach(const std::vector<nn::NamedParameter>& replicated,
+                          const std::vector<size_t>& units) {
   REPRISE_CHECK(!buckets_, "ProcessGroup::attach: called twice");
   replicated_ = replicated;
-  // One process, or nothing split: the tight buffers of plain data
-  // parallelism. Split: blocks aligned to the norm's chunks.
-  const bool split = options_.shard != ShardMode::none && size() > 1;
+  // Nothing split: the tight buffers of plain data parallelism. Split:
+  // blocks aligned to the norm's chunks, and with the parameters split,
+  // buckets that never cross a unit (each is gathered with its unit).
+  const ShardMode mode = shard_mode();
+  const bool split = mode != ShardMode::none;
   buckets_ = std::make_unique<GradientBuckets>(
       comm_->duplicate(),
       nn::ShardLayout::build(replicated_, options_.bucket_bytes, split ? size() : 1,
-                             split ? nn::kGradNormChunk : 1),
-      options_.shard == ShardMode::gradients && split ? Reduction::reduce_scatter
-                                                      : Reduction::all_reduce);
+                             split ? nn::kGradNormChunk : 1,
+                             mode == ShardMode::parameters ? units : std::vector<size_t>{}),
+      mode == ShardMode::gradients || mode == ShardMode::parameters ? Reduction::reduce_scatter
+                                                                    : Reduction::all_reduce);
+}
+
+nn::ShardMode ProcessGroup::shard_mode() const {
+  return size() == 1 ? ShardMode::none : options_.shard;
 }
 
 const nn::ShardLayout* ProcessGroup::shard_layout() const {
-  if (options_.shard == ShardMode::none || size() == 1) return nullptr;
+  if (shard_mode() == ShardMode::none) return nullptr;
   REPRISE_CHECK(buckets_, "ProcessGroup: no model attached");
   return &buckets_->layout();
 }
@@ -220,28 +228,6 @@ void ProcessGroup::check_replicas() const {
   REPRISE_CHECK(count == 0, "replica check on rank ", rank(), " of ", size(), ": ", count,
                 " replicated parameter(s) differ from rank 0's: ", differing,
                 count > 3 ? ", ..." : "");
-}
-
-ShardMode parse_shard_mode(const std::string& name) {
-  if (name == "none") return ShardMode::none;
-  if (name == "optimizer") return ShardMode::optimizer;
-  if (name == "gradients") return ShardMode::gradients;
-  REPRISE_CHECK(name != "parameters",
-                "sharding the parameters (ZeRO-3) is not built yet; none, optimizer and "
-                "gradients are");
-  REPRISE_FAIL("expected none, optimizer or gradients, got '", name, "'");
-}
-
-const char* shard_mode_name(ShardMode m) {
-  switch (m) {
-    case ShardMode::none:
-      return "none";
-    case ShardMode::optimizer:
-      return "optimizer";
-    case ShardMode::gradients:
-      return "gradients";
-  }
-  return "?";
 }
 
 }  // namespace reprise::parallel

@@ -17,19 +17,9 @@
 
 namespace reprise::parallel {
 
-// What data parallelism splits over the processes (--shard), in flat
-// blocks of the shared parameters (nn/shard_layout.h): nothing; the
-// optimizer state (ZeRO-1: the gradients are all-reduced, each process
-// updates its blocks, and the updated blocks are all-gathered); or the
-// gradients too (ZeRO-2: a reduce-scatter in place of the all-reduce, so
-// each process keeps only its blocks of the sums, and one all-gather: the
-// bytes of one all-reduce). Splitting the parameters (ZeRO-3, FSDP) is not
-// built.
-enum class ShardMode { none, optimizer, gradients };
-// "none" | "optimizer" | "gradients"; an Error for anything else, naming
-// what is not built.
-ShardMode parse_shard_mode(const std::string& name);
-const char* shard_mode_name(ShardMode m);
+using nn::parse_shard_mode;
+using nn::shard_mode_name;
+using nn::ShardMode;
 
 struct ProcessGroupOptions {
   bool expert_parallel = false;  // split MoE layers' experts over the ranks
@@ -44,7 +34,9 @@ class ProcessGroup final : public nn::TrainGroup {
   int rank() const override { return comm_->rank(); }
   int size() const override { return comm_->size(); }
   std::shared_ptr<const nn::ExpertDispatch> expert_dispatch() const override { return experts_; }
-  void attach(const std::vector<nn::NamedParameter>& replicated) override;
+  void attach(const std::vector<nn::NamedParameter>& replicated,
+              const std::vector<size_t>& units) override;
+  nn::ShardMode shard_mode() const override;
   void begin_backward() override;
   void end_backward() override;
   std::vector<double> all_gather(const std::vector<double>& values) override;

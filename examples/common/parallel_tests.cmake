@@ -17,11 +17,12 @@
 #                       compares the checkpoints' tensors and the metrics bit for bit
 #   big_batch           1 process x batch 2b; near_two_ranks within BIG_BATCH
 #   policy_<P>          2 processes under policy P; policy_<P>_is_bitwise
-#   shard_<mode>        2 processes with --shard optimizer (ZeRO-1) and gradients
-#                       (ZeRO-2): _is_bitwise compares each with two_ranks (checkpoints
-#                       and metrics); under a checkpoint policy it is a POLICIES entry
-#                       (full+--shard=gradients); shard_resume resumes `stop` with
-#                       gradients split, shard_stop_resume a stop with the optimizer split
+#   shard_<mode>        2 processes with --shard optimizer (ZeRO-1), gradients (ZeRO-2)
+#                       and parameters (ZeRO-3): _is_bitwise compares each with two_ranks
+#                       (checkpoints and metrics); under a checkpoint policy it is a
+#                       POLICIES entry (full+--shard=parameters); shard_resume resumes
+#                       `stop` with gradients split, shard_stop_resume a stop with the
+#                       parameters split, split alike
 #   four_ranks_<mode>   4 processes x batch 1 with --shard <mode> under op-sac, data
 #                       parallel only (without the PARALLEL flags): _is_bitwise compares
 #                       it with accumulate_four (1 process x --grad-accum 4 x batch 1)
@@ -92,7 +93,7 @@ function(reprise_parallel_tests trainer)
     --save ${dir}/accumulate_four --metrics ${dir}/accumulate_four.jsonl)
   set_tests_properties(${t}.accumulate_four PROPERTIES
     FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_accumulate_four)
-  foreach(mode optimizer gradients)
+  foreach(mode optimizer gradients parameters)
     reprise_mpi_test(shard_${mode} COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
       --shard ${mode} --check-replicas 1 --save ${dir}/shard_${mode}
       --metrics ${dir}/shard_${mode}.jsonl)
@@ -125,8 +126,8 @@ function(reprise_parallel_tests trainer)
   reprise_mpi_test(resume_is_bitwise COMMAND sh -c
     "\"$0\" states \"$1/two_ranks\" \"$1/resumed\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/resumed.jsonl\" loss,grad_norm"
     ${compare} ${dir})
-  # A checkpoint written unsharded resumes sharded, and one written with one
-  # shard mode resumes with another: the file holds the whole state.
+  # A checkpoint written unsharded resumes sharded, and one written with the
+  # parameters split resumes so: the file holds the whole state either way.
   reprise_mpi_test(shard_resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
     --shard gradients --resume ${dir}/stopped --save ${dir}/shard_resumed)
   reprise_mpi_test(shard_resume_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
@@ -136,9 +137,9 @@ function(reprise_parallel_tests trainer)
   set_tests_properties(${t}.shard_resume_is_bitwise PROPERTIES
     FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_resume")
   reprise_mpi_test(shard_stop COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-    --shard optimizer --stop-after 2 --save ${dir}/shard_stopped)
+    --shard parameters --stop-after 2 --save ${dir}/shard_stopped)
   reprise_mpi_test(shard_stop_resume COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-    --shard gradients --resume ${dir}/shard_stopped --save ${dir}/shard_stop_resumed)
+    --shard parameters --resume ${dir}/shard_stopped --save ${dir}/shard_stop_resumed)
   reprise_mpi_test(shard_stop_resume_is_bitwise COMMAND ${compare} states ${dir}/two_ranks
     ${dir}/shard_stop_resumed)
   set_tests_properties(${t}.shard_stop PROPERTIES FIXTURES_REQUIRED ${t}_clean

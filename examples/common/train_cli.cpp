@@ -337,7 +337,9 @@ FlagTable processes_flags() {
       {"--shard", "M", S::processes,
        "what the processes split: none | optimizer (each keeps and updates 1/R of the AdamW "
        "state, then all-gathers what it updated; ZeRO-1) | gradients (also 1/R of the summed "
-       "gradients: a reduce-scatter in place of the all-reduce; ZeRO-2)",
+       "gradients: a reduce-scatter in place of the all-reduce; ZeRO-2) | parameters (also 1/R "
+       "of the parameters at rest, each decoder layer gathered for its forward and again for "
+       "its backward; ZeRO-3, FSDP-style)",
        named(&Options::shard, parallel::parse_shard_mode, parallel::shard_mode_name)},
       {"--bucket-kib", "N", S::processes, "gradient all-reduce bucket size",
        parsed(&Options::bucket_kib, parse_positive)},
@@ -929,7 +931,10 @@ Session open_session(const Program& program, const FlagTable& table, const Optio
   s.trainer = std::make_unique<nn::Trainer>(o.config, s.data, s.group, o.device);
   config = s.trainer->config();
   if (s.resumed) nn::load_train_state(*s.trainer, o.resume);
-  if (!o.init_from.empty()) nn::load_weights(s.trainer->model(), o.init_from);
+  if (!o.init_from.empty()) {
+    const nn::ParameterShards::Whole whole(s.trainer->parameter_shards());
+    nn::load_weights(s.trainer->model(), o.init_from);
+  }
 
   const nn::TrainConfig& c = s.config();
   s.entropy = nn::corpus_entropy();
@@ -997,11 +1002,11 @@ void print_run_and_compute(const Session& s) {
     }
     std::printf(", %zu gradient bucket(s) of up to %lld KiB", s.group->buckets().num_buckets(),
                 (long long)s.o.bucket_kib);
-    if (s.group->shard_layout() != nullptr) {
-      std::printf(", %s split over the processes", s.o.shard == parallel::ShardMode::gradients
-                                                       ? "gradients and optimizer state"
-                                                       : "optimizer state");
-    }
+    static constexpr const char* kSplit[] = {
+        "", ", optimizer state split over the processes",
+        ", gradients and optimizer state split over the processes",
+        ", parameters, gradients and optimizer state split over the processes"};
+    std::printf("%s", kSplit[size_t(s.group->shard_mode())]);
     std::printf("\n");
   }
   const nn::CheckpointConfig& ck = c.checkpointing;
@@ -1169,7 +1174,8 @@ void log_step(Session& s, const nn::Trainer::StepStats& step, bool eval, Progres
   if (s.program->on_log) s.program->on_log(step, r.extra);
   if (s.o.rank_stats) {
     log_ranks(*s.group, p.window.ranks, p.window.tokens / s.world->size(),
-              s.group->shard_layout() != nullptr && s.o.shard == parallel::ShardMode::gradients
+              s.group->shard_mode() == nn::ShardMode::gradients ||
+                      s.group->shard_mode() == nn::ShardMode::parameters
                   ? "reduce-scatter"
                   : "all-reduce",
               s.group->buckets().last_timing(), r.extra);
@@ -1205,8 +1211,10 @@ Progress run_steps(Session& s) {
     p.seconds += step.seconds;
     p.skipped += step.skipped ? 1 : 0;
     p.window.add(step, s.group->buckets().last_timing());
-    if (o.check_replicas_every > 0 && step.step % o.check_replicas_every == 0)
+    if (o.check_replicas_every > 0 && step.step % o.check_replicas_every == 0) {
+      const nn::ParameterShards::Whole whole(s.trainer->parameter_shards());
       s.group->check_replicas();
+    }
 
     p.stop_signal = stop_signal_of_any_rank(*s.group);
     const bool last =
@@ -1282,11 +1290,15 @@ int finish(Session& s, const Progress& p) {
                 o.save.empty() ? "not saved (no --save)"
                                : ("--resume " + o.save + " continues it").c_str());
   }
-  if (!o.export_dir.empty() && s.lead) {
-    nn::save_model(trainer.model(), o.export_dir, o.export_dtype, uint64_t(o.export_shard_bytes));
-    if (!s.tok.is_bytes()) export_tokenizer(s.tok, o.export_dir);
-    std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
-                s.tok.is_bytes() ? "" : " with its tokenizer");
+  if (!o.export_dir.empty()) {
+    // Split parameters are gathered by every process; the lead writes.
+    const nn::ParameterShards::Whole whole(trainer.parameter_shards());
+    if (s.lead) {
+      nn::save_model(trainer.model(), o.export_dir, o.export_dtype, uint64_t(o.export_shard_bytes));
+      if (!s.tok.is_bytes()) export_tokenizer(s.tok, o.export_dir);
+      std::printf("exported Hugging Face folder %s%s\n", o.export_dir.c_str(),
+                  s.tok.is_bytes() ? "" : " with its tokenizer");
+    }
   }
   // mpiexec ends every process once one exits with a non-zero status: none
   // leaves before rank 0 has written its files.

@@ -63,7 +63,7 @@ TEST(ProcessGroup, GatherNamedSplicesEachRanksExpertsInRankOrder) {
 TEST(ProcessGroup, ReplicaCheckNamesAParameterThatDiffers) {
   ProcessGroup group(world(), {});
   Tensor w = Tensor::ones({5}).requires_grad(true);
-  group.attach({{"w", w}});
+  group.attach({{"w", w}}, {0});
   group.check_replicas();
   if (group.size() < 2) return;
   {
@@ -100,8 +100,9 @@ TEST(ProcessGroup, OneProcessTrainerGivesTheBitsOfAPlainOne) {
   EXPECT_EQ(plain.evaluate(2), grouped.evaluate(2));
 }
 
-// The optimizer state split over the processes (ZeRO-1), and the gradients
-// too (ZeRO-2), give the bits of replicated state: the same losses,
+// The optimizer state split over the processes (ZeRO-1), the gradients too
+// (ZeRO-2) and the parameters too (ZeRO-3, with and without full
+// checkpointing) give the bits of replicated state: the same losses,
 // clipped norms, weights and (gathered) optimizer state, with dropout and
 // gradient accumulation, each process keeping the state of its blocks
 // only. One process: a no-op.
@@ -112,16 +113,27 @@ TEST(ProcessGroup, ShardedStateGivesTheBitsOfReplicatedState) {
   c.grad_clip = 0.05;  // below the norms: every step clips
   const auto data = testing::builtin_corpus(1 << 16);
   const int R = world()->size();
-  for (const ShardMode mode : {ShardMode::optimizer, ShardMode::gradients}) {
-    SCOPED_TRACE(shard_mode_name(mode));
-    nn::Trainer replicated(c, data, std::make_shared<ProcessGroup>(world(), ProcessGroupOptions{}));
+  nn::Trainer replicated(c, data, std::make_shared<ProcessGroup>(world(), ProcessGroupOptions{}));
+  std::vector<nn::Trainer::StepStats> expected;
+  for (int step = 0; step < 3; ++step) expected.push_back(replicated.step());
+  const auto pa = replicated.model().parameters();
+  const auto sa = replicated.optimizer().state();
+  struct Case {
+    ShardMode mode;
+    const char* policy;
+  };
+  for (const Case& k : {Case{ShardMode::optimizer, "none"}, Case{ShardMode::gradients, "none"},
+                        Case{ShardMode::parameters, "none"}, Case{ShardMode::parameters, "full"}}) {
+    SCOPED_TRACE(std::string(shard_mode_name(k.mode)) + " under " + k.policy);
+    nn::TrainConfig ck = c;
+    ck.checkpointing.set_policy(k.policy);
+    const ProcessGroupOptions options{.shard = k.mode, .bucket_bytes = 16384};
     const int64_t before = memory_stats::snapshot()[MemoryKind::optimizer_state].live;
-    nn::Trainer sharded(c, data,
-                        std::make_shared<ProcessGroup>(
-                            world(), ProcessGroupOptions{.shard = mode, .bucket_bytes = 16384}));
+    nn::Trainer sharded(ck, data, std::make_shared<ProcessGroup>(world(), options));
     const int64_t kept = memory_stats::snapshot()[MemoryKind::optimizer_state].live - before;
     const nn::AdamW& adam = sharded.optimizer();
     EXPECT_EQ(adam.shard().has_value(), R > 1);
+    EXPECT_EQ(sharded.parameter_shards() != nullptr, R > 1 && k.mode == ShardMode::parameters);
     // Two f32 moments per element it keeps: its blocks.
     EXPECT_EQ(kept, 8 * adam.kept_elements());
     if (R > 1) {
@@ -130,25 +142,27 @@ TEST(ProcessGroup, ShardedStateGivesTheBitsOfReplicatedState) {
       EXPECT_EQ(adam.kept_elements(), blocks);
     }
     for (int step = 0; step < 3; ++step) {
-      const nn::Trainer::StepStats a = replicated.step(), b = sharded.step();
-      EXPECT_EQ(a.loss, b.loss);
-      EXPECT_EQ(a.grad_norm, b.grad_norm);
+      const nn::Trainer::StepStats b = sharded.step();
+      EXPECT_EQ(expected[size_t(step)].loss, b.loss);
+      EXPECT_EQ(expected[size_t(step)].grad_norm, b.grad_norm);
       EXPECT_GT(b.grad_norm, c.grad_clip);
     }
-    const auto pa = replicated.model().parameters(), pb = sharded.model().parameters();
-    for (size_t i = 0; i < pa.size(); ++i) {
-      EXPECT_EQ(pa[i].value.to_vector<float>(), pb[i].value.to_vector<float>()) << pa[i].name;
+    {
+      const nn::ParameterShards::Whole whole(sharded.parameter_shards());
+      const auto pb = sharded.model().parameters();
+      for (size_t i = 0; i < pa.size(); ++i) {
+        EXPECT_EQ(pa[i].value.to_vector<float>(), pb[i].value.to_vector<float>()) << pa[i].name;
+      }
     }
-    const auto sa = replicated.optimizer().state(), sb = adam.state();
+    const auto sb = adam.state();
     ASSERT_EQ(sa.size(), sb.size());
     for (size_t i = 0; i < sa.size(); ++i) {
       EXPECT_EQ(sa[i].first, sb[i].first);
       EXPECT_TRUE(testing::same_bits(sa[i].second, sb[i].second)) << sa[i].first;
     }
+    EXPECT_EQ(replicated.evaluate(2), sharded.evaluate(2));
     // A state loaded into a fresh sharded run gathers back to itself.
-    nn::Trainer loaded(c, data,
-                       std::make_shared<ProcessGroup>(
-                           world(), ProcessGroupOptions{.shard = mode, .bucket_bytes = 16384}));
+    nn::Trainer loaded(ck, data, std::make_shared<ProcessGroup>(world(), options));
     std::map<std::string, Tensor> state(sa.begin(), sa.end());
     loaded.optimizer().load_state(state);
     const auto sc = loaded.optimizer().state();
@@ -158,13 +172,36 @@ TEST(ProcessGroup, ShardedStateGivesTheBitsOfReplicatedState) {
   }
 }
 
-TEST(ProcessGroup, ShardModesParseAndTheUnbuiltOneSaysSo) {
-  for (const ShardMode m : {ShardMode::none, ShardMode::optimizer, ShardMode::gradients}) {
+// With the parameters split, a decoder layer's parameters are whole only
+// around their use: between steps every shared parameter's memory is given
+// back, and reading one is an Error that says why.
+TEST(ProcessGroup, SplitParametersAreGivenBackBetweenSteps) {
+  if (world()->size() < 2) GTEST_SKIP() << "one process splits nothing";
+  nn::TrainConfig c = testing::tiny_train_config(32, 64, 2, 2, 16);
+  const auto data = testing::builtin_corpus(1 << 16);
+  nn::Trainer t(
+      c, data,
+      std::make_shared<ProcessGroup>(world(), ProcessGroupOptions{.shard = ShardMode::parameters}));
+  t.step();
+  const nn::NamedParameter q = t.model().parameters()[1];
+  EXPECT_FALSE(q.value.storage()->resident()) << q.name;
+  testing::expect_error([&] { q.value.to_vector<float>(); },
+                        {"was given back", q.name.empty() ? "" : "f32"});
+  {
+    const nn::ParameterShards::Whole whole(t.parameter_shards());
+    EXPECT_TRUE(q.value.storage()->resident());
+    EXPECT_EQ(q.value.to_vector<float>().size(), size_t(q.value.numel()));
+  }
+  EXPECT_FALSE(q.value.storage()->resident());
+}
+
+TEST(ProcessGroup, ShardModesParse) {
+  for (const ShardMode m :
+       {ShardMode::none, ShardMode::optimizer, ShardMode::gradients, ShardMode::parameters}) {
     EXPECT_EQ(parse_shard_mode(shard_mode_name(m)), m);
   }
-  testing::expect_error([] { parse_shard_mode("parameters"); }, {"ZeRO-3", "not built yet"});
   testing::expect_error([] { parse_shard_mode("all"); },
-                        {"expected none, optimizer or gradients", "'all'"});
+                        {"expected none, optimizer, gradients or parameters", "'all'"});
 }
 
 }  // namespace

@@ -1,0 +1,138 @@
+#include "nn/parameter_shards.h"
+
+#include <unordered_map>
+
+#include "autograd/op_registry.h"
+#include "autograd/scope.h"
+#include "autograd/tape.h"
+#include "engine/backend.h"
+#include "engine/grad_mode.h"
+
+namespace reprise::nn {
+namespace {
+
+double no_flops(const std::vector<Tensor>&, const std::vector<Tensor>&) { return 0; }
+
+// The identity on a layer's output whose backward gathers the layer.
+const autograd::OpInfo kRegather{.name = "regather_parameters", .flops = no_flops};
+
+}  // namespace
+
+ParameterShards::ParameterShards(ShardLayout layout, int rank,
+                                 std::function<Tensor(const Tensor&)> all_gather)
+    : layout_(std::move(layout)), rank_(rank), all_gather_(std::move(all_gather)) {
+  REPRISE_CHECK(all_gather_, "ParameterShards: no all_gather");
+  autograd::register_op(kRegather);
+  pieces_ = layout_.pieces(rank_);
+  unit_of_.assign(layout_.params.size(), 0);
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const ShardLayout::Bucket& bucket = layout_.buckets[b];
+    if (units_.size() <= bucket.unit) units_.resize(bucket.unit + 1);
+    units_[bucket.unit].push_back(b);
+    for (const size_t k : bucket.params) unit_of_[k] = bucket.unit;
+    const Device device = layout_.params[bucket.params.front()].value.device();
+    blocks_.push_back(Tensor::zeros({bucket.block}, DType::f32, device));
+    blocks_.back().storage()->set_kind(MemoryKind::parameter);
+  }
+  gathered_.assign(units_.size(), true);
+  scatter();
+}
+
+void ParameterShards::scatter() {
+  NoGradGuard no_grad;
+  for (const ShardLayout::Piece& piece : pieces_) {
+    const Tensor& p = layout_.params[piece.param].value;
+    backend(p.device())
+        .copy(blocks_[piece.bucket].slice(0, piece.at, piece.at + piece.size()),
+              p.view({-1}).slice(0, piece.begin, piece.end));
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    gathered_[u] = true;
+    release(u);
+  }
+}
+
+void ParameterShards::gather(size_t unit) {
+  REPRISE_CHECK(unit < units_.size(), "ParameterShards::gather: unit ", unit, " of ",
+                units_.size());
+  if (gathered_[unit]) return;
+  NoGradGuard no_grad;
+  for (const size_t b : units_[unit]) {
+    const ShardLayout::Bucket& bucket = layout_.buckets[b];
+    const Tensor whole = all_gather_(blocks_[b]).view({bucket.elements()});  // (R m)
+    gathered_bytes_ += int64_t(whole.nbytes() - blocks_[b].nbytes());
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      const Tensor& p = layout_.params[bucket.params[j]].value;
+      p.storage()->reload();
+      // The owners' bits, which the parameter held when it was given back:
+      // its version stays, so what the tape saved of it still checks.
+      backend(p.device())
+          .copy(p, whole.slice(0, bucket.offset[j], bucket.offset[j] + p.numel()).view(p.shape()));
+    }
+  }
+  gathered_[unit] = true;
+}
+
+void ParameterShards::release(size_t unit) {
+  if (!gathered_[unit]) return;
+  for (const size_t b : units_[unit]) {
+    for (const size_t k : layout_.buckets[b].params) layout_.params[k].value.storage()->evict();
+  }
+  gathered_[unit] = false;
+}
+
+void ParameterShards::release_all() {
+  for (size_t u = 0; u < units_.size(); ++u) release(u);
+}
+
+LlamaForCausalLM::LayerRunner ParameterShards::runner(LlamaForCausalLM::LayerRunner inner) {
+  return [this, inner = std::move(inner)](size_t i, const std::string& scope,
+                                          const std::function<Tensor()>& layer) {
+    gather(i);
+    Tensor out;
+    if (inner) {
+      out = inner(i, scope, layer);
+    } else {
+      autograd::Scope named(scope);
+      out = layer();
+    }
+    release(i);
+    return autograd::record_one({
+        .op = kRegather,
+        .inputs = {out},
+        .forward = [](const autograd::Tensors& in,
+                      const rng::Reservation*) { return autograd::Tensors{in[0]}; },
+        .backward =
+            [this, i](autograd::Node&, const autograd::Tensors& g) {
+              gather(i);
+              return g;
+            },
+    });
+  };
+}
+
+std::unique_ptr<autograd::GradReadyHook> ParameterShards::release_when_done() {
+  auto waiting = std::make_shared<std::vector<size_t>>(units_.size(), 0);
+  auto index = std::make_shared<std::unordered_map<const TensorImpl*, size_t>>();
+  for (size_t k = 0; k < layout_.params.size(); ++k) {
+    (*index)[layout_.params[k].value.impl()] = k;
+    ++(*waiting)[unit_of_[k]];
+  }
+  return std::make_unique<autograd::GradReadyHook>([this, waiting, index](const Tensor& leaf) {
+    const auto it = index->find(leaf.impl());
+    if (it == index->end()) return;
+    const size_t u = unit_of_[it->second];
+    if (--(*waiting)[u] == 0) release(u);
+  });
+}
+
+ParameterShards::Whole::Whole(ParameterShards* shards) : shards_(shards) {
+  if (shards_ == nullptr) return;
+  for (size_t u = 0; u < shards_->num_units(); ++u) shards_->gather(u);
+}
+
+ParameterShards::Whole::~Whole() {
+  if (shards_ != nullptr) shards_->scatter();
+}
+
+}  // namespace reprise::nn
