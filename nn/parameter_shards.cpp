@@ -1,5 +1,6 @@
 #include "nn/parameter_shards.h"
 
+#include <chrono>
 #include <unordered_map>
 
 #include "autograd/op_registry.h"
@@ -56,6 +57,7 @@ void ParameterShards::gather(size_t unit) {
   REPRISE_CHECK(unit < units_.size(), "ParameterShards::gather: unit ", unit, " of ",
                 units_.size());
   if (gathered_[unit]) return;
+  const auto start = std::chrono::steady_clock::now();
   NoGradGuard no_grad;
   for (const size_t b : units_[unit]) {
     const ShardLayout::Bucket& bucket = layout_.buckets[b];
@@ -71,6 +73,8 @@ void ParameterShards::gather(size_t unit) {
     }
   }
   gathered_[unit] = true;
+  gather_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void ParameterShards::release(size_t unit) {

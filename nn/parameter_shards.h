@@ -71,9 +71,14 @@ class ParameterShards {
     ParameterShards* shards_;
   };
 
-  // Bytes gathered since the last reset (forward and backward), per process.
+  // Bytes this process received in gathers, and seconds it spent in them,
+  // since the last reset.
   int64_t gathered_bytes() const { return gathered_bytes_; }
-  void reset_gathered_bytes() { gathered_bytes_ = 0; }
+  double gather_seconds() const { return gather_seconds_; }
+  void reset_counts() {
+    gathered_bytes_ = 0;
+    gather_seconds_ = 0;
+  }
 
  private:
   // The blocks from the (whole) parameters, then the parameters given back.
@@ -88,6 +93,7 @@ class ParameterShards {
   std::vector<size_t> unit_of_;             // per shared parameter
   std::vector<bool> gathered_;              // per unit
   int64_t gathered_bytes_ = 0;
+  double gather_seconds_ = 0;
 };
 
 }  // namespace reprise::nn

@@ -110,6 +110,7 @@ const char* on_nonfinite_name(OnNonFinite on) { return on == OnNonFinite::stop ?
 Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   const auto start = std::chrono::steady_clock::now();
   memory_stats::reset_peaks();
+  if (parameter_shards_) parameter_shards_->reset_counts();
   StepStats s;
   s.lr = schedule_.lr(step_);
   optimizer_->set_lr(s.lr);
@@ -185,6 +186,10 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
       balance_experts(s.moe);
     }
     optimizer_->zero_grad();
+  }
+  if (parameter_shards_) {
+    s.gather_seconds = parameter_shards_->gather_seconds();
+    s.gathered_bytes = parameter_shards_->gathered_bytes();
   }
   ++step_;
   if (!device_.is_cpu()) backend(device_).synchronize();  // the step's time includes its kernels

@@ -151,9 +151,12 @@ class Trainer {
     // The loss or the gradient norm was not finite and the update was
     // dropped (OnNonFinite::skip).
     bool skipped = false;
-    // With the optimizer split over processes: seconds spent all-gathering
-    // the updated parameters.
+    // With the optimizer split over processes: seconds this process spent
+    // all-gathering parameters (the update's; with the parameters split,
+    // every unit's gathers for forward and backward), and the bytes it
+    // received in those gathers (parameters split only).
     double gather_seconds = 0;
+    int64_t gathered_bytes = 0;
   };
   // Called after backward (of the last micro-batch, and the gradient
   // reduction), before clipping and the optimizer update, with that

@@ -754,13 +754,15 @@ Options session_options(const Program& program, const FlagTable& table, const Op
 }
 
 // Per process, over the steps since the last log line: its time, and what
-// its gradient buckets' all-reduces took (GradientBuckets::Timing).
+// its gradient buckets' reductions took (GradientBuckets::Timing), and its
+// parameter all-gathers.
 struct RankWindow {
   double seconds = 0, comm = 0, comm_in_backward = 0, wait_after_backward = 0, gather = 0;
-  int64_t steps = 0;
+  int64_t steps = 0, gathered_bytes = 0;
   void add(const nn::Trainer::StepStats& s, const parallel::GradientBuckets::Timing& t) {
     seconds += s.seconds;
     gather += s.gather_seconds;
+    gathered_bytes += s.gathered_bytes;
     comm += t.busy();
     comm_in_backward += t.busy_during_backward();
     wait_after_backward += t.wait_after_backward();
@@ -770,20 +772,21 @@ struct RankWindow {
 
 // One line per rank: its throughput, how much of its step went to the
 // gradient reduction (`reduction` names it) and how much of that ran during
-// backward, and with the optimizer split the all-gather of the update. The
+// backward, and with the optimizer split the all-gathers of parameters (and
+// with the parameters split, the MiB they brought). The
 // metrics get the same figures per rank, and rank 0's buckets of the last
 // step (their sizes and times), the input of bench/parallel's projection.
 void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_rank,
                const char* reduction, const parallel::GradientBuckets::Timing& last, StepLog& log) {
   const double steps = double(w.steps);
-  const std::vector<double> all =
-      group.all_gather({double(tokens_per_rank) / w.seconds, 1e3 * w.seconds / steps,
-                        1e3 * w.comm / steps, 1e3 * w.comm_in_backward / steps,
-                        1e3 * w.wait_after_backward / steps, 1e3 * w.gather / steps});
+  const std::vector<double> all = group.all_gather(
+      {double(tokens_per_rank) / w.seconds, 1e3 * w.seconds / steps, 1e3 * w.comm / steps,
+       1e3 * w.comm_in_backward / steps, 1e3 * w.wait_after_backward / steps,
+       1e3 * w.gather / steps, double(w.gathered_bytes) / steps / double(1 << 20)});
   const bool split = group.shard_layout() != nullptr;
   json::Array ranks;
-  for (size_t r = 0; r < all.size() / 6; ++r) {
-    const double* v = &all[6 * r];
+  for (size_t r = 0; r < all.size() / 7; ++r) {
+    const double* v = &all[7 * r];
     char buf[300];
     const int n = std::snprintf(
         buf, sizeof buf,
@@ -792,7 +795,12 @@ void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_ra
         r, v[0], v[1], reduction, v[2], v[1] > 0 ? 100 * v[2] / v[1] : 0.0,
         v[2] > 0 ? 100 * v[3] / v[2] : 0.0, v[4]);
     if (split && n > 0 && size_t(n) < sizeof buf) {
-      std::snprintf(buf + n, sizeof buf - size_t(n), " | all-gather %.1f ms", v[5]);
+      if (v[6] > 0) {
+        std::snprintf(buf + n, sizeof buf - size_t(n), " | gathers %.1f MiB in %.1f ms", v[6],
+                      v[5]);
+      } else {
+        std::snprintf(buf + n, sizeof buf - size_t(n), " | all-gather %.1f ms", v[5]);
+      }
     }
     log.lines.push_back(buf);
     json::Value m = json::Object{};
@@ -802,6 +810,7 @@ void log_ranks(nn::TrainGroup& group, const RankWindow& w, int64_t tokens_per_ra
     m.set("all_reduce_during_backward_ms", v[3]);
     m.set("wait_after_backward_ms", v[4]);
     if (split) m.set("all_gather_ms", v[5]);
+    if (v[6] > 0) m.set("gathered_mib", v[6]);
     ranks.push_back(std::move(m));
   }
   log.metrics.emplace_back("ranks", std::move(ranks));
