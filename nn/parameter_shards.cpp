@@ -19,8 +19,7 @@ const autograd::OpInfo kRegather{.name = "regather_parameters", .flops = no_flop
 
 }  // namespace
 
-ParameterShards::ParameterShards(ShardLayout layout, int rank,
-                                 std::function<Tensor(const Tensor&)> all_gather)
+ParameterShards::ParameterShards(ShardLayout layout, int rank, AllGatherAsync all_gather)
     : layout_(std::move(layout)), rank_(rank), all_gather_(std::move(all_gather)) {
   REPRISE_CHECK(all_gather_, "ParameterShards: no all_gather");
   autograd::register_op(kRegather);
@@ -36,6 +35,7 @@ ParameterShards::ParameterShards(ShardLayout layout, int rank,
     blocks_.back().storage()->set_kind(MemoryKind::parameter);
   }
   gathered_.assign(units_.size(), true);
+  layers_ = units_.empty() ? 0 : units_.size() - 1;  // the last unit is the rest of the model
   scatter();
 }
 
@@ -53,28 +53,48 @@ void ParameterShards::scatter() {
   }
 }
 
+void ParameterShards::prefetch(size_t unit) {
+  REPRISE_CHECK(unit < units_.size(), "ParameterShards::prefetch: unit ", unit, " of ",
+                units_.size());
+  if (gathered_[unit] || pending_unit_ == unit) return;
+  if (pending_unit_) complete_prefetch();
+  std::vector<Tensor> blocks;
+  for (const size_t b : units_[unit]) blocks.push_back(blocks_[b]);
+  pending_ = all_gather_(std::move(blocks));
+  pending_unit_ = unit;
+}
+
 void ParameterShards::gather(size_t unit) {
   REPRISE_CHECK(unit < units_.size(), "ParameterShards::gather: unit ", unit, " of ",
                 units_.size());
   if (gathered_[unit]) return;
+  prefetch(unit);
+  complete_prefetch();
+}
+
+void ParameterShards::complete_prefetch() {
+  if (!pending_unit_) return;
+  const size_t unit = *pending_unit_;
+  pending_unit_.reset();
   const auto start = std::chrono::steady_clock::now();
+  const std::vector<Tensor> gathered = pending_.get();  // per bucket (R, m)
+  gather_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   NoGradGuard no_grad;
-  for (const size_t b : units_[unit]) {
-    const ShardLayout::Bucket& bucket = layout_.buckets[b];
-    const Tensor whole = all_gather_(blocks_[b]).view({bucket.elements()});  // (R m)
-    gathered_bytes_ += int64_t(whole.nbytes() - blocks_[b].nbytes());
-    for (size_t j = 0; j < bucket.params.size(); ++j) {
-      const Tensor& p = layout_.params[bucket.params[j]].value;
+  for (size_t j = 0; j < units_[unit].size(); ++j) {
+    const ShardLayout::Bucket& bucket = layout_.buckets[units_[unit][j]];
+    const Tensor whole = gathered.at(j).view({bucket.elements()});  // (R m)
+    gathered_bytes_ += int64_t(whole.nbytes()) / bucket.ranks * (bucket.ranks - 1);
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const Tensor& p = layout_.params[bucket.params[k]].value;
       p.storage()->reload();
       // The owners' bits, which the parameter held when it was given back:
       // its version stays, so what the tape saved of it still checks.
       backend(p.device())
-          .copy(p, whole.slice(0, bucket.offset[j], bucket.offset[j] + p.numel()).view(p.shape()));
+          .copy(p, whole.slice(0, bucket.offset[k], bucket.offset[k] + p.numel()).view(p.shape()));
     }
   }
   gathered_[unit] = true;
-  gather_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void ParameterShards::release(size_t unit) {
@@ -86,6 +106,7 @@ void ParameterShards::release(size_t unit) {
 }
 
 void ParameterShards::release_all() {
+  complete_prefetch();
   for (size_t u = 0; u < units_.size(); ++u) release(u);
 }
 
@@ -93,6 +114,7 @@ LlamaForCausalLM::LayerRunner ParameterShards::runner(LlamaForCausalLM::LayerRun
   return [this, inner = std::move(inner)](size_t i, const std::string& scope,
                                           const std::function<Tensor()>& layer) {
     gather(i);
+    if (i + 1 < layers_) prefetch(i + 1);
     Tensor out;
     if (inner) {
       out = inner(i, scope, layer);
@@ -109,6 +131,7 @@ LlamaForCausalLM::LayerRunner ParameterShards::runner(LlamaForCausalLM::LayerRun
         .backward =
             [this, i](autograd::Node&, const autograd::Tensors& g) {
               gather(i);
+              if (i > 0) prefetch(i - 1);
               return g;
             },
     });

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -30,16 +31,27 @@ namespace reprise::nn {
 
 class ParameterShards {
  public:
-  // `layout` cuts its buckets at unit boundaries (Bucket::unit); the
-  // parameters are whole when this is built, and are given back to blocks.
-  // all_gather: (m) on every process -> (R, m), collective.
-  ParameterShards(ShardLayout layout, int rank, std::function<Tensor(const Tensor&)> all_gather);
+  // Every block's all-gather, (m) on every process -> (R, m), in turn, on
+  // a thread and a communicator of its own; collective. One call is in
+  // flight at a time.
+  using AllGatherAsync = std::function<std::future<std::vector<Tensor>>(std::vector<Tensor>)>;
+
+  // `layout` cuts its buckets at unit boundaries (Bucket::unit): units 0
+  // .. U - 2 are the decoder layers in order, unit U - 1 the rest of the
+  // model. The parameters are whole when this is built, and are given back
+  // to blocks.
+  ParameterShards(ShardLayout layout, int rank, AllGatherAsync all_gather);
   ParameterShards(const ParameterShards&) = delete;
   ParameterShards& operator=(const ParameterShards&) = delete;
 
   size_t num_units() const { return units_.size(); }
-  // Unit u's parameters whole (collective; nothing when they are).
+  // Unit u's parameters whole (collective; nothing when they are): from
+  // its prefetch when one is under way, else gathered now.
   void gather(size_t unit);
+  // Starts gathering unit u while the caller computes (collective; nothing
+  // when it is whole or on its way). A prefetch under way for another unit
+  // is completed first.
+  void prefetch(size_t unit);
   // Unit u's parameters given back (nothing when they are).
   void release(size_t unit);
   void release_all();
@@ -49,8 +61,9 @@ class ParameterShards {
   const ShardLayout& layout() const { return layout_; }
 
   // A LayerRunner around `inner` for decoder layer i (unit i): gathers the
-  // layer before it runs and gives it back after, and records on its
-  // output an identity whose backward gathers it again.
+  // layer before it runs (prefetching layer i + 1 meanwhile) and gives it
+  // back after, and records on its output an identity whose backward
+  // gathers it again (prefetching layer i - 1).
   LlamaForCausalLM::LayerRunner runner(LlamaForCausalLM::LayerRunner inner);
   // While it lives (around a backward), gives back each unit once all its
   // parameters' gradients are in.
@@ -71,8 +84,8 @@ class ParameterShards {
     ParameterShards* shards_;
   };
 
-  // Bytes this process received in gathers, and seconds it spent in them,
-  // since the last reset.
+  // Bytes this process received in gathers, and seconds it waited for
+  // them (what prefetching did not hide), since the last reset.
   int64_t gathered_bytes() const { return gathered_bytes_; }
   double gather_seconds() const { return gather_seconds_; }
   void reset_counts() {
@@ -83,10 +96,15 @@ class ParameterShards {
  private:
   // The blocks from the (whole) parameters, then the parameters given back.
   void scatter();
+  // Waits for the prefetch under way and makes its unit whole.
+  void complete_prefetch();
 
   ShardLayout layout_;
   int rank_;
-  std::function<Tensor(const Tensor&)> all_gather_;
+  AllGatherAsync all_gather_;
+  size_t layers_ = 0;  // units 0 .. layers_ - 1 are decoder layers, in order
+  std::optional<size_t> pending_unit_;
+  std::future<std::vector<Tensor>> pending_;
   std::vector<ShardLayout::Piece> pieces_;
   std::vector<Tensor> blocks_;
   std::vector<std::vector<size_t>> units_;  // per unit, its buckets

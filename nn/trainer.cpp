@@ -65,7 +65,9 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
     const auto all_gather = [g](const Tensor& block) { return g->all_gather(block); };
     shard = OptimizerShard{.layout = *layout, .rank = g->rank(), .all_gather = all_gather};
     if (g->shard_mode() == ShardMode::parameters) {
-      parameter_shards_ = std::make_unique<ParameterShards>(*layout, g->rank(), all_gather);
+      parameter_shards_ = std::make_unique<ParameterShards>(
+          *layout, g->rank(),
+          [g](std::vector<Tensor> blocks) { return g->all_gather_async(std::move(blocks)); });
       shard->param_blocks = parameter_shards_->blocks();
     }
   }

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <utility>
@@ -102,6 +103,11 @@ class TrainGroup {
   virtual ShardGradients take_gradients() = 0;
   // block: (m) on every process -> (R, m), rank r's at r.
   virtual Tensor all_gather(const Tensor& block) = 0;
+  // all_gather of each block in turn, started on a thread and a
+  // communicator of the group's own (with the parameters split: their
+  // prefetches); the future gives the results. One call is in flight at a
+  // time: the caller waits for each before starting the next.
+  virtual std::future<std::vector<Tensor>> all_gather_async(std::vector<Tensor> blocks) = 0;
   // Named tensors of every process, in the order one process holding the
   // whole model lists them: the replicated entries once (rank 0's), each
   // process's run of expert entries (is_expert_parameter, when experts are

@@ -126,6 +126,16 @@ void ProcessGroup::attach(const std::vector<nn::NamedParameter>& replicated,
                              mode == ShardMode::parameters ? units : std::vector<size_t>{}),
       mode == ShardMode::gradients || mode == ShardMode::parameters ? Reduction::reduce_scatter
                                                                     : Reduction::all_reduce);
+  if (mode == ShardMode::parameters) gather_comm_ = comm_->duplicate();
+}
+
+std::future<std::vector<Tensor>> ProcessGroup::all_gather_async(std::vector<Tensor> blocks) {
+  REPRISE_CHECK(gather_comm_, "ProcessGroup::all_gather_async: the parameters are not split");
+  return std::async(std::launch::async, [comm = gather_comm_, blocks = std::move(blocks)] {
+    std::vector<Tensor> out;
+    for (const Tensor& block : blocks) out.push_back(comm->all_gather(block));
+    return out;
+  });
 }
 
 nn::ShardMode ProcessGroup::shard_mode() const {

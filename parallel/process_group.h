@@ -8,6 +8,7 @@
 // The training thread uses the communicator it is given; the gradient
 // reducer's thread a duplicate of it.
 
+#include <future>
 #include <memory>
 
 #include "nn/trainer.h"
@@ -43,6 +44,7 @@ class ProcessGroup final : public nn::TrainGroup {
   const nn::ShardLayout* shard_layout() const override;
   nn::ShardGradients take_gradients() override;
   Tensor all_gather(const Tensor& block) override { return comm_->all_gather(block); }
+  std::future<std::vector<Tensor>> all_gather_async(std::vector<Tensor> blocks) override;
   std::vector<std::pair<std::string, Tensor>> gather_named(
       const std::vector<std::pair<std::string, Tensor>>& local, bool everyone) override;
 
@@ -62,6 +64,8 @@ class ProcessGroup final : public nn::TrainGroup {
   std::shared_ptr<ExpertParallel> experts_;
   std::vector<nn::NamedParameter> replicated_;
   std::unique_ptr<GradientBuckets> buckets_;
+  // all_gather_async's (with the parameters split).
+  std::shared_ptr<Communicator> gather_comm_;
 };
 
 }  // namespace reprise::parallel
