@@ -29,7 +29,8 @@
 #   stop, resume        2 processes: 2 steps saved, then resumed for 2; resume_is_bitwise
 #   resume_other_ranks  1 process resuming that checkpoint: exit 2, names both numbers
 #   rank_exits          rank 1 stops after one step (as if interrupted); rank 0 fails
-#                       within its 3 s timeout with an error naming rank 1
+#                       within its 3 s timeout with an error naming rank 1; _split the
+#                       same with --shard parameters
 function(reprise_parallel_tests trainer)
   cmake_parse_arguments(ARG "" "FIELDS" "TINY;RUN;PARALLEL;POLICIES;BIG_BATCH" ${ARGN})
   set(exe $<TARGET_FILE:${trainer}>)
@@ -168,9 +169,17 @@ function(reprise_parallel_tests trainer)
     --comm-timeout 3 :
     ${MPIEXEC_NUMPROC_FLAG} 1 ${exe} ${run} ${ARG_PARALLEL} --data ${dir}/short.txt
     --comm-timeout 3 --stop-after 1)
+  # The same with the parameters split: rank 0's next gather (on the
+  # prefetch thread) times out, and the error reaches its main thread.
+  reprise_mpi_test(rank_exits_split COMMAND ${REPRISE_MPIEXEC}
+    ${MPIEXEC_NUMPROC_FLAG} 1 ${exe} ${run} ${ARG_PARALLEL} --data ${dir}/short.txt
+    --comm-timeout 3 --shard parameters :
+    ${MPIEXEC_NUMPROC_FLAG} 1 ${exe} ${run} ${ARG_PARALLEL} --data ${dir}/short.txt
+    --comm-timeout 3 --shard parameters --stop-after 1)
   set_tests_properties(${t}.short_data PROPERTIES
     FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_short_data)
-  set_tests_properties(${t}.rank_exits PROPERTIES FIXTURES_REQUIRED ${t}_short_data TIMEOUT 60
+  set_tests_properties(${t}.rank_exits ${t}.rank_exits_split PROPERTIES
+    FIXTURES_REQUIRED ${t}_short_data TIMEOUT 60
     PASS_REGULAR_EXPRESSION
     "rank 0 of 2\\): error: [a-z_]+ \\([^)]*\\) on rank 0 of 2 \\(MPI\\): timed out after 3 s: no data from rank 1")
 
