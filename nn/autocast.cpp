@@ -1,5 +1,7 @@
 #include "nn/autocast.h"
 
+#include <unordered_map>
+
 #include "ops/cast.h"
 #include "ops/grouped_linear.h"
 #include "ops/matmul.h"
@@ -55,9 +57,18 @@ Tensor autocast_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 Tensor autocast_grouped_linear(const Tensor& x, const Tensor& counts,
                                const std::vector<Tensor>& weights) {
   if (!is_16bit_float(current) || weights.empty()) return ops::grouped_linear(x, counts, weights);
+  // One cast per distinct weight: an expert that runs several blocks (one
+  // per sending process, under expert parallelism) then gets its blocks'
+  // gradients added in block order, as accumulation adds micro-batches,
+  // not in the reverse order several cast nodes would run in.
   std::vector<Tensor> narrow;
   narrow.reserve(weights.size());
-  for (const Tensor& w : weights) narrow.push_back(autocast_operand(w));
+  std::unordered_map<const TensorImpl*, Tensor> cast_of;
+  for (const Tensor& w : weights) {
+    auto [it, fresh] = cast_of.try_emplace(w.impl());
+    if (fresh) it->second = autocast_operand(w);
+    narrow.push_back(it->second);
+  }
   return ops::cast(ops::grouped_linear(autocast_operand(x), counts, narrow), weights[0].dtype());
 }
 
