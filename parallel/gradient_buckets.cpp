@@ -91,20 +91,34 @@ void GradientBuckets::launch(size_t index) {
   const nn::ShardLayout::Bucket& layout = layout_.buckets[index];
   const int64_t elements = layout.elements(), n = int64_t(layout.params.size());
   NoGradGuard no_grad;
-  b.flat = Tensor::zeros({elements + n}, DType::f32, comm_->device());  // padding stays 0
+  b.flat = Tensor::empty({elements + n}, DType::f32, comm_->device());
   b.flat.storage()->set_kind(MemoryKind::gradient);
+  // Every element is written once: a gradient or zeros where there is none,
+  // zeros in the alignment gaps and the tail, then the presence flags.
+  int64_t written = 0;
+  auto zero_up_to = [&](int64_t end) {
+    if (end > written) b.flat.slice(0, written, end).zero_();
+  };
   for (size_t k = 0; k < layout.params.size(); ++k) {
     Tensor leaf = layout_.params[layout.params[k]].value;
     const Tensor g = leaf.grad();
-    if (!g.defined()) continue;
-    Tensor dst = b.flat.slice(0, layout.offset[k], layout.offset[k] + leaf.numel());
+    const int64_t at = layout.offset[k];
+    zero_up_to(at);
+    Tensor dst = b.flat.slice(0, at, at + leaf.numel());
+    written = at + leaf.numel();
+    b.flat.slice(0, elements + int64_t(k), elements + int64_t(k) + 1)
+        .fill_(g.defined() ? 1.0 : 0.0);
+    if (!g.defined()) {
+      dst.zero_();
+      continue;
+    }
     dst.view(leaf.shape()).copy_(g);
-    b.flat.slice(0, elements + int64_t(k), elements + int64_t(k) + 1).fill_(1.0);
     // Backward is done with it (a second gradient is an error). With
     // all_reduce the view replaces it and the worker sums it in place;
     // with reduce_scatter only this rank's block of the sum is kept.
     leaf.set_grad(reduction_ == Reduction::all_reduce ? dst.view(leaf.shape()) : Tensor());
   }
+  zero_up_to(elements);
   std::lock_guard lock(mutex_);
   timing_.buckets[index].ready = since_begin();
   queue_.push_back(index);

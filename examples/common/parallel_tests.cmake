@@ -17,15 +17,15 @@
 #                       compares the checkpoints' tensors and the metrics bit for bit
 #   big_batch           1 process x batch 2b; near_two_ranks within BIG_BATCH
 #   policy_<P>          2 processes under policy P; policy_<P>_is_bitwise
-#   shard_<mode>        2 processes with --shard optimizer (ZeRO-1), gradients (ZeRO-2)
-#                       and parameters (ZeRO-3): _is_bitwise compares each with two_ranks
-#                       (checkpoints and metrics); under a checkpoint policy it is a
-#                       POLICIES entry (full+--shard=parameters); shard_resume resumes
-#                       `stop` with gradients split, shard_stop_resume a stop with the
-#                       parameters split, split alike
-#   four_ranks_<mode>   4 processes x batch 1 with --shard <mode> under op-sac, data
-#                       parallel only (without the PARALLEL flags): _is_bitwise compares
-#                       it with accumulate_four (1 process x --grad-accum 4 x batch 1)
+#   shard_<mode>_<policy>       2 processes with --shard optimizer (ZeRO-1), gradients
+#                               (ZeRO-2) and parameters (ZeRO-3), each under the checkpoint
+#                               policies none, full and op-sac (verified bitwise):
+#                               _is_bitwise compares each with two_ranks (checkpoints and
+#                               metrics)
+#   four_ranks_<mode>_<policy>  the same on 4 processes x batch 1: _is_bitwise compares each
+#                               with accumulate_four (1 process x --grad-accum 4 x batch 1)
+#   shard_resume                resumes `stop` with the gradients split; shard_stop_resume
+#                               resumes a stop with the parameters split, split alike
 #   stop, resume        2 processes: 2 steps saved, then resumed for 2; resume_is_bitwise
 #   resume_other_ranks  1 process resuming that checkpoint: exit 2, names both numbers
 #   rank_exits          rank 1 stops after one step (as if interrupted); rank 0 fails
@@ -95,29 +95,33 @@ function(reprise_parallel_tests trainer)
   set_tests_properties(${t}.accumulate_four PROPERTIES
     FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_accumulate_four)
   foreach(mode optimizer gradients parameters)
-    reprise_mpi_test(shard_${mode} COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
-      --shard ${mode} --check-replicas 1 --save ${dir}/shard_${mode}
-      --metrics ${dir}/shard_${mode}.jsonl)
-    reprise_mpi_test(shard_${mode}_is_bitwise COMMAND sh -c
-      "\"$0\" states \"$1/two_ranks\" \"$1/shard_$3\" && \"$0\" metrics \"$1/two_ranks.jsonl\" \"$1/shard_$3.jsonl\" \"$2\""
-      ${compare} ${dir} ${ARG_FIELDS} ${mode})
-    set_tests_properties(${t}.shard_${mode} PROPERTIES
-      FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_shard_${mode}
-      PASS_REGULAR_EXPRESSION "optimizer state split over the processes")
-    set_tests_properties(${t}.shard_${mode}_is_bitwise PROPERTIES
-      FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_${mode}")
-
-    reprise_mpi_test(four_ranks_${mode} COMMAND ${REPRISE_MPIEXEC_4} ${exe} ${run}
-      --batch 1 --checkpoint-policy op-sac --verify bitwise --shard ${mode}
-      --save ${dir}/four_ranks_${mode} --metrics ${dir}/four_ranks_${mode}.jsonl)
-    reprise_mpi_test(four_ranks_${mode}_is_bitwise COMMAND sh -c
-      "\"$0\" states \"$1/accumulate_four\" \"$1/four_ranks_$2\" && \"$0\" metrics \"$1/accumulate_four.jsonl\" \"$1/four_ranks_$2.jsonl\" \"$3\""
-      ${compare} ${dir} ${mode} ${ARG_FIELDS})
-    set_tests_properties(${t}.four_ranks_${mode} PROPERTIES
-      FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_four_ranks_${mode}
-      PASS_REGULAR_EXPRESSION " 0 verifier mismatches")
-    set_tests_properties(${t}.four_ranks_${mode}_is_bitwise PROPERTIES
-      FIXTURES_REQUIRED "${t}_accumulate_four;${t}_four_ranks_${mode}")
+    foreach(policy none full op-sac)
+      string(REPLACE "-" "_" p ${policy})
+      set(two shard_${mode}_${p})
+      set(four four_ranks_${mode}_${p})
+      set(check " 0 verifier mismatches")
+      if(policy STREQUAL "none")
+        set(check "optimizer state split over the processes")
+      endif()
+      reprise_mpi_test(${two} COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL}
+        --shard ${mode} --checkpoint-policy ${policy} --verify bitwise --check-replicas 1
+        --save ${dir}/${two} --metrics ${dir}/${two}.jsonl)
+      reprise_mpi_test(${four} COMMAND ${REPRISE_MPIEXEC_4} ${exe} ${run} ${ARG_PARALLEL}
+        --batch 1 --shard ${mode} --checkpoint-policy ${policy} --verify bitwise
+        --save ${dir}/${four} --metrics ${dir}/${four}.jsonl)
+      foreach(pair "${two};two_ranks" "${four};accumulate_four")
+        list(GET pair 0 name)
+        list(GET pair 1 reference)
+        reprise_mpi_test(${name}_is_bitwise COMMAND sh -c
+          "\"$0\" states \"$1/$3\" \"$1/$4\" && \"$0\" metrics \"$1/$3.jsonl\" \"$1/$4.jsonl\" \"$2\""
+          ${compare} ${dir} ${ARG_FIELDS} ${reference} ${name})
+        set_tests_properties(${t}.${name} PROPERTIES
+          FIXTURES_REQUIRED ${t}_clean FIXTURES_SETUP ${t}_${name}
+          PASS_REGULAR_EXPRESSION "${check}")
+        set_tests_properties(${t}.${name}_is_bitwise PROPERTIES
+          FIXTURES_REQUIRED "${t}_${reference};${t}_${name}")
+      endforeach()
+    endforeach()
   endforeach()
 
   reprise_mpi_test(stop COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run} ${ARG_PARALLEL} --stop-after 2
