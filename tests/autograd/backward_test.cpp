@@ -174,5 +174,28 @@ TEST(Backward, RepeatedRunsAreBitwiseEqual) {
   EXPECT_EQ(run(), run());
 }
 
+// GradReadyHooks nest: every live one hears of each finished leaf
+// gradient, the innermost first, and a hook that ends stops hearing.
+TEST(Backward, EveryLiveGradReadyHookIsToldInnermostFirst) {
+  Tensor a = Tensor::full({2}, 1.0).requires_grad(true);
+  Tensor b = Tensor::full({2}, 2.0).requires_grad(true);
+  std::vector<std::string> heard;
+  auto name = [&](const Tensor& leaf) { return leaf.is_same(a) ? std::string("a") : "b"; };
+  GradReadyHook outer([&](const Tensor& leaf) { heard.push_back("outer " + name(leaf)); });
+  {
+    GradReadyHook inner([&](const Tensor& leaf) { heard.push_back("inner " + name(leaf)); });
+    backward(ops::sum(ops::mul(a, b)));
+  }
+  const std::vector<std::string> both{"inner a", "outer a", "inner b", "outer b"};
+  const std::vector<std::string> swapped{"inner b", "outer b", "inner a", "outer a"};
+  EXPECT_TRUE(heard == both || heard == swapped) << ::testing::PrintToString(heard);
+  heard.clear();
+  a.set_grad(Tensor());
+  b.set_grad(Tensor());
+  backward(ops::sum(ops::mul(a, b)));
+  EXPECT_EQ(heard.size(), size_t(2));
+  for (const std::string& h : heard) EXPECT_EQ(h.rfind("outer ", 0), size_t(0)) << h;
+}
+
 }  // namespace
 }  // namespace reprise::autograd

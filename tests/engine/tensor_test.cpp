@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/memory_stats.h"
+#include "tests/support/expect_error.h"
 
 namespace reprise {
 namespace {
@@ -135,6 +136,32 @@ TEST(MemoryStats, TracksLivePeakAndKinds) {
   MemorySnapshot after = memory_stats::snapshot();
   EXPECT_EQ(after.total.live, before.total.live);
   EXPECT_GE(after.total.peak, before.total.live + 4096);
+}
+
+// A storage can give its memory back while its tensors live on (split
+// parameters between gathers): the memory leaves the accounting, reading a
+// tensor of it is an Error, and reload() brings it back with the version
+// unchanged. Memory wrapped from elsewhere cannot be evicted.
+TEST(Storage, EvictedMemoryLeavesTheAccountingAndCannotBeRead) {
+  Tensor w = Tensor::full({256}, 2.0);  // 1024 bytes
+  w.storage()->set_kind(MemoryKind::parameter);
+  const uint64_t version = w.storage()->version();
+  const int64_t before = memory_stats::snapshot()[MemoryKind::parameter].live;
+  w.storage()->evict();
+  EXPECT_FALSE(w.storage()->resident());
+  EXPECT_EQ(memory_stats::snapshot()[MemoryKind::parameter].live, before - 1024);
+  testing::expect_error([&] { w.to_vector<float>(); }, {"f32[256]", "was given back"});
+  w.storage()->evict();  // already: nothing
+  w.storage()->reload();
+  EXPECT_TRUE(w.storage()->resident());
+  EXPECT_EQ(memory_stats::snapshot()[MemoryKind::parameter].live, before);
+  EXPECT_EQ(w.storage()->version(), version);
+  w.fill_(3.0);
+  EXPECT_EQ(w.to_vector<float>()[255], 3.0f);
+
+  float outside[4] = {1, 2, 3, 4};
+  const auto wrapped = Storage::wrap(outside, sizeof outside, Device::cpu(), [] {});
+  testing::expect_error([&] { wrapped->evict(); }, {"Storage::evict", "wrapped"});
 }
 
 }  // namespace
