@@ -91,6 +91,10 @@ void GradientBuckets::launch(size_t index) {
   const nn::ShardLayout::Bucket& layout = layout_.buckets[index];
   const int64_t elements = layout.elements(), n = int64_t(layout.params.size());
   NoGradGuard no_grad;
+  if (reduction_ == Reduction::reduce_scatter && n == 1 && send_as_is(b, layout)) {
+    enqueue(index);
+    return;
+  }
   b.flat = Tensor::empty({elements + n}, DType::f32, comm_->device());
   b.flat.storage()->set_kind(MemoryKind::gradient);
   // Every element is written once: a gradient or zeros where there is none,
@@ -119,6 +123,21 @@ void GradientBuckets::launch(size_t index) {
     leaf.set_grad(reduction_ == Reduction::all_reduce ? dst.view(leaf.shape()) : Tensor());
   }
   zero_up_to(elements);
+  enqueue(index);
+}
+
+bool GradientBuckets::send_as_is(Bucket& b, const nn::ShardLayout::Bucket& layout) {
+  Tensor leaf = layout_.params[layout.params.front()].value;
+  const Tensor g = leaf.grad();
+  if (!g.defined() || !g.is_contiguous() || g.numel() != layout.elements()) return false;
+  // The worker only reads it: the reduce-scatter writes its sums elsewhere.
+  b.flat = g.view({g.numel()});
+  b.flags = Tensor::full({1}, 1.0, DType::f32, comm_->device());
+  leaf.set_grad(Tensor());
+  return true;
+}
+
+void GradientBuckets::enqueue(size_t index) {
   std::lock_guard lock(mutex_);
   timing_.buckets[index].ready = since_begin();
   queue_.push_back(index);
@@ -157,7 +176,9 @@ void GradientBuckets::reduce(size_t index) {
   Bucket& b = buckets_[index];
   const nn::ShardLayout::Bucket& layout = layout_.buckets[index];
   const int64_t elements = layout.elements(), r = comm_->rank();
-  Tensor flags = b.flat.slice(0, elements, b.flat.numel());
+  // The flags follow the gradients in the buffer, unless it was a gradient
+  // sent as it is (send_as_is).
+  Tensor flags = b.flags.defined() ? b.flags : b.flat.slice(0, elements, b.flat.numel());
   if (reduction_ == Reduction::all_reduce) {
     comm_->all_reduce(b.flat);
     // Split optimizer state reads its block; unsplit, nothing does (a view

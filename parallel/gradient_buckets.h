@@ -104,7 +104,12 @@ class GradientBuckets {
   void reduce(size_t bucket);  // on the worker
   void on_grad(const Tensor& leaf);
   void launch(size_t bucket);  // moves the gradients in and queues the bucket
-  void work();                 // the worker thread
+  // With reduce_scatter, a bucket of one gradient that fills it exactly (no
+  // padding: a large weight such as the embedding) sends the gradient
+  // itself, saving a copy of its bytes; false when it does not fit so.
+  bool send_as_is(Bucket& b, const nn::ShardLayout::Bucket& layout);
+  void enqueue(size_t bucket);  // hands a launched bucket to the worker
+  void work();                  // the worker thread
   double since_begin() const;
 
   std::unique_ptr<Communicator> comm_;

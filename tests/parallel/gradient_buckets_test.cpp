@@ -127,6 +127,38 @@ TEST(GradientBuckets, ScatteredBlocksAreTheSumsThisRankOwns) {
   }
 }
 
+// A bucket that one gradient fills exactly is reduce-scattered from the
+// gradient itself; its sums are the same.
+TEST(GradientBuckets, AGradientThatFillsItsBucketIsSentAsItIs) {
+  Communicator& c = *testing::test_world().communicator();
+  const int R = c.size();
+  // 1-byte buckets: each parameter alone. "whole" (8 R elements) fills
+  // its bucket of R blocks of 8; "padded" (5) does not.
+  std::vector<nn::NamedParameter> params{
+      {"padded", Tensor::zeros({5}).requires_grad(true)},
+      {"whole", Tensor::zeros({2, 4 * int64_t(R)}).requires_grad(true)}};
+  const nn::ShardLayout layout = nn::ShardLayout::build(params, 1, R, 4);
+  GradientBuckets buckets(c.duplicate(), layout, Reduction::reduce_scatter);
+  Tensor loss = ops::add(ops::sum(ops::mul(params[0].value, grad_of(c.rank(), 0, {5}))),
+                         ops::sum(ops::mul(params[1].value, grad_of(c.rank(), 1, {2, 4 * R}))));
+  buckets.begin();
+  autograd::backward(loss);
+  buckets.finish();
+  const nn::ShardGradients sums = buckets.take_gradients();
+  for (const nn::ShardLayout::Piece& piece : layout.pieces(c.rank())) {
+    const Shape shape = params[piece.param].value.shape();
+    Tensor expected = grad_of(0, int(piece.param), shape);
+    for (int r = 1; r < R; ++r) expected = sum_of(expected, grad_of(r, int(piece.param), shape));
+    const std::vector<float> whole = expected.to_vector<float>();
+    const std::vector<float> got = sums.blocks[piece.bucket].to_vector<float>();
+    for (int64_t e = piece.begin; e < piece.end; ++e) {
+      EXPECT_EQ(got[size_t(piece.at + e - piece.begin)], whole[size_t(e)])
+          << params[piece.param].name << "[" << e << "]";
+    }
+  }
+  EXPECT_EQ(sums.present, (std::vector<bool>{true, true}));
+}
+
 TEST(GradientBuckets, RefusesWhatItCannotReduce) {
   Communicator& c = *testing::test_world().communicator();
   const Tensor f64 = Tensor::zeros({3}, DType::f64).requires_grad(true);
