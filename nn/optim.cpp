@@ -183,14 +183,10 @@ void AdamW::step(const ShardGradients& gradients) {
                   "AdamW::step: gradient block ", piece.bucket, " is ",
                   block.defined() ? block.describe() : std::string("undefined"), ", expected ",
                   layout.buckets[piece.bucket].block, " elements");
-    const auto in_block = [&](const Tensor& t) {
-      return t.slice(0, piece.at, piece.at + piece.size());
-    };
-    const Tensor w = split_parameters ? in_block(shard_->param_blocks[piece.bucket])
-                                      : layout.params[piece.param].value.view({-1}).slice(
-                                            0, piece.begin, piece.end);
-    update(shared_param_[piece.param], w, in_block(block), in_block(block_avg_[piece.bucket]),
-           in_block(block_avg_sq_[piece.bucket]));
+    const Tensor w = split_parameters ? piece.in_block(shard_->param_blocks[piece.bucket])
+                                      : piece.in_param(layout.params[piece.param].value);
+    update(shared_param_[piece.param], w, piece.in_block(block),
+           piece.in_block(block_avg_[piece.bucket]), piece.in_block(block_avg_sq_[piece.bucket]));
   }
   if (split_parameters) {
     gather_seconds_ = 0;
@@ -207,15 +203,14 @@ void AdamW::step(const ShardGradients& gradients) {
     if (!updated) continue;
     Tensor mine = Tensor::zeros({bucket.block}, DType::f32, shard_device());
     for (const ShardLayout::Piece& piece : pieces_) {
-      if (piece.bucket != b) continue;
-      mine.slice(0, piece.at, piece.at + piece.size())
-          .copy_(layout.params[piece.param].value.view({-1}).slice(0, piece.begin, piece.end));
+      if (piece.bucket == b)
+        piece.in_block(mine).copy_(piece.in_param(layout.params[piece.param].value));
     }
     const Tensor whole = gather_bucket(b, mine);
-    for (const size_t k : bucket.params) {
-      if (!gradients.present[k]) continue;
-      Tensor w = layout.params[k].value;
-      w.copy_(in_bucket(whole, k));
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      if (!gradients.present[bucket.params[j]]) continue;
+      Tensor w = layout.params[bucket.params[j]].value;
+      w.copy_(layout.in_bucket(whole, b, j));
     }
   }
   gather_seconds_ =
@@ -234,18 +229,6 @@ Tensor AdamW::gather_bucket(size_t b, const Tensor& block) const {
   REPRISE_CHECK(all.numel() == bucket.elements(), "AdamW: the all-gather of bucket ", b, " gave ",
                 all.describe(), ", expected ", bucket.ranks, " blocks of ", bucket.block);
   return all.view({bucket.elements()});
-}
-
-Tensor AdamW::in_bucket(const Tensor& buffer, size_t k) const {
-  const ShardLayout& layout = shard_->layout;
-  for (const ShardLayout::Bucket& bucket : layout.buckets) {
-    for (size_t j = 0; j < bucket.params.size(); ++j) {
-      if (bucket.params[j] != k) continue;
-      const Tensor& p = layout.params[k].value;
-      return buffer.slice(0, bucket.offset[j], bucket.offset[j] + p.numel()).view(p.shape());
-    }
-  }
-  REPRISE_FAIL("AdamW: shared parameter ", k, " is in no bucket");
 }
 
 std::vector<std::vector<double>> AdamW::square_sums(const ShardGradients& gradients) const {
@@ -268,7 +251,7 @@ std::vector<std::vector<double>> AdamW::square_sums(const ShardGradients& gradie
   for (const ShardLayout::Piece& piece : pieces_) {
     std::vector<double>& sums = out[shared_param_[piece.param]];
     if (sums.empty()) continue;
-    const Tensor g = gradients.blocks[piece.bucket].slice(0, piece.at, piece.at + piece.size());
+    const Tensor g = piece.in_block(gradients.blocks[piece.bucket]);
     const std::vector<double> mine = backend_of(g).chunk_square_sums(g).to_vector<double>();
     std::copy(mine.begin(), mine.end(), sums.begin() + piece.begin / kGradNormChunk);
   }
@@ -286,12 +269,14 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
   // The shared parameters' moments, whole, from every process's blocks.
   std::vector<Tensor> avg(params_.size()), avg_sq(params_.size());
   if (shard_) {
-    for (size_t b = 0; b < shard_->layout.buckets.size(); ++b) {
+    const ShardLayout& layout = shard_->layout;
+    for (size_t b = 0; b < layout.buckets.size(); ++b) {
       const Tensor whole_avg = gather_bucket(b, block_avg_[b]);
       const Tensor whole_sq = gather_bucket(b, block_avg_sq_[b]);
-      for (const size_t k : shard_->layout.buckets[b].params) {
-        avg[shared_param_[k]] = in_bucket(whole_avg, k).clone();
-        avg_sq[shared_param_[k]] = in_bucket(whole_sq, k).clone();
+      for (size_t j = 0; j < layout.buckets[b].params.size(); ++j) {
+        const size_t i = shared_param_[layout.buckets[b].params[j]];
+        avg[i] = layout.in_bucket(whole_avg, b, j).clone();
+        avg_sq[i] = layout.in_bucket(whole_sq, b, j).clone();
       }
     }
   }
@@ -334,12 +319,8 @@ void AdamW::load_state(const std::map<std::string, Tensor>& state) {
   for (const ShardLayout::Piece& piece : pieces_) {
     const std::string& name = shard_->layout.params[piece.param].name;
     const auto load = [&](const Tensor& blocks, const char* suffix) {
-      blocks.slice(0, piece.at, piece.at + piece.size())
-          .copy_(state.at(name + suffix)
-                     .to(blocks.device())
-                     .contiguous()
-                     .view({-1})
-                     .slice(0, piece.begin, piece.end));
+      piece.in_block(blocks).copy_(
+          piece.in_param(state.at(name + suffix).to(blocks.device()).contiguous()));
     };
     load(block_avg_[piece.bucket], ".exp_avg");
     load(block_avg_sq_[piece.bucket], ".exp_avg_sq");

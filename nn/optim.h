@@ -132,8 +132,6 @@ class AdamW : public Optimizer {
   Device shard_device() const;  // where the shared parameters are
   // Bucket b's whole buffer (R m) from every process's block (m) of it.
   Tensor gather_bucket(size_t b, const Tensor& block) const;
-  // Shared parameter k's elements in a bucket's whole buffer.
-  Tensor in_bucket(const Tensor& buffer, size_t k) const;
 
   AdamWOptions options_;
   std::optional<OptimizerShard> shard_;

@@ -43,9 +43,7 @@ void ParameterShards::scatter() {
   NoGradGuard no_grad;
   for (const ShardLayout::Piece& piece : pieces_) {
     const Tensor& p = layout_.params[piece.param].value;
-    backend(p.device())
-        .copy(blocks_[piece.bucket].slice(0, piece.at, piece.at + piece.size()),
-              p.view({-1}).slice(0, piece.begin, piece.end));
+    backend(p.device()).copy(piece.in_block(blocks_[piece.bucket]), piece.in_param(p));
   }
   for (size_t u = 0; u < units_.size(); ++u) {
     gathered_[u] = true;
@@ -81,17 +79,17 @@ void ParameterShards::complete_prefetch() {
   gather_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   NoGradGuard no_grad;
-  for (size_t j = 0; j < units_[unit].size(); ++j) {
-    const ShardLayout::Bucket& bucket = layout_.buckets[units_[unit][j]];
-    const Tensor whole = gathered.at(j).view({bucket.elements()});  // (R m)
+  for (size_t g = 0; g < units_[unit].size(); ++g) {
+    const size_t b = units_[unit][g];
+    const ShardLayout::Bucket& bucket = layout_.buckets[b];
+    const Tensor whole = gathered.at(g).view({bucket.elements()});  // (R m)
     gathered_bytes_ += int64_t(whole.nbytes()) / bucket.ranks * (bucket.ranks - 1);
-    for (size_t k = 0; k < bucket.params.size(); ++k) {
-      const Tensor& p = layout_.params[bucket.params[k]].value;
+    for (size_t j = 0; j < bucket.params.size(); ++j) {
+      const Tensor& p = layout_.params[bucket.params[j]].value;
       p.storage()->reload();
       // The owners' bits, which the parameter held when it was given back:
       // its version stays, so what the tape saved of it still checks.
-      backend(p.device())
-          .copy(p, whole.slice(0, bucket.offset[k], bucket.offset[k] + p.numel()).view(p.shape()));
+      backend(p.device()).copy(p, layout_.in_bucket(whole, b, j));
     }
   }
   gathered_[unit] = true;

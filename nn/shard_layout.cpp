@@ -92,4 +92,10 @@ std::vector<ShardLayout::Piece> ShardLayout::pieces(int rank) const {
   return out;
 }
 
+Tensor ShardLayout::in_bucket(const Tensor& buffer, size_t b, size_t j) const {
+  const Bucket& bucket = buckets[b];
+  const Tensor& p = params[bucket.params[j]].value;
+  return buffer.slice(0, bucket.offset[j], bucket.offset[j] + p.numel()).view(p.shape());
+}
+
 }  // namespace reprise::nn

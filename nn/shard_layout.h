@@ -59,6 +59,10 @@ struct ShardLayout {
     int64_t begin, end;
     int64_t at;  // where it starts in the block
     int64_t size() const { return end - begin; }
+    // The piece's elements (1-D views): of a block (m) of its bucket, and
+    // of a tensor shaped as its parameter.
+    Tensor in_block(const Tensor& block) const { return block.slice(0, at, at + size()); }
+    Tensor in_param(const Tensor& param) const { return param.view({-1}).slice(0, begin, end); }
   };
 
   // Buckets of `params` (f32 leaves) as described above; ranks = 1 and
@@ -70,6 +74,9 @@ struct ShardLayout {
 
   // The pieces of process `rank`, bucket by bucket.
   std::vector<Piece> pieces(int rank) const;
+  // Parameter j of bucket b (params[buckets[b].params[j]]) in a buffer laid
+  // out as that bucket (1-D, its elements first): a view of its shape.
+  Tensor in_bucket(const Tensor& buffer, size_t b, size_t j) const;
 
   std::vector<NamedParameter> params;  // the shared parameters
   std::vector<Bucket> buckets;

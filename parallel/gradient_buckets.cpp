@@ -106,21 +106,20 @@ void GradientBuckets::launch(size_t index) {
   for (size_t k = 0; k < layout.params.size(); ++k) {
     Tensor leaf = layout_.params[layout.params[k]].value;
     const Tensor g = leaf.grad();
-    const int64_t at = layout.offset[k];
-    zero_up_to(at);
-    Tensor dst = b.flat.slice(0, at, at + leaf.numel());
-    written = at + leaf.numel();
+    zero_up_to(layout.offset[k]);
+    Tensor dst = layout_.in_bucket(b.flat, index, k);
+    written = layout.offset[k] + leaf.numel();
     b.flat.slice(0, elements + int64_t(k), elements + int64_t(k) + 1)
         .fill_(g.defined() ? 1.0 : 0.0);
     if (!g.defined()) {
       dst.zero_();
       continue;
     }
-    dst.view(leaf.shape()).copy_(g);
+    dst.copy_(g);
     // Backward is done with it (a second gradient is an error). With
     // all_reduce the view replaces it and the worker sums it in place;
     // with reduce_scatter only this rank's block of the sum is kept.
-    leaf.set_grad(reduction_ == Reduction::all_reduce ? dst.view(leaf.shape()) : Tensor());
+    leaf.set_grad(reduction_ == Reduction::all_reduce ? dst : Tensor());
   }
   zero_up_to(elements);
   enqueue(index);
@@ -218,9 +217,7 @@ void GradientBuckets::finish() {
       sums_.present[i] = flags[k] > 0;
       Tensor leaf = layout_.params[i].value;
       if (reduction_ == Reduction::all_reduce && sums_.present[i] && !leaf.grad().defined()) {
-        leaf.set_grad(buckets_[b]
-                          .flat.slice(0, layout.offset[k], layout.offset[k] + leaf.numel())
-                          .view(leaf.shape()));
+        leaf.set_grad(layout_.in_bucket(buckets_[b].flat, b, k));
       }
     }
     sums_.blocks.push_back(std::move(buckets_[b].block));
