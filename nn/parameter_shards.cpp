@@ -1,7 +1,6 @@
 #include "nn/parameter_shards.h"
 
 #include <chrono>
-#include <unordered_map>
 
 #include "autograd/op_registry.h"
 #include "autograd/scope.h"
@@ -33,6 +32,11 @@ ParameterShards::ParameterShards(ShardLayout layout, int rank, AllGatherAsync al
     const Device device = layout_.params[bucket.params.front()].value.device();
     blocks_.push_back(Tensor::zeros({bucket.block}, DType::f32, device));
     blocks_.back().storage()->set_kind(MemoryKind::parameter);
+  }
+  unit_params_.assign(units_.size(), 0);
+  for (size_t k = 0; k < layout_.params.size(); ++k) {
+    index_of_[layout_.params[k].value.impl()] = k;
+    ++unit_params_[unit_of_[k]];
   }
   gathered_.assign(units_.size(), true);
   layers_ = units_.empty() ? 0 : units_.size() - 1;  // the last unit is the rest of the model
@@ -137,15 +141,11 @@ LlamaForCausalLM::LayerRunner ParameterShards::runner(LlamaForCausalLM::LayerRun
 }
 
 std::unique_ptr<autograd::GradReadyHook> ParameterShards::release_when_done() {
-  auto waiting = std::make_shared<std::vector<size_t>>(units_.size(), 0);
-  auto index = std::make_shared<std::unordered_map<const TensorImpl*, size_t>>();
-  for (size_t k = 0; k < layout_.params.size(); ++k) {
-    (*index)[layout_.params[k].value.impl()] = k;
-    ++(*waiting)[unit_of_[k]];
-  }
-  return std::make_unique<autograd::GradReadyHook>([this, waiting, index](const Tensor& leaf) {
-    const auto it = index->find(leaf.impl());
-    if (it == index->end()) return;
+  // Per unit, the gradients still to come in this backward.
+  auto waiting = std::make_shared<std::vector<size_t>>(unit_params_);
+  return std::make_unique<autograd::GradReadyHook>([this, waiting](const Tensor& leaf) {
+    const auto it = index_of_.find(leaf.impl());
+    if (it == index_of_.end()) return;
     const size_t u = unit_of_[it->second];
     if (--(*waiting)[u] == 0) release(u);
   });

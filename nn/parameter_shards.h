@@ -21,6 +21,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/node.h"
@@ -107,9 +108,11 @@ class ParameterShards {
   std::future<std::vector<Tensor>> pending_;
   std::vector<ShardLayout::Piece> pieces_;
   std::vector<Tensor> blocks_;
-  std::vector<std::vector<size_t>> units_;  // per unit, its buckets
-  std::vector<size_t> unit_of_;             // per shared parameter
-  std::vector<bool> gathered_;              // per unit
+  std::vector<std::vector<size_t>> units_;                  // per unit, its buckets
+  std::vector<size_t> unit_of_;                             // per shared parameter
+  std::vector<size_t> unit_params_;                         // per unit, its parameters
+  std::unordered_map<const TensorImpl*, size_t> index_of_;  // leaf -> shared parameter
+  std::vector<bool> gathered_;                              // per unit
   int64_t gathered_bytes_ = 0;
   double gather_seconds_ = 0;
 };
