@@ -8,6 +8,10 @@
 
 namespace reprise::parallel {
 
+const char* reduction_name(Reduction r) {
+  return r == Reduction::all_reduce ? "all-reduce" : "reduce-scatter";
+}
+
 GradientBuckets::GradientBuckets(std::unique_ptr<Communicator> comm, nn::ShardLayout layout,
                                  Reduction reduction)
     : comm_(std::move(comm)), layout_(std::move(layout)), reduction_(reduction) {

@@ -45,6 +45,8 @@
 namespace reprise::parallel {
 
 enum class Reduction { all_reduce, reduce_scatter };
+// "all-reduce" | "reduce-scatter"
+const char* reduction_name(Reduction r);
 
 class GradientBuckets {
  public:
@@ -69,6 +71,7 @@ class GradientBuckets {
   // for one rank.
   nn::ShardGradients take_gradients();
   const nn::ShardLayout& layout() const { return layout_; }
+  Reduction reduction() const { return reduction_; }
 
   // When each bucket of the last begin() .. finish() ran, in seconds from
   // begin(): `ready` when its last gradient arrived (or finish() started

@@ -1182,12 +1182,9 @@ void log_step(Session& s, const nn::Trainer::StepStats& step, bool eval, Progres
   StepReport r{.step = step};
   if (s.program->on_log) s.program->on_log(step, r.extra);
   if (s.o.rank_stats) {
+    const parallel::GradientBuckets& buckets = s.group->buckets();
     log_ranks(*s.group, p.window.ranks, p.window.tokens / s.world->size(),
-              s.group->shard_mode() == nn::ShardMode::gradients ||
-                      s.group->shard_mode() == nn::ShardMode::parameters
-                  ? "reduce-scatter"
-                  : "all-reduce",
-              s.group->buckets().last_timing(), r.extra);
+              parallel::reduction_name(buckets.reduction()), buckets.last_timing(), r.extra);
   }
   if (eval && s.data->num_val_windows(s.config().seq) > 0)
     r.val = p.last_val = s.trainer->evaluate(s.o.eval_batches);
