@@ -185,14 +185,16 @@ std::vector<RoutingRecord> load_routing_records(const std::string& path) {
   const auto layers = meta.find("layers");
   REPRISE_CHECK(layers != meta.end(), "load_routing_records: ", path,
                 ": no 'layers' in the metadata");
+  // What every record shares, from the metadata.
+  RoutingRecord shared;
+  shared.layers = split_names(layers->second);
+  shared.num_experts = count_of(meta, "num_experts", path);
+  shared.k = count_of(meta, "k", path);
+  const int64_t L = int64_t(shared.layers.size());
   std::vector<RoutingRecord> out;
   for (int64_t i = 0; i < n; ++i) {
     const std::string what = "load_routing_records: " + path + ": record " + std::to_string(i);
-    RoutingRecord r;
-    r.layers = split_names(layers->second);
-    r.num_experts = count_of(meta, "num_experts", path);
-    r.k = count_of(meta, "k", path);
-    const int64_t L = int64_t(r.layers.size());
+    RoutingRecord r = shared;
     const io::TensorInfo& e = file.info(std::to_string(i) + ".experts");
     REPRISE_CHECK(
         e.dtype_name == "U16" && e.shape.size() == 3 && e.shape[1] == L && e.shape[2] == r.k, what,
