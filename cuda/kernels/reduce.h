@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cuda/kernels/rows.h"
+#include "engine/backend.h"
 #include "engine/tensor.h"
 
 namespace reprise::cuda {
@@ -113,7 +114,7 @@ struct MaxRowsKernel {
 // per chunk (the CPU's sums, bit for bit).
 struct ChunkSquareSumsKernel {
   static constexpr int kThreads = 128;
-  static constexpr int64_t kChunk = 4096;
+  static constexpr int64_t kChunk = kSquareSumChunk;
   const float* x;
   double* sums;
   int64_t n, chunks;
