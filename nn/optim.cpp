@@ -291,17 +291,96 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
   return out;
 }
 
+std::vector<AdamW::MomentSlice> AdamW::kept_moments() const {
+  std::vector<int64_t> piece_of(params_.size(), -1);  // per parameter, its piece here
+  for (size_t j = 0; j < pieces_.size(); ++j)
+    piece_of[shared_param_[pieces_[j].param]] = int64_t(j);
+  std::vector<MomentSlice> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].name;
+    const int64_t numel = params_[i].value.numel();
+    if (shared_index_[i] < 0) {
+      out.push_back({name, 0, numel, numel, exp_avg_[i].view({-1}), exp_avg_sq_[i].view({-1})});
+    } else if (piece_of[i] >= 0) {
+      const ShardLayout::Piece& piece = pieces_[size_t(piece_of[i])];
+      out.push_back({name, piece.begin, piece.end, numel, piece.in_block(block_avg_[piece.bucket]),
+                     piece.in_block(block_avg_sq_[piece.bucket])});
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> AdamW::step_counts() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    out.emplace_back(params_[i].name + ".step", step_tensor(param_steps_[i]));
+  out.emplace_back("step", step_tensor(steps_));
+  return out;
+}
+
+AdamW::ReadState AdamW::read_state(const std::map<std::string, Tensor>& steps,
+                                   const MomentReader& moments) const {
+  std::vector<std::string> expected{"step"};
+  for (const NamedParameter& p : params_) expected.push_back(p.name + ".step");
+  check_no_extra(steps, expected, "AdamW");
+  ReadState s;
+  for (const NamedParameter& p : params_)
+    s.param_steps.push_back(read_step(steps, p.name + ".step", "AdamW"));
+  s.steps = read_step(steps, "step", "AdamW");
+  // Elements [begin, end) of `key` into dst (1-D, end - begin).
+  const auto read = [&](Tensor dst, const std::string& key, int64_t begin, int64_t end) {
+    const Tensor src = moments(key, begin, end);
+    REPRISE_CHECK(src.dtype() == DType::f32 && src.dim() == 1 && src.numel() == end - begin,
+                  "AdamW::load_state: elements [", begin, ", ", end, ") of '", key, "' came as ",
+                  src.describe());
+    dst.copy_(src.device() == dst.device() ? src : src.to(dst.device()));
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const bool own = shared_index_[i] < 0;
+    s.exp_avg.push_back(own ? state_zeros(params_[i].value) : Tensor());
+    s.exp_avg_sq.push_back(own ? state_zeros(params_[i].value) : Tensor());
+    if (!own) continue;  // below, by pieces
+    const int64_t n = params_[i].value.numel();
+    read(s.exp_avg.back().view({-1}), params_[i].name + ".exp_avg", 0, n);
+    read(s.exp_avg_sq.back().view({-1}), params_[i].name + ".exp_avg_sq", 0, n);
+  }
+  for (const Tensor& block : block_avg_) {
+    s.block_avg.push_back(state_zeros(block));
+    s.block_avg_sq.push_back(state_zeros(block));
+  }
+  for (const ShardLayout::Piece& piece : pieces_) {
+    const std::string& name = shard_->layout.params[piece.param].name;
+    read(piece.in_block(s.block_avg[piece.bucket]), name + ".exp_avg", piece.begin, piece.end);
+    read(piece.in_block(s.block_avg_sq[piece.bucket]), name + ".exp_avg_sq", piece.begin,
+         piece.end);
+  }
+  return s;
+}
+
+void AdamW::install(ReadState state) {
+  REPRISE_CHECK(state.param_steps.size() == params_.size() &&
+                    state.exp_avg.size() == params_.size() &&
+                    state.block_avg.size() == block_avg_.size(),
+                "AdamW::install: a state read for another optimizer (", state.param_steps.size(),
+                " parameters and ", state.block_avg.size(), " blocks; this one has ",
+                params_.size(), " and ", block_avg_.size(), ")");
+  exp_avg_ = std::move(state.exp_avg);
+  exp_avg_sq_ = std::move(state.exp_avg_sq);
+  block_avg_ = std::move(state.block_avg);
+  block_avg_sq_ = std::move(state.block_avg_sq);
+  param_steps_ = std::move(state.param_steps);
+  steps_ = state.steps;
+}
+
 void AdamW::load_state(const std::map<std::string, Tensor>& state) {
   std::vector<std::string> expected{"step"};
   for (const NamedParameter& p : params_) {
     for (const char* s : {".exp_avg", ".exp_avg_sq", ".step"}) expected.push_back(p.name + s);
   }
   check_no_extra(state, expected, "AdamW");
-  // Check everything before changing anything.
-  std::vector<int64_t> steps;
-  for (const NamedParameter& p : params_)
-    steps.push_back(read_step(state, p.name + ".step", "AdamW"));
-  int64_t total = read_step(state, "step", "AdamW");
+  // The whole moments, each of its parameter's shape; read_state checks
+  // the rest before anything changes.
+  std::map<std::string, Tensor> steps;
   for (const NamedParameter& p : params_) {
     for (const char* s : {".exp_avg", ".exp_avg_sq"}) {
       const auto it = state.find(p.name + s);
@@ -310,23 +389,12 @@ void AdamW::load_state(const std::map<std::string, Tensor>& state) {
                     "AdamW::load_state: '", p.name + s, "' is ", it->second.describe(),
                     ", expected ", p.value.describe());
     }
+    if (const auto it = state.find(p.name + ".step"); it != state.end()) steps.insert(*it);
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (shared_index_[i] >= 0) continue;  // below, by pieces
-    load_into(exp_avg_[i], state, params_[i].name + ".exp_avg", "AdamW");
-    load_into(exp_avg_sq_[i], state, params_[i].name + ".exp_avg_sq", "AdamW");
-  }
-  for (const ShardLayout::Piece& piece : pieces_) {
-    const std::string& name = shard_->layout.params[piece.param].name;
-    const auto load = [&](const Tensor& blocks, const char* suffix) {
-      piece.in_block(blocks).copy_(
-          piece.in_param(state.at(name + suffix).to(blocks.device()).contiguous()));
-    };
-    load(block_avg_[piece.bucket], ".exp_avg");
-    load(block_avg_sq_[piece.bucket], ".exp_avg_sq");
-  }
-  param_steps_ = steps;
-  steps_ = total;
+  if (const auto it = state.find("step"); it != state.end()) steps.insert(*it);
+  install(read_state(steps, [&](const std::string& key, int64_t begin, int64_t end) {
+    return state.at(key).contiguous().view({-1}).slice(0, begin, end);
+  }));
 }
 
 // ---- SGD --------------------------------------------------------------------

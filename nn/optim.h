@@ -99,7 +99,8 @@ struct OptimizerShard {
 // .grad()) and ends with the all-gather. state() and load_state() still
 // take the whole state, as one process has it: state() gathers it
 // (collective: every process calls it), load_state() keeps this process's
-// part.
+// part. kept_moments() and read_state() save and load each process's part
+// alone.
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<NamedParameter> params, AdamWOptions options = {},
@@ -112,6 +113,40 @@ class AdamW : public Optimizer {
   void load_state(const std::map<std::string, Tensor>& state) override;
   const AdamWOptions& options() const { return options_; }
   const std::optional<OptimizerShard>& shard() const { return shard_; }
+
+  // The moments this process keeps, for saving them on their own (a
+  // checkpoint's per-process files, nn/train_state.h): elements
+  // [begin, end) of parameter `param` (flattened; numel elements in all),
+  // as 1-D views of the state. Its own parameters are whole, the shared
+  // ones are its pieces, in parameter order. Not collective.
+  struct MomentSlice {
+    std::string param;
+    int64_t begin = 0, end = 0, numel = 0;
+    Tensor exp_avg, exp_avg_sq;  // (end - begin) f32
+  };
+  std::vector<MomentSlice> kept_moments() const;
+  // state()'s step counts alone: "<param>.step" per parameter, "step" last.
+  std::vector<std::pair<std::string, Tensor>> step_counts() const;
+
+  // Elements [begin, end) of moment `key` ("<param>.exp_avg" or
+  // "<param>.exp_avg_sq", flattened), as a 1-D f32 tensor; raises an Error
+  // when it cannot.
+  using MomentReader = std::function<Tensor(const std::string& key, int64_t begin, int64_t end)>;
+  // A state read and checked by read_state, for install.
+  struct ReadState {
+    std::vector<Tensor> exp_avg, exp_avg_sq, block_avg, block_avg_sq;
+    std::vector<int64_t> param_steps;
+    int64_t steps = 0;
+  };
+  // Reads the state this process keeps: the step counts from `steps`
+  // (step_counts()'s names, nothing else) and the moments, its own
+  // parameters' whole and its pieces of the shared ones, from `moments`.
+  // Changes nothing; raises an Error naming what is wrong. Whatever layout
+  // the moments were saved in, they are read exactly.
+  ReadState read_state(const std::map<std::string, Tensor>& steps,
+                       const MomentReader& moments) const;
+  // Puts a state from read_state in place.
+  void install(ReadState state);
   // Elements whose state this process keeps (two f32 moments each).
   int64_t kept_elements() const;
   // Seconds the last step(gradients) spent sharing the updated blocks.

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -13,6 +14,8 @@
 #include "io/safetensors.h"
 #include "io/write_file.h"
 #include "nn/hf.h"
+#include "nn/signed_metadata.h"
+#include "nn/train_state_shards.h"
 
 namespace reprise::nn {
 
@@ -20,18 +23,8 @@ namespace {
 
 using train_json::field, train_json::int_field, train_json::parse_u64, train_json::string_field;
 
-constexpr const char* kMetadataKey = "reprise.train_state";
-constexpr const char* kHashKey = "reprise.train_state.fnv1a64";
-constexpr const char* kFormat = "reprise.train_state";
-constexpr int64_t kVersion = 1;
+constexpr SignedFormat kFormat{"reprise.train_state", "reprise.train_state", 1, "training state"};
 constexpr const char* kOptimizerPrefix = "optimizer.";
-
-std::string hex64(uint64_t v) {
-  static const char* digits = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[size_t(i)] = digits[v & 15];
-  return s;
-}
 
 std::string hex_bytes(const std::vector<uint8_t>& bytes) {
   static const char* digits = "0123456789abcdef";
@@ -57,34 +50,63 @@ std::vector<uint8_t> unhex_bytes(const std::string& s, const std::string& what) 
   return out;
 }
 
-uint64_t fnv1a64(std::string_view text) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001B3ull;
-  }
-  return h;
-}
-
-// The checkpoint's tensors in file order: the model, then the optimizer.
-std::vector<std::pair<std::string, Tensor>> state_tensors(const Trainer& t) {
+// The checkpoint's tensors in file order: the model, then the optimizer
+// (without the moments when each process saves its own).
+std::vector<std::pair<std::string, Tensor>> state_tensors(const Trainer& t, bool with_moments) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [name, value] : t.model().named_state()) out.emplace_back(name, value.detach());
-  for (auto& [name, value] : t.optimizer().state())
+  for (auto& [name, value] : with_moments ? t.optimizer().state() : t.optimizer().step_counts())
     out.emplace_back(kOptimizerPrefix + name, value);
   return out;
 }
 
-// Removes what io::write_safetensors leaves of train_state.safetensors when
-// its writer dies between creating its temporary file and the rename
-// ("train_state.safetensors.tmp.<pid>.<n>"). A checkpoint folder has one
-// writer, so any such file is stale.
-void remove_stale_temporaries(const std::string& dir) {
-  const std::string prefix =
-      std::filesystem::path(train_state_path(dir)).filename().string() + ".tmp.";
-  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path());
+// Whether each process saves the optimizer moments it keeps in a file of
+// its own (nn/train_state_shards.h): when they are split.
+bool saves_moment_shards(const Trainer& t) { return t.optimizer().shard().has_value(); }
+
+// What went wrong, or "": the first non-finite value among `tensors` and
+// `moments`.
+std::string non_finite_state(const Trainer& t, const std::string& dir,
+                             const std::vector<std::pair<std::string, Tensor>>& tensors,
+                             const std::vector<AdamW::MomentSlice>& moments) {
+  const auto problem = [&](const std::string& name, const char* bad) {
+    return detail::concat(
+        "save_train_state: ", name, " holds ", bad, " after step ", t.steps_done(),
+        "; a non-finite state is not saved (the last checkpoint in '", dir, "' stays)");
+  };
+  for (const auto& [name, value] : tensors) {
+    if (const char* bad = autograd::first_non_finite(value)) return problem(name, bad);
   }
+  for (const AdamW::MomentSlice& m : moments) {
+    for (const auto& [suffix, value] :
+         {std::pair{".exp_avg", m.exp_avg}, {".exp_avg_sq", m.exp_avg_sq}}) {
+      if (const char* bad = autograd::first_non_finite(value))
+        return problem(kOptimizerPrefix + m.param + suffix, bad);
+    }
+  }
+  return "";
+}
+
+// Every process's `value`, once each has got this far without a `problem`
+// (an Error's text, or ""). When one has one, raises an Error on every
+// process: its own on it, one naming it on the others. Collective.
+std::vector<uint64_t> agree(const Trainer& t, const std::string& problem, uint64_t value,
+                            const std::string& what) {
+  if (!t.group()) {
+    if (!problem.empty()) throw Error(problem);
+    return {value};
+  }
+  const std::vector<double> all = t.group()->all_gather(
+      {problem.empty() ? 0.0 : 1.0, double(value >> 32), double(value & 0xFFFFFFFFu)});
+  std::vector<uint64_t> values;
+  for (size_t r = 0; r < all.size() / 3; ++r) {
+    if (all[3 * r] != 0) {
+      if (!problem.empty()) throw Error(problem);
+      REPRISE_FAIL(what, ": rank ", r, " of ", t.ranks(), " failed (its output says why)");
+    }
+    values.push_back(uint64_t(all[3 * r + 1]) << 32 | uint64_t(all[3 * r + 2]));
+  }
+  return values;
 }
 
 struct OpenedState {
@@ -97,24 +119,7 @@ OpenedState open_state(const std::string& dir) {
   REPRISE_CHECK(std::filesystem::is_regular_file(path), "no training checkpoint at '", path,
                 "' (--save DIR writes one)");
   io::SafetensorsFile file = io::read_safetensors(path);
-  auto it = file.metadata().find(kMetadataKey);
-  REPRISE_CHECK(it != file.metadata().end(), path, ": not a reprise training checkpoint (no \"",
-                kMetadataKey, "\" metadata)");
-  auto hash = file.metadata().find(kHashKey);
-  REPRISE_CHECK(hash != file.metadata().end(), path, ": no \"", kHashKey, "\" metadata");
-  REPRISE_CHECK(parse_u64(hash->second, 16, path + " state hash") == fnv1a64(it->second), path,
-                ": the training-state JSON is corrupted: it does not match its recorded hash");
-  json::Value state;
-  try {
-    state = json::parse(it->second);
-  } catch (const Error& e) {
-    REPRISE_FAIL(path, ": bad training-state JSON: ", e.what());
-  }
-  REPRISE_CHECK(state.is_object() && string_field(state, "format", path) == kFormat, path,
-                ": metadata is not a reprise training state");
-  const int64_t version = int_field(state, "version", path);
-  REPRISE_CHECK(version == kVersion, path, ": training-state version ", version,
-                "; this build reads version ", kVersion);
+  json::Value state = read_signed_metadata(file, kFormat).value;
   return {std::move(file), std::move(state)};
 }
 
@@ -151,22 +156,37 @@ std::string train_state_path(const std::string& dir) {
 void save_train_state(const Trainer& t, const std::string& dir, const json::Value& session) {
   // Split parameters are whole while they are saved.
   const ParameterShards::Whole whole(t.parameter_shards());
-  std::vector<std::pair<std::string, Tensor>> tensors = state_tensors(t);
+  const bool shards = saves_moment_shards(t);
+  std::vector<std::pair<std::string, Tensor>> tensors = state_tensors(t, !shards);
+  const std::vector<AdamW::MomentSlice> moments =
+      shards ? t.optimizer().kept_moments() : std::vector<AdamW::MomentSlice>{};
+  // Every process checks what it holds, and rank 0 prepares the folder,
+  // before anything is written.
+  std::string problem = non_finite_state(t, dir, tensors, moments);
+  if (problem.empty() && t.rank() == 0) {
+    try {
+      io::create_directories_durable(dir);
+      remove_train_state_temporaries(dir);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  agree(t, problem, 0, "save_train_state");
+  // Each process's moments, each in a file of its own.
+  std::vector<uint64_t> hashes;
+  if (shards) {
+    uint64_t hash = 0;
+    try {
+      hash = write_moment_shard(dir, t.rank(), t.ranks(), t.steps_done(), moments);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    hashes = agree(t, problem, hash, "save_train_state");
+  }
   if (t.group()) {
     tensors = t.group()->gather_named(tensors, false);
     if (t.rank() != 0) return;
   }
-  for (const auto& [name, value] : tensors) {
-    const char* bad = autograd::first_non_finite(value);
-    REPRISE_CHECK(bad == nullptr, "save_train_state: ", name, " holds ", bad, " after step ",
-                  t.steps_done(), "; a non-finite state is not saved (the last checkpoint in '",
-                  dir, "' stays)");
-  }
-  io::create_directories_durable(dir);
-  remove_stale_temporaries(dir);
-  json::Value checksums = json::Object{};
-  for (const auto& [name, value] : tensors)
-    checksums.set(name, hex64(autograd::hash_values(value)));
 
   json::Value data = json::Object{};
   data.set("name", t.data().name());
@@ -179,19 +199,25 @@ void save_train_state(const Trainer& t, const std::string& dir, const json::Valu
   data.set("tokenizer_path", t.data().tokenizer().path);
 
   json::Value state = json::Object{};
-  state.set("format", kFormat);
-  state.set("version", kVersion);
+  state.set("format", kFormat.format);
+  state.set("version", kFormat.version);
   state.set("step", t.steps_done());
   state.set("tokens_seen", t.tokens_seen());
   state.set("ranks", int64_t(t.ranks()));
   state.set("config", t.config().to_json());
   state.set("generator", hex_bytes(t.generator().state().to_bytes()));
   state.set("data", data);
-  state.set("checksums", checksums);
+  state.set("checksums", tensor_checksums(tensors));
+  if (shards) {
+    json::Array listed;
+    for (const uint64_t h : hashes) listed.emplace_back(hex64(h));
+    state.set("optimizer_shards", std::move(listed));
+  }
   if (!session.is_null()) state.set("session", session);
   const std::string text = json::dump(state, 1);
-  io::write_safetensors(train_state_path(dir), tensors,
-                        {{kMetadataKey, text}, {kHashKey, hex64(fnv1a64(text))}});
+  io::write_safetensors(train_state_path(dir), tensors, signed_metadata(kFormat.key, text));
+  // The new checkpoint is in place: the files of the one it replaced go.
+  remove_unlisted_moment_shards(dir, t.ranks(), hashes);
 }
 
 TrainStateInfo read_train_state_info(const std::string& dir) {
@@ -229,10 +255,7 @@ std::unique_ptr<LlamaForCausalLM> load_train_state_model(const std::string& dir)
     REPRISE_CHECK(value.shape() == param.shape() && value.dtype() == param.dtype(), path,
                   ": parameter '", name, "' is ", value.describe(), ", expected ",
                   param.describe());
-    const uint64_t expected = parse_u64(string_field(checksums, name.c_str(), path + " checksums"),
-                                        16, path + " checksum of '" + name + "'");
-    REPRISE_CHECK(autograd::hash_values(value) == expected, path, ": tensor '", name, "' (",
-                  value.describe(), ") is corrupted: its bytes do not match the recorded hash");
+    check_tensor_hash(path, name, field(checksums, name.c_str(), path + " checksums"), value);
     loads.emplace_back(param, std::move(value));
   }
   NoGradGuard no_grad;
@@ -307,12 +330,8 @@ std::map<std::string, Tensor> checked_tensors(const OpenedState& s) {
   for (const auto& [name, hash] : checksums.as_object()) {
     REPRISE_CHECK(s.file.contains(name), path, ": the checksum list names a tensor '", name,
                   "' that the file does not hold");
-    REPRISE_CHECK(hash.is_string(), path, ": the checksum of '", name, "' must be a string, got ",
-                  json::kind_name(hash.kind()));
-    const uint64_t expected = parse_u64(hash.as_string(), 16, path + " checksum of '" + name + "'");
     Tensor value = s.file.get(name);
-    REPRISE_CHECK(autograd::hash_values(value) == expected, path, ": tensor '", name, "' (",
-                  value.describe(), ") is corrupted: its bytes do not match the recorded hash");
+    check_tensor_hash(path, name, hash, value);
     loaded.emplace(name, std::move(value));
   }
   return loaded;
@@ -349,6 +368,84 @@ std::map<std::string, Tensor> optimizer_entries(
   return optimizer_state;
 }
 
+// The moments of a checkpoint that lists per-process files, opened and
+// checked (MomentShards); none when its main file holds them.
+std::optional<MomentShards> open_moment_shards(const OpenedState& s, const std::string& dir,
+                                               int64_t step) {
+  const std::string& path = s.file.path();
+  const json::Value* listed = s.state.find("optimizer_shards");
+  if (listed == nullptr) return std::nullopt;
+  const int64_t ranks = saved_ranks(s.state, path);
+  REPRISE_CHECK(listed->is_array() && int64_t(listed->as_array().size()) == ranks, path,
+                ": \"optimizer_shards\" must list one hash for each of the ", ranks,
+                " processes that wrote it");
+  std::vector<uint64_t> hashes;
+  for (const json::Value& h : listed->as_array()) {
+    REPRISE_CHECK(h.is_string(), path, ": \"optimizer_shards\" must list hex strings, got ",
+                  json::kind_name(h.kind()));
+    hashes.push_back(parse_u64(h.as_string(), 16, path + " optimizer shard hash"));
+  }
+  return MomentShards(dir, hashes, step);
+}
+
+bool is_moment(const std::string& name) {
+  return name.ends_with(".exp_avg") || name.ends_with(".exp_avg_sq");
+}
+
+// AdamW's state for `t` from the optimizer entries of a checkpoint's main
+// file (by AdamW state name) and, when it has them, its per-process files,
+// read and checked; nothing changes. Raises an Error naming the file.
+AdamW::ReadState read_optimizer_state(const Trainer& t,
+                                      const std::map<std::string, Tensor>& entries,
+                                      const std::optional<MomentShards>& shards,
+                                      const std::string& path) {
+  std::map<std::string, Tensor> steps, moments;
+  for (const auto& [name, value] : entries)
+    (is_moment(name) ? moments : steps).emplace(name, value);
+  try {
+    // Every moment of every parameter, in one place or the other.
+    std::map<std::string, const Tensor*> params;
+    for (const NamedParameter& p : t.optimizer().params()) params.emplace(p.name, &p.value);
+    if (shards) {
+      REPRISE_CHECK(moments.empty(), "unexpected tensor '", moments.begin()->first,
+                    "': this checkpoint keeps the moments in its per-process files");
+      const bool split_experts = t.group() && t.group()->expert_dispatch();
+      for (const auto& [name, numel] : shards->numels()) {
+        const auto it = params.find(name);
+        REPRISE_CHECK(it != params.end() || (split_experts && is_expert_parameter(name)),
+                      "the per-process files hold moments of '", name,
+                      "', which this model does not have");
+        REPRISE_CHECK(it == params.end() || it->second->numel() == numel, "the moments of '", name,
+                      "' have ", numel, " elements, the parameter ", it->second->describe());
+      }
+      for (const auto& [name, value] : params) {
+        REPRISE_CHECK(shards->numels().count(name) != 0,
+                      "the per-process files hold no moments of '", name, "'");
+      }
+    } else {
+      for (const auto& [name, value] : params) {
+        for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
+          const auto it = moments.find(name + suffix);
+          REPRISE_CHECK(it != moments.end(), "missing tensor '", name + suffix, "'");
+          REPRISE_CHECK(it->second.dtype() == DType::f32 && it->second.shape() == value->shape(),
+                        "'", name + suffix, "' is ", it->second.describe(), ", expected ",
+                        value->describe());
+        }
+      }
+      for (const auto& [name, value] : moments) {
+        REPRISE_CHECK(params.count(name.substr(0, name.rfind(".exp_avg"))) != 0,
+                      "unexpected tensor '", name, "'");
+      }
+    }
+    return t.optimizer().read_state(steps, [&](const std::string& key, int64_t begin, int64_t end) {
+      return shards ? shards->read(key, begin, end)
+                    : moments.at(key).contiguous().view({-1}).slice(0, begin, end);
+    });
+  } catch (const Error& e) {
+    REPRISE_FAIL(path, ": optimizer state: ", e.what());
+  }
+}
+
 }  // namespace
 
 void load_train_state(Trainer& t, const std::string& dir) {
@@ -362,21 +459,27 @@ void load_train_state(Trainer& t, const std::string& dir) {
                 saved.steps, "]");
   const rng::GeneratorState gen_state = saved_generator_state(s, saved.seed);
   // The tensor list: every parameter, optimizer entries, nothing else, each
-  // with its hash.
+  // with its hash; and the per-process files it lists.
   const std::map<std::string, Tensor> loaded = checked_tensors(s);
+  const std::optional<MomentShards> shards = open_moment_shards(s, dir, step);
   // The parameters and buffers (the model's state); split parameters are
   // whole while they are loaded, and split again from what was loaded.
   const ParameterShards::Whole whole(t.parameter_shards());
   const std::vector<std::pair<std::string, Tensor>> params = t.model().named_state();
   const std::map<std::string, Tensor> optimizer_state = optimizer_entries(t, params, loaded, path);
 
-  // Everything checked: AdamW validates its part before changing it, then
-  // the parameters, the generator and the step follow.
+  // Each process reads its part of the optimizer state; once every one has
+  // read and checked its part, the state, the parameters, the generator
+  // and the step change.
+  std::optional<AdamW::ReadState> optimizer;
+  std::string problem;
   try {
-    t.optimizer().load_state(optimizer_state);
+    optimizer = read_optimizer_state(t, optimizer_state, shards, path);
   } catch (const Error& e) {
-    REPRISE_FAIL(path, ": optimizer state: ", e.what());
+    problem = e.what();
   }
+  agree(t, problem, 0, path + ": loading the optimizer state");
+  t.optimizer().install(std::move(*optimizer));
   {
     NoGradGuard no_grad;
     for (const auto& [name, param] : params) {
@@ -386,6 +489,40 @@ void load_train_state(Trainer& t, const std::string& dir) {
   }
   t.generator().set_state(gen_state);
   t.step_ = step;
+}
+
+std::vector<std::pair<std::string, Tensor>> read_train_state_tensors(const std::string& dir) {
+  const OpenedState s = open_state(dir);
+  const std::string& path = s.file.path();
+  const std::map<std::string, Tensor> loaded = checked_tensors(s);
+  const std::optional<MomentShards> shards =
+      open_moment_shards(s, dir, int_field(s.state, "step", path));
+  // The file's order, with each parameter's moments put together from the
+  // per-process files before its step count, where one process's file has
+  // them.
+  std::vector<std::pair<std::string, Tensor>> out;
+  const std::string prefix = kOptimizerPrefix, step_suffix = ".step";
+  for (const std::string& name : s.file.names()) {
+    // "optimizer.<param>.step", not "optimizer.step".
+    if (shards && name.starts_with(prefix) && name.ends_with(step_suffix) &&
+        name.size() > prefix.size() + step_suffix.size()) {
+      const std::string param =
+          name.substr(prefix.size(), name.size() - prefix.size() - step_suffix.size());
+      const auto it = shards->numels().find(param);
+      REPRISE_CHECK(it != shards->numels().end(), path,
+                    ": the per-process files hold no moments of '", param, "'");
+      const auto value = loaded.find(param);  // of the parameter's shape
+      REPRISE_CHECK(value != loaded.end() && value->second.numel() == it->second, path,
+                    ": the per-process files hold ", it->second, " elements of moments of '", param,
+                    "', which the file does not hold with as many");
+      for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
+        out.emplace_back(prefix + param + suffix,
+                         shards->read(param + suffix, 0, it->second).view(value->second.shape()));
+      }
+    }
+    out.emplace_back(name, loaded.at(name));
+  }
+  return out;
 }
 
 }  // namespace reprise::nn

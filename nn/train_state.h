@@ -23,10 +23,22 @@
 // process lists them); each process of a resumed run reads the file and
 // takes its part. The generator state is the same on every process (every
 // stream advances by the global batch's words).
+//
+// When the processes split the optimizer state (--shard optimizer,
+// gradients or parameters), no process holds it whole: each writes the
+// moments it keeps to a file of its own beside the main file
+// (nn/train_state_shards.h), the main file keeps the step counts and lists
+// those files' hashes under "optimizer_shards", and it is written last, so
+// a checkpoint is whole or the previous one stays. A run that resumes it
+// reads its own elements out of those files, whatever it splits (another
+// shard mode reads the same moments exactly); a run of another number of
+// processes is refused, as ever (check_resume_ranks).
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "io/json.h"
 #include "nn/llama.h"
@@ -39,10 +51,11 @@ namespace reprise::nn {
 std::string train_state_path(const std::string& dir);
 
 // Writes the trainer's state to <dir> (created when absent), atomically:
-// the previous checkpoint stays whole until the new one has replaced it.
-// Raises an Error, writing nothing, when a tensor holds a NaN or an
-// infinity. Removes temporary files that an earlier writer killed while
-// saving left in <dir>. Collective with several processes (rank 0 writes).
+// the previous checkpoint stays whole until the new one has replaced it,
+// then its per-process files are removed. Raises an Error on every
+// process, writing nothing, when any holds a NaN or an infinity. Removes
+// temporary files that an earlier writer killed while saving left in
+// <dir>. Collective with several processes (rank 0 writes the main file).
 // `session`, when not null, is kept in the metadata JSON as "session" for
 // people and tools to read (the trainers store their resolved settings
 // there); loading ignores it.
@@ -76,5 +89,12 @@ std::unique_ptr<LlamaForCausalLM> load_train_state_model(const std::string& dir)
 // shapes, dtypes, every tensor's hash, the generator bytes) before changing
 // anything; raises an Error naming the file and what is wrong.
 void load_train_state(Trainer& trainer, const std::string& dir);
+
+// Every tensor of the checkpoint in <dir>, each checked against its hash,
+// in the order the file of one process lists them: the model, then per
+// parameter "optimizer.<param>.exp_avg", ".exp_avg_sq" and ".step", then
+// "optimizer.step". Moments split over per-process files are put together
+// whole. For tools that compare checkpoints: it holds the whole state.
+std::vector<std::pair<std::string, Tensor>> read_train_state_tensors(const std::string& dir);
 
 }  // namespace reprise::nn

@@ -296,7 +296,8 @@ void bind_train_state(nb::module_& m) {
       "save_train_state",
       [](const nn::Trainer& t, const std::string& dir) { nn::save_train_state(t, dir); },
       arg("trainer"), arg("dir"), nb::call_guard<nb::gil_scoped_release>(),
-      "Writes <dir>/train_state.safetensors atomically.");
+      "Writes <dir>/train_state.safetensors atomically (with the optimizer state split, each "
+      "process also writes its moments to a file of its own).");
   m.def("read_train_state_info", &nn::read_train_state_info, arg("dir"));
   m.def("load_train_state", &nn::load_train_state, arg("trainer"), arg("dir"),
         nb::call_guard<nb::gil_scoped_release>(),

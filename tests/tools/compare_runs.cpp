@@ -3,7 +3,8 @@
 //
 //   compare_runs states DIR_A DIR_B [MAX_ABS]
 //     Every tensor of the two training checkpoints (parameters and
-//     optimizer state; the metadata is not compared): the same names,
+//     optimizer state, split moments put together; the metadata is not
+//     compared): the same names,
 //     shapes and dtypes, and bitwise the same values, or with MAX_ABS
 //     floating values within MAX_ABS of each other.
 //   compare_runs metrics A.jsonl B.jsonl FIELD[,FIELD...] [MAX_REL]
@@ -26,7 +27,6 @@
 #include <vector>
 
 #include "io/json.h"
-#include "io/safetensors.h"
 #include "nn/train_state.h"
 
 namespace {
@@ -34,32 +34,35 @@ namespace {
 using namespace reprise;
 
 int compare_states(const std::string& a_dir, const std::string& b_dir, double max_abs) {
-  const io::SafetensorsFile a = io::read_safetensors(nn::train_state_path(a_dir));
-  const io::SafetensorsFile b = io::read_safetensors(nn::train_state_path(b_dir));
-  if (a.names() != b.names()) {
-    std::printf("the checkpoints hold different tensors (%zu and %zu)\n", a.names().size(),
-                b.names().size());
+  const std::vector<std::pair<std::string, Tensor>> a = nn::read_train_state_tensors(a_dir);
+  const std::vector<std::pair<std::string, Tensor>> b = nn::read_train_state_tensors(b_dir);
+  bool same_names = a.size() == b.size();
+  for (size_t i = 0; same_names && i < a.size(); ++i) same_names = a[i].first == b[i].first;
+  if (!same_names) {
+    std::printf("the checkpoints hold different tensors (%zu and %zu)\n", a.size(), b.size());
     return 1;
   }
   double worst = 0;
   std::string worst_name;
   int64_t differing = 0;
-  for (const std::string& name : a.names()) {
-    const Tensor x = a.get(name), y = b.get(name);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string& name = a[i].first;
+    const Tensor& x = a[i].second;
+    const Tensor& y = b[i].second;
     if (x.shape() != y.shape() || x.dtype() != y.dtype()) {
       std::printf("%s: %s vs %s\n", name.c_str(), x.describe().c_str(), y.describe().c_str());
       return 1;
     }
     const std::vector<double> u = x.to_vector<double>(), v = y.to_vector<double>();
     double diff = 0;
-    for (size_t i = 0; i < u.size(); ++i) diff = std::max(diff, std::fabs(u[i] - v[i]));
+    for (size_t k = 0; k < u.size(); ++k) diff = std::max(diff, std::fabs(u[k] - v[k]));
     if (std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) != 0) ++differing;
     if (diff > worst || worst_name.empty()) {
       worst = diff;
       worst_name = name;
     }
   }
-  std::printf("%zu tensors, %lld differ; largest |a - b| = %.3g (%s)\n", a.names().size(),
+  std::printf("%zu tensors, %lld differ; largest |a - b| = %.3g (%s)\n", a.size(),
               (long long)differing, worst, worst_name.c_str());
   if (max_abs < 0) return differing == 0 ? 0 : 1;
   return worst <= max_abs ? 0 : 1;
