@@ -12,6 +12,7 @@
 //
 //   checkpoint_study [--out DIR] [--quick] [--threads N] [--device D] [--dtype T]
 //                    [--model DIR [--train-steps N] [--load-balance-coeff X]]
+//   mpiexec -np R checkpoint_study --fsdp [--out DIR] [--quick] [--threads N]
 //
 // --model runs the same scenarios on any family's model instead: the one
 // DIR/config.json describes (with the folder's weights when it has them),
@@ -21,7 +22,13 @@
 // gets its routing margins per layer: the share of tokens within 1, 16 and
 // 256 ulps of choosing another expert.
 //
-// --out writes DIR/table.md, DIR/table.csv and DIR/loss_curves.csv. Every
+// --fsdp, under mpiexec with 2 or more processes, runs the FSDP rows
+// instead (examples/checkpoint_study/fsdp.h): the Llama trained with its
+// weights split over the processes under none, full and op-SAC
+// checkpointing, the bytes a replay gathers again, and the peaks.
+//
+// --out writes DIR/table.md, DIR/table.csv and DIR/loss_curves.csv (with
+// --fsdp, DIR/fsdp.md). Every
 // run checks the study's claims (recorded and stash replay bitwise equal to
 // no checkpointing, fresh replay with dropout not, a saved router never
 // re-routes, ...) and exits 1 when one fails; --quick runs the same checks
@@ -42,6 +49,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/threads.h"
+#include "fsdp.h"
 #include "io/write_file.h"
 #include "loss_curves.h"
 #include "nn/data.h"
@@ -49,6 +57,7 @@
 #include "nn/llama.h"
 #include "nn/moe.h"
 #include "nn/trainer.h"
+#include "parallel/world.h"
 #include "report.h"
 #include "step_measure.h"
 
@@ -78,6 +87,10 @@ fresh recompute randomness, and checks the claims.
                 it has them) instead of the built-in ones; any family, with a
                 vocabulary of at least 256 (the data is bytes)
   --train-steps N  also measure the MoE models after N steps of training (0)
+  --fsdp        under mpiexec with 2 or more processes: the Llama with its weights
+                split over them (--shard parameters) under none, full and op-SAC
+                checkpointing: the bytes gathered, those a replay gathers again,
+                the peaks, and the losses against replicated weights
   --load-balance-coeff X  with --train-steps and a model with a routing bias
                 (DeepSeek-V3): train once more with auxiliary-loss-free balancing
                 at X (0.001)
@@ -93,6 +106,7 @@ struct Options {
   std::string model_dir;  // empty: the built-in models
   int64_t train_steps = 0;
   double load_balance_coeff = 1e-3;
+  bool fsdp = false;
 };
 
 // A bad command line: exit status 2.
@@ -112,6 +126,8 @@ Options parse_flags(int argc, char** argv, bool& help) {
       help = true;
     } else if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--fsdp") {
+      o.fsdp = true;
     } else if (a == "--out") {
       o.out = value();
     } else if (a == "--threads") {
@@ -154,6 +170,8 @@ Options parse_flags(int argc, char** argv, bool& help) {
     }
   }
   if (o.model_dir.empty() && o.train_steps > 0) throw UsageError("--train-steps needs --model");
+  if (o.fsdp && (!o.model_dir.empty() || !o.device.is_cpu() || o.dtype != DType::f32))
+    throw UsageError("--fsdp runs the built-in Llama in f32 on the CPU");
   return o;
 }
 
@@ -739,6 +757,15 @@ void write_tables(const Options& o, const Sizes& sz, const std::vector<Model>& m
   std::printf("wrote    %s/table.md, table.csv, loss_curves.csv\n", o.out.c_str());
 }
 
+// 1 when a claim failed, else 0, printing nothing (the processes other
+// than the one that reports).
+int report_claims_quietly(const std::vector<Claim>& claims) {
+  for (const Claim& c : claims) {
+    if (!c.holds) return 1;
+  }
+  return 0;
+}
+
 // Prints every claim and whether it held; 1 when one failed, else 0.
 int report_claims(const std::vector<Claim>& claims) {
   int failed = 0;
@@ -785,6 +812,52 @@ int run(const Options& o) {
   return report_claims(m.claims);
 }
 
+// --fsdp: the FSDP rows on the processes mpiexec started; rank 0 prints
+// and writes them. Every process checks the claims.
+int run_fsdp(const Options& o) {
+  threads::set_num_threads(o.threads);
+  parallel::World world(120);
+  if (world.size() < 2)
+    throw UsageError(
+        "--fsdp splits the weights over processes: run it under mpiexec -np 2 or more");
+  const Sizes sz = sizes(o.quick);
+  nn::TrainConfig config = sz.curves;
+  config.steps = o.quick ? 2 : 3;
+  const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
+  const bool lead = world.rank() == 0;
+  if (lead) {
+    std::printf(
+        "fsdp     %d processes, %lld steps of %lld x %lld tokens each, dropout %.2g, "
+        "%d thread(s) each; model %s\n",
+        world.size(), (long long)config.steps, (long long)config.batch, (long long)config.seq,
+        config.model.dropout, threads::num_threads(), config.model.describe().c_str());
+    std::fflush(stdout);
+  }
+  const study::FsdpStudy fsdp = study::fsdp_study(config, data, world, {"none", "full", "op-sac"});
+  const std::string table = study::fsdp_markdown(fsdp.rows, world.size(), fsdp.layer_bytes);
+  std::vector<Claim> claims;
+  const study::FsdpRow& replicated = fsdp.rows[0];
+  for (size_t i = 1; i < fsdp.rows.size(); ++i) {
+    const study::FsdpRow& r = fsdp.rows[i];
+    claims.push_back({"fsdp " + r.policy + ": the losses of replicated weights, bit for bit",
+                      r.losses == replicated.losses});
+    if (i > 1) {
+      claims.push_back({"fsdp " + r.policy + ": the replay gathers nothing again",
+                        r.regathered == 0 && r.gathered > 0});
+    }
+  }
+  claims.push_back({"fsdp full: fewer saved activations than none",
+                    fsdp.rows[2].peak_saved < fsdp.rows[1].peak_saved});
+  if (!lead) return report_claims_quietly(claims);
+  std::printf("\n%s", table.c_str());
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    io::write_text_atomic(o.out + "/fsdp.md", table);
+    std::printf("wrote    %s/fsdp.md\n", o.out.c_str());
+  }
+  return report_claims(claims);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -795,7 +868,7 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    return run(o);
+    return o.fsdp ? run_fsdp(o) : run(o);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "checkpoint_study: %s\n(checkpoint_study --help lists the flags)\n",
                  e.what());
