@@ -21,6 +21,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_folder.h"
 #include "nn/hf.h"
+#include "nn/train_state_shards.h"
 
 using namespace reprise;
 namespace fs = std::filesystem;
@@ -100,6 +101,17 @@ std::string train_state_seed(const nn::TrainConfig& config, const fs::path& scra
   return read_file(nn::train_state_path(scratch.string()));
 }
 
+// One process's file of optimizer moments after one step of the seed run
+// (an unsplit optimizer keeps every parameter whole).
+std::string optimizer_shard_seed(const nn::TrainConfig& config, const fs::path& scratch) {
+  nn::Trainer trainer(config, fuzz::seed_dataset());
+  trainer.step();
+  fs::create_directories(scratch);
+  const uint64_t hash =
+      nn::write_moment_shard(scratch.string(), 0, 1, 1, trainer.optimizer().kept_moments());
+  return read_file(scratch / nn::moment_shard_name(0, 1, hash));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,6 +174,10 @@ int main(int argc, char** argv) {
     const std::string dense_state = train_state_seed(fuzz::seed_train_config(), scratch / "dense");
     write_seed(out / "train_state" / "dense", dense_state);
     write_seed(out / "train_state" / "moe", train_state_seed(moe_run, scratch / "moe"));
+    write_seed(out / "optimizer_shard" / "dense",
+               optimizer_shard_seed(fuzz::seed_train_config(), scratch / "shard_dense"));
+    write_seed(out / "optimizer_shard" / "moe",
+               optimizer_shard_seed(moe_run, scratch / "shard_moe"));
     write_seed(out / "json" / "train_state.json",
                io::read_safetensors(nn::train_state_path((scratch / "dense").string()))
                    .metadata()

@@ -85,7 +85,7 @@ stage "ThreadSanitizer: the engine and io suites (scripts/tsan.sh)"
 REPRISE_JOBS=$jobs REPRISE_TSAN_SUITES="engine io" scripts/tsan.sh
 
 stage "fuzz targets, 30 s each (scripts/fuzz.sh; docs/reliability.md)"
-for target in json safetensors safetensors_index hf train_state; do
+for target in json safetensors safetensors_index hf train_state optimizer_shard; do
   REPRISE_JOBS=$jobs scripts/fuzz.sh "$target" 30
 done
 

@@ -15,6 +15,8 @@
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "nn/hf.h"
+#include "nn/signed_metadata.h"
+#include "nn/train_state_shards.h"
 #include "tests/support/temp_dir.h"
 
 namespace reprise::nn {
@@ -74,6 +76,26 @@ TEST(FuzzCorpus, TrainStateSeedsLoadIntoTheTrainerTheyDescribe) {
     Trainer trainer(info.config, fuzz::seed_dataset());
     load_train_state(trainer, dir);
     EXPECT_EQ(trainer.steps_done(), 1);
+  }
+}
+
+TEST(FuzzCorpus, OptimizerShardSeedsOpenAndReadInFull) {
+  const std::string dir = testing::fresh_temp_dir("fuzz_corpus_optimizer_shard");
+  fs::create_directories(dir);
+  EXPECT_EQ(seeds("optimizer_shard").size(), 2u);
+  for (const fs::path& p : seeds("optimizer_shard")) {
+    SCOPED_TRACE(p.string());
+    // Named by its JSON's hash, as a checkpoint lists it (fuzz/optimizer_shard.cpp).
+    const std::string bytes = read_bytes(p);
+    const std::string text =
+        io::read_safetensors(p.string()).metadata().at("reprise.optimizer_shard");
+    const uint64_t hash = fnv1a64(text);
+    write_bytes(fs::path(dir) / moment_shard_name(0, 1, hash), bytes);
+    const MomentShards shards(dir, {hash}, 1);
+    EXPECT_GT(shards.numels().size(), 2u);
+    for (const auto& [param, numel] : shards.numels())
+      EXPECT_EQ(shards.read(param + ".exp_avg_sq", 0, numel).numel(), numel) << param;
+    fs::remove(fs::path(dir) / moment_shard_name(0, 1, hash));
   }
 }
 
