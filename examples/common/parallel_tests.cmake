@@ -25,7 +25,9 @@
 #   four_ranks_<mode>_<policy>  the same on 4 processes x batch 1: _is_bitwise compares each
 #                               with accumulate_four (1 process x --grad-accum 4 x batch 1)
 #   shard_resume                resumes `stop` with the gradients split; shard_stop_resume
-#                               resumes a stop with the parameters split, split alike
+#                               resumes a stop with the parameters split, split alike, and
+#                               shard_stop_resume_unsplit the same stop unsplit (each
+#                               process's moments read out of the per-process files)
 #   stop, resume        2 processes: 2 steps saved, then resumed for 2; resume_is_bitwise
 #   resume_other_ranks  1 process resuming that checkpoint: exit 2, names both numbers
 #   rank_exits          rank 1 stops after one step (as if interrupted); rank 0 fails
@@ -153,6 +155,14 @@ function(reprise_parallel_tests trainer)
     FIXTURES_SETUP ${t}_shard_stop_resume)
   set_tests_properties(${t}.shard_stop_resume_is_bitwise PROPERTIES
     FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_stop_resume")
+  reprise_mpi_test(shard_stop_resume_unsplit COMMAND ${REPRISE_MPIEXEC_2} ${exe} ${run}
+    ${ARG_PARALLEL} --resume ${dir}/shard_stopped --save ${dir}/shard_stop_resumed_unsplit)
+  reprise_mpi_test(shard_stop_resume_unsplit_is_bitwise COMMAND ${compare} states
+    ${dir}/two_ranks ${dir}/shard_stop_resumed_unsplit)
+  set_tests_properties(${t}.shard_stop_resume_unsplit PROPERTIES
+    FIXTURES_REQUIRED ${t}_shard_stop FIXTURES_SETUP ${t}_shard_stop_resume_unsplit)
+  set_tests_properties(${t}.shard_stop_resume_unsplit_is_bitwise PROPERTIES
+    FIXTURES_REQUIRED "${t}_two_ranks;${t}_shard_stop_resume_unsplit")
   reprise_mpi_test(resume_other_ranks COMMAND sh -c
     "out=$(\"$0\" \"$@\" 2>&1)\nstatus=$?\necho \"$out\"\ntest $status -eq 2 && echo \"$out\" | grep -q 'written by a run of 2 process(es), and this run has 1'"
     ${exe} ${run} --resume ${dir}/stopped)
