@@ -30,6 +30,9 @@ struct OpInfo {
 
 double op_flops(const OpInfo& op, const std::vector<Tensor>& inputs,
                 const std::vector<Tensor>& outputs);
+// The CostFn of an op that does no floating-point work: it moves or
+// selects values (a cast, a gather, a concatenation, a collective).
+double no_flops(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
 double op_bytes(const OpInfo& op, const std::vector<Tensor>& inputs,
                 const std::vector<Tensor>& outputs);
 

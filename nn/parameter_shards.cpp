@@ -11,10 +11,8 @@
 namespace reprise::nn {
 namespace {
 
-double no_flops(const std::vector<Tensor>&, const std::vector<Tensor>&) { return 0; }
-
 // The identity on a layer's output whose backward gathers the layer.
-const autograd::OpInfo kRegather{.name = "regather_parameters", .flops = no_flops};
+const autograd::OpInfo kRegather{.name = "regather_parameters", .flops = autograd::no_flops};
 
 }  // namespace
 

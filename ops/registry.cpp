@@ -12,8 +12,7 @@ using Tensors = std::vector<Tensor>;
 // Costs. The default (no function) is one flop per output element and
 // every input and output read or written once (autograd/tape.h).
 
-// Copying, selecting and layout ops do no arithmetic.
-double no_flops(const Tensors&, const Tensors&) { return 0; }
+// Copying, selecting and layout ops do no arithmetic (autograd::no_flops).
 // split makes views: nothing is read or written.
 double no_bytes(const Tensors&, const Tensors&) { return 0; }
 // 2 M N K: every output element is K multiply-adds.
@@ -81,12 +80,13 @@ const OpInfo kCrossEntropy{.name = "cross_entropy", .flops = cross_entropy_flops
 const OpInfo kRmsnorm{.name = "rmsnorm", .flops = rmsnorm_flops};
 const OpInfo kLayernorm{.name = "layernorm", .flops = layernorm_flops};
 const OpInfo kRotary{.name = "rotary", .flops = rotary_flops};
-const OpInfo kEmbedding{.name = "embedding", .flops = no_flops, .bytes = embedding_bytes};
-const OpInfo kIndexSelect{.name = "index_select", .flops = no_flops, .bytes = selected_bytes};
-const OpInfo kGather{.name = "gather", .flops = no_flops, .bytes = selected_bytes};
+const OpInfo kEmbedding{.name = "embedding", .flops = autograd::no_flops, .bytes = embedding_bytes};
+const OpInfo kIndexSelect{
+    .name = "index_select", .flops = autograd::no_flops, .bytes = selected_bytes};
+const OpInfo kGather{.name = "gather", .flops = autograd::no_flops, .bytes = selected_bytes};
 const OpInfo kScatterAdd{.name = "scatter_add", .flops = source_adds};
 const OpInfo kIndexAdd{.name = "index_add", .flops = source_adds};
-const OpInfo kWhere{.name = "where", .flops = no_flops};
+const OpInfo kWhere{.name = "where", .flops = autograd::no_flops};
 const OpInfo kTopk{.name = "topk", .flops = input_compares};
 const OpInfo kMatmul{.name = "matmul", .flops = product_flops};
 const OpInfo kLinear{.name = "linear", .flops = product_flops};
@@ -95,7 +95,7 @@ const OpInfo kSdpa{.name = "sdpa", .flops = sdpa_flops};
 const OpInfo kSdpaDropout{.name = "sdpa_dropout", .is_random = true, .flops = sdpa_flops};
 const OpInfo kMoeRoute{.name = "moe_route", .flops = route_flops};
 const OpInfo kDropout{.name = "dropout", .is_random = true};
-const OpInfo kCast{.name = "cast", .flops = no_flops, .takes_wide_gradients = true};
+const OpInfo kCast{.name = "cast", .flops = autograd::no_flops, .takes_wide_gradients = true};
 const OpInfo kReshape{.name = "reshape"};
 const OpInfo kTranspose{.name = "transpose"};
 const OpInfo kPermute{.name = "permute"};
@@ -104,9 +104,9 @@ const OpInfo kExpand{.name = "expand"};
 const OpInfo kSqueeze{.name = "squeeze"};
 const OpInfo kUnsqueeze{.name = "unsqueeze"};
 const OpInfo kContiguous{.name = "contiguous"};
-const OpInfo kCat{.name = "cat", .flops = no_flops};
-const OpInfo kSplit{.name = "split", .flops = no_flops, .bytes = no_bytes};
-const OpInfo kStack{.name = "stack", .flops = no_flops};
+const OpInfo kCat{.name = "cat", .flops = autograd::no_flops};
+const OpInfo kSplit{.name = "split", .flops = autograd::no_flops, .bytes = no_bytes};
+const OpInfo kStack{.name = "stack", .flops = autograd::no_flops};
 
 const std::vector<const OpInfo*>& all() {
   static const std::vector<const OpInfo*> ops = [] {

@@ -9,10 +9,8 @@
 namespace reprise::parallel {
 namespace {
 
-double no_flops(const std::vector<Tensor>&, const std::vector<Tensor>&) { return 0; }
-
 // Rows exchanged between the ranks: what a recompute must never replay.
-const autograd::OpInfo kAllToAllV{.name = "all_to_all_v", .flops = no_flops};
+const autograd::OpInfo kAllToAllV{.name = "all_to_all_v", .flops = autograd::no_flops};
 
 // rows (M, C) -> all_to_all_v(rows, send, recv), recorded; its backward
 // sends the gradients back the other way.
