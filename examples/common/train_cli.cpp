@@ -1286,8 +1286,12 @@ int finish(Session& s, const Progress& p) {
   if (!o.save.empty()) {
     nn::save_train_state(trainer, o.save, resolved_config(*s.table, o, s.args));
     if (s.lead) {
-      std::printf("saved    step %lld to %s\n", (long long)trainer.steps_done(),
+      std::printf("saved    step %lld to %s", (long long)trainer.steps_done(),
                   nn::train_state_path(o.save).c_str());
+      if (trainer.optimizer().shard()) {
+        std::printf(", the optimizer moments to a file per process beside it");
+      }
+      std::printf("\n");
     }
   }
   if (p.stop_signal != 0 && s.lead) {
