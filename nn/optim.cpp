@@ -372,14 +372,14 @@ void AdamW::install(ReadState state) {
   steps_ = state.steps;
 }
 
-void AdamW::load_state(const std::map<std::string, Tensor>& state) {
+AdamW::ReadState AdamW::read_state(const std::map<std::string, Tensor>& state) const {
   std::vector<std::string> expected{"step"};
   for (const NamedParameter& p : params_) {
     for (const char* s : {".exp_avg", ".exp_avg_sq", ".step"}) expected.push_back(p.name + s);
   }
   check_no_extra(state, expected, "AdamW");
-  // The whole moments, each of its parameter's shape; read_state checks
-  // the rest before anything changes.
+  // The whole moments, each of its parameter's shape; the other
+  // read_state checks the rest.
   std::map<std::string, Tensor> steps;
   for (const NamedParameter& p : params_) {
     for (const char* s : {".exp_avg", ".exp_avg_sq"}) {
@@ -392,10 +392,12 @@ void AdamW::load_state(const std::map<std::string, Tensor>& state) {
     if (const auto it = state.find(p.name + ".step"); it != state.end()) steps.insert(*it);
   }
   if (const auto it = state.find("step"); it != state.end()) steps.insert(*it);
-  install(read_state(steps, [&](const std::string& key, int64_t begin, int64_t end) {
+  return read_state(steps, [&](const std::string& key, int64_t begin, int64_t end) {
     return state.at(key).contiguous().view({-1}).slice(0, begin, end);
-  }));
+  });
 }
+
+void AdamW::load_state(const std::map<std::string, Tensor>& state) { install(read_state(state)); }
 
 // ---- SGD --------------------------------------------------------------------
 

@@ -145,6 +145,9 @@ class AdamW : public Optimizer {
   // the moments were saved in, they are read exactly.
   ReadState read_state(const std::map<std::string, Tensor>& steps,
                        const MomentReader& moments) const;
+  // read_state of a whole state, as load_state takes it: state()'s
+  // entries, each moment of its parameter's shape.
+  ReadState read_state(const std::map<std::string, Tensor>& state) const;
   // Puts a state from read_state in place.
   void install(ReadState state);
   // Elements whose state this process keeps (two f32 moments each).

@@ -388,10 +388,6 @@ std::optional<MomentShards> open_moment_shards(const OpenedState& s, const std::
   return MomentShards(dir, hashes, step);
 }
 
-bool is_moment(const std::string& name) {
-  return name.ends_with(".exp_avg") || name.ends_with(".exp_avg_sq");
-}
-
 // AdamW's state for `t` from the optimizer entries of a checkpoint's main
 // file (by AdamW state name) and, when it has them, its per-process files,
 // read and checked; nothing changes. Raises an Error naming the file.
@@ -399,48 +395,29 @@ AdamW::ReadState read_optimizer_state(const Trainer& t,
                                       const std::map<std::string, Tensor>& entries,
                                       const std::optional<MomentShards>& shards,
                                       const std::string& path) {
-  std::map<std::string, Tensor> steps, moments;
-  for (const auto& [name, value] : entries)
-    (is_moment(name) ? moments : steps).emplace(name, value);
   try {
-    // Every moment of every parameter, in one place or the other.
+    if (!shards) return t.optimizer().read_state(entries);
+    // The main file holds the step counts alone (AdamW names any moment
+    // there as unexpected); the files, the moments of every parameter.
     std::map<std::string, const Tensor*> params;
     for (const NamedParameter& p : t.optimizer().params()) params.emplace(p.name, &p.value);
-    if (shards) {
-      REPRISE_CHECK(moments.empty(), "unexpected tensor '", moments.begin()->first,
-                    "': this checkpoint keeps the moments in its per-process files");
-      const bool split_experts = t.group() && t.group()->expert_dispatch();
-      for (const auto& [name, numel] : shards->numels()) {
-        const auto it = params.find(name);
-        REPRISE_CHECK(it != params.end() || (split_experts && is_expert_parameter(name)),
-                      "the per-process files hold moments of '", name,
-                      "', which this model does not have");
-        REPRISE_CHECK(it == params.end() || it->second->numel() == numel, "the moments of '", name,
-                      "' have ", numel, " elements, the parameter ", it->second->describe());
-      }
-      for (const auto& [name, value] : params) {
-        REPRISE_CHECK(shards->numels().count(name) != 0,
-                      "the per-process files hold no moments of '", name, "'");
-      }
-    } else {
-      for (const auto& [name, value] : params) {
-        for (const char* suffix : {".exp_avg", ".exp_avg_sq"}) {
-          const auto it = moments.find(name + suffix);
-          REPRISE_CHECK(it != moments.end(), "missing tensor '", name + suffix, "'");
-          REPRISE_CHECK(it->second.dtype() == DType::f32 && it->second.shape() == value->shape(),
-                        "'", name + suffix, "' is ", it->second.describe(), ", expected ",
-                        value->describe());
-        }
-      }
-      for (const auto& [name, value] : moments) {
-        REPRISE_CHECK(params.count(name.substr(0, name.rfind(".exp_avg"))) != 0,
-                      "unexpected tensor '", name, "'");
-      }
+    const bool split_experts = t.group() && t.group()->expert_dispatch();
+    for (const auto& [name, numel] : shards->numels()) {
+      const auto it = params.find(name);
+      REPRISE_CHECK(it != params.end() || (split_experts && is_expert_parameter(name)),
+                    "the per-process files hold moments of '", name,
+                    "', which this model does not have");
+      REPRISE_CHECK(it == params.end() || it->second->numel() == numel, "the moments of '", name,
+                    "' have ", numel, " elements, the parameter ", it->second->describe());
     }
-    return t.optimizer().read_state(steps, [&](const std::string& key, int64_t begin, int64_t end) {
-      return shards ? shards->read(key, begin, end)
-                    : moments.at(key).contiguous().view({-1}).slice(0, begin, end);
-    });
+    for (const auto& [name, value] : params) {
+      REPRISE_CHECK(shards->numels().count(name) != 0, "the per-process files hold no moments of '",
+                    name, "'");
+    }
+    return t.optimizer().read_state(entries,
+                                    [&](const std::string& key, int64_t begin, int64_t end) {
+                                      return shards->read(key, begin, end);
+                                    });
   } catch (const Error& e) {
     REPRISE_FAIL(path, ": optimizer state: ", e.what());
   }

@@ -460,7 +460,7 @@ TEST(TrainState, RejectsMalformedContentsWithClearErrors) {
                     });
                     set_checksums(t, s);
                   }),
-                  "optimizer state: missing tensor"));
+                  "optimizer state: AdamW::load_state: missing tensor"));
   EXPECT_TRUE(
       has(load_error([](Tensors& t, json::Value& s) { s.set("checksums", json::Object{}); }),
           "checksum list does not match"));
