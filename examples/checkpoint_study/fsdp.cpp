@@ -6,6 +6,7 @@
 #include "nn/llama.h"
 #include "nn/trainer.h"
 #include "parallel/process_group.h"
+#include "report.h"
 
 namespace study {
 
@@ -13,17 +14,8 @@ namespace {
 
 double mib(int64_t bytes) { return double(bytes) / (1 << 20); }
 
-std::string format(const char* fmt, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, a);
-  return buf;
-}
-
-std::string format(const char* fmt, int a, double b, double c) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, fmt, a, b, c);
-  return buf;
-}
+// "1.08 MiB"
+std::string mib_cell(int64_t bytes) { return printf_string("%.2f MiB", mib(bytes)); }
 
 // `config` trained on `world` under `shard`: its row, from rank 0's view.
 FsdpRow train(const nn::TrainConfig& config, const std::shared_ptr<const nn::TextDataset>& data,
@@ -73,25 +65,26 @@ std::string fsdp_markdown(const std::vector<FsdpRow>& rows, int ranks, int64_t l
   for (const FsdpRow& r : rows) {
     const bool reference = r.policy == "replicated";
     const std::string split_cells = reference ? "| none | | | "
-                                              : "| " + r.policy + " | " +
-                                                    format("%.2f MiB", mib(r.gathered)) + " | " +
-                                                    format("%.2f MiB", mib(r.regathered)) + " | " +
-                                                    format("%.1f ms", r.waited_ms) + " ";
+                                              : "| " + r.policy + " | " + mib_cell(r.gathered) +
+                                                    " | " + mib_cell(r.regathered) + " | " +
+                                                    printf_string("%.1f ms", r.waited_ms) + " ";
     out += std::string("| ") + (reference ? "replicated " : "split ") + split_cells + "| " +
-           format("%.2f MiB", mib(r.peak_parameter)) + " | " +
-           format("%.2f MiB", mib(r.peak_saved)) + " | " + format("%.2f MiB", mib(r.peak_total)) +
-           " | " +
+           mib_cell(r.peak_parameter) + " | " + mib_cell(r.peak_saved) + " | " +
+           mib_cell(r.peak_total) + " | " +
            (reference                         ? "reference"
             : r.losses == rows.front().losses ? "bitwise equal"
                                               : "DIFFER") +
            " |\n";
   }
-  out += format(
+  char note[512];
+  std::snprintf(
+      note, sizeof note,
       "\n%d processes, %.2f MiB of decoder-layer weights. A runtime that freed a checkpointed "
       "layer's weights between its replay and its backward would gather them a third time per "
       "step (%.2f MiB more with every layer checkpointed) and lower no peak: the backward runs "
       "right after the replay and needs them too. reprise keeps them.\n",
       ranks, mib(layer_bytes), mib(layer_bytes) * (ranks - 1) / ranks);
+  out += note;
   return out;
 }
 

@@ -4,13 +4,14 @@
 #include <cstdio>
 
 namespace study {
-namespace {
 
 std::string printf_string(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
   return buf;
 }
+
+namespace {
 
 std::vector<std::string> headers(const std::string& time_column) {
   return {

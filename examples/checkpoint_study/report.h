@@ -31,6 +31,10 @@ struct Row {
   std::string first_mismatch;  // "model.layers.3 dropout: 412 elements" or empty
 };
 
+// `v` printed by a printf `format` of one double ("%.2f MiB"), at most 63
+// characters.
+std::string printf_string(const char* format, double v);
+
 // Aligned columns for the terminal, and Markdown; `time_column` names the
 // step time's column ("step CPU ms").
 std::string format_text(const std::vector<Row>& rows, const std::string& time_column);
