@@ -22,6 +22,7 @@
 // replay name the region.
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "autograd/policy.h"
@@ -45,7 +46,9 @@ const char* rng_replay_name(RngReplay mode);
 
 struct CheckpointOptions {
   RngReplay rng = RngReplay::recorded;
-  rng::Generator* generator = nullptr;  // stash and fresh; nullptr: rng::default_generator()
+  // What stash and fresh draw from (null: rng::default_generator()). A
+  // region keeps it until it has replayed, so it is shared, never borrowed.
+  std::shared_ptr<rng::Generator> generator;
   Verify verify = Verify::none;
   OnMismatch on_mismatch = OnMismatch::raise;
   int recompute_noise_ulps = 0;  // study: perturb replayed floating outputs by up to k ulps

@@ -166,13 +166,16 @@ std::vector<std::string> op_sac_ops() { return {"linear", "sdpa", "sdpa_dropout"
 
 // ---- LayerCheckpointing -----------------------------------------------------
 
-LayerCheckpointing::LayerCheckpointing(CheckpointConfig config, rng::Generator& generator,
+LayerCheckpointing::LayerCheckpointing(CheckpointConfig config,
+                                       std::shared_ptr<rng::Generator> generator,
                                        const std::string& moe_block)
     : config_(std::move(config)) {
   using Kind = CheckpointConfig::Kind;
   config_.validate();
   options_.rng = config_.rng_replay;
-  options_.generator = &generator;
+  REPRISE_CHECK(generator != nullptr, "LayerCheckpointing: no generator (pass the model's dropout ",
+                "generator)");
+  options_.generator = std::move(generator);
   options_.verify = config_.verify;
   options_.recompute_noise_ulps = config_.recompute_noise_ulps;
   options_.noise_seed = config_.noise_seed;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,10 +86,11 @@ std::vector<std::string> op_sac_ops();
 class LayerCheckpointing {
  public:
   // `generator` is what the stash and fresh replay modes draw from (the
-  // model's dropout generator); it must outlive this object. `moe_block`:
+  // model's dropout generator); this object and the regions it records
+  // share it. `moe_block`:
   // the module name of the model's MoE layers ("block_sparse_moe", "mlp":
   // FamilyInfo::moe_block), empty for a dense model.
-  LayerCheckpointing(CheckpointConfig config, rng::Generator& generator,
+  LayerCheckpointing(CheckpointConfig config, std::shared_ptr<rng::Generator> generator,
                      const std::string& moe_block = "");
 
   // LlamaForCausalLM's LayerRunner: runs `layer` (decoder layer i) under

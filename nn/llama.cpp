@@ -347,16 +347,18 @@ LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator& in
 
 LlamaForCausalLM::LlamaForCausalLM(const LlamaConfig& config, rng::Generator* init,
                                    std::shared_ptr<const ExpertDispatch> experts)
-    : Module(""),
-      model("model", validated(config), std::move(experts)),
-      config_(config),
-      dropout_gen_(&rng::default_generator()) {
+    : Module(""), model("model", validated(config), std::move(experts)), config_(config) {
   register_module(model);
   if (!config.tie_word_embeddings) {
     lm_head_ = std::make_unique<Linear>("lm_head", config.hidden_size, config.vocab_size);
     register_module(*lm_head_);
   }
   if (init) reset_parameters(*init);
+}
+
+void LlamaForCausalLM::set_dropout_generator(std::shared_ptr<rng::Generator> gen) {
+  REPRISE_CHECK(gen != nullptr, "LlamaForCausalLM::set_dropout_generator: no generator");
+  dropout_gen_ = std::move(gen);
 }
 
 void LlamaForCausalLM::reset_parameters(rng::Generator& gen, std::string_view stream) {

@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -249,10 +250,10 @@ class LlamaForCausalLM : public Module {
   // (another process's experts take the words they take in one process).
   void reset_parameters(rng::Generator& gen, std::string_view stream = "init");
 
-  // The generator dropout draws from (rng::default_generator() until set).
-  // It must outlive the model's use of it.
-  void set_dropout_generator(rng::Generator& gen) { dropout_gen_ = &gen; }
-  rng::Generator& dropout_generator() const { return *dropout_gen_; }
+  // The generator dropout draws from (rng::default_generator() until set),
+  // shared with whoever set it.
+  void set_dropout_generator(std::shared_ptr<rng::Generator> gen);
+  const std::shared_ptr<rng::Generator>& dropout_generator() const { return dropout_gen_; }
 
   // Matmul flops of one training step (forward + backward, 3x the forward)
   // per token at sequence length T: 6 per weight element of every
@@ -274,7 +275,7 @@ class LlamaForCausalLM : public Module {
 
   LlamaConfig config_;
   std::unique_ptr<Linear> lm_head_;
-  rng::Generator* dropout_gen_;
+  std::shared_ptr<rng::Generator> dropout_gen_ = rng::default_generator_handle();
 };
 
 }  // namespace reprise::nn

@@ -1,6 +1,9 @@
 #include "nn/routing.h"
 
 #include <algorithm>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 #include "engine/error.h"
 #include "io/safetensors.h"
@@ -8,8 +11,44 @@
 namespace reprise::nn {
 namespace {
 
-thread_local RoutingCapture* t_capture = nullptr;
-thread_local RoutingReplay* t_replay = nullptr;
+// The open guards of one kind (RoutingCapture, RoutingReplay), each with
+// the thread that opened it; a thread's innermost is its last. A guard
+// removes itself wherever it stands, from whichever thread it is destroyed
+// on, so one closed out of order (a Python object collected late, or on
+// another thread) never leaves a dangling pointer behind.
+template <class Guard>
+class OpenGuards {
+ public:
+  void open(Guard* g) {
+    std::lock_guard lock(mutex_);
+    open_.emplace_back(std::this_thread::get_id(), g);
+  }
+  void close(Guard* g) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(open_, [g](const auto& entry) { return entry.second == g; });
+  }
+  Guard* innermost() const {
+    const std::thread::id self = std::this_thread::get_id();
+    std::lock_guard lock(mutex_);
+    for (auto it = open_.rbegin(); it != open_.rend(); ++it) {
+      if (it->first == self) return it->second;
+    }
+    return nullptr;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<std::thread::id, Guard*>> open_;
+};
+
+OpenGuards<RoutingCapture>& open_captures() {
+  static OpenGuards<RoutingCapture> guards;
+  return guards;
+}
+OpenGuards<RoutingReplay>& open_replays() {
+  static OpenGuards<RoutingReplay> guards;
+  return guards;
+}
 
 }  // namespace
 
@@ -228,16 +267,16 @@ int64_t routing_flips(const RoutingRecord& a, const RoutingRecord& b) {
   return flips;
 }
 
-RoutingCapture::RoutingCapture() : outer_(t_capture) { t_capture = this; }
+RoutingCapture::RoutingCapture() { open_captures().open(this); }
 RoutingCapture::~RoutingCapture() { close(); }
 
 void RoutingCapture::close() {
   if (!open_) return;
-  t_capture = outer_;
+  open_captures().close(this);
   open_ = false;
 }
 
-RoutingCapture* current_routing_capture() { return t_capture; }
+RoutingCapture* current_routing_capture() { return open_captures().innermost(); }
 
 void RoutingCapture::routed(const std::string& layer, const Tensor& indices, const Tensor& margin,
                             int64_t num_experts) {
@@ -290,7 +329,7 @@ std::vector<RoutingRecord> RoutingCapture::records(int64_t batch, int64_t positi
 }
 
 RoutingReplay::RoutingReplay(std::vector<RoutingRecord> records, int64_t positions)
-    : records_(std::move(records)), positions_(positions), outer_(t_replay) {
+    : records_(std::move(records)), positions_(positions) {
   REPRISE_CHECK(!records_.empty(), "RoutingReplay: no records");
   for (size_t b = 0; b < records_.size(); ++b) {
     const RoutingRecord& r = records_[b];
@@ -300,12 +339,12 @@ RoutingReplay::RoutingReplay(std::vector<RoutingRecord> records, int64_t positio
     shape.positions = records_[0].positions;
     records_[0].check_matches(shape, "RoutingReplay: record " + std::to_string(b));
   }
-  t_replay = this;
+  open_replays().open(this);
 }
 
-RoutingReplay::~RoutingReplay() { t_replay = outer_; }
+RoutingReplay::~RoutingReplay() { open_replays().close(this); }
 
-RoutingReplay* current_routing_replay() { return t_replay; }
+RoutingReplay* current_routing_replay() { return open_replays().innermost(); }
 
 std::vector<int64_t> RoutingReplay::experts(const std::string& layer, int64_t tokens,
                                             int64_t num_experts, int64_t k) const {

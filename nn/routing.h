@@ -93,7 +93,7 @@ class RoutingCapture {
   void clear() { layers_.clear(); }
   // Stops capturing (the enclosing capture, if any, sees later layers),
   // keeping what was captured; the destructor closes an open capture.
-  // Captures close in the reverse order of their opening.
+  // Captures may close in any order, on any thread.
   void close();
 
  private:
@@ -105,7 +105,6 @@ class RoutingCapture {
     int64_t k;
   };
   std::vector<Layer> layers_;
-  RoutingCapture* outer_;
   bool open_ = true;
 };
 
@@ -144,7 +143,6 @@ class RoutingReplay {
   std::vector<RoutingRecord> records_;
   int64_t positions_;
   int64_t overridden_ = 0;
-  RoutingReplay* outer_;
 };
 
 // The replay this thread's MoE layers route by, or nullptr.

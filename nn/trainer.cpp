@@ -25,7 +25,7 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
       data_(std::move(data)),
       group_(std::move(group)),
       device_(device),
-      generator_(config_.seed) {
+      generator_(std::make_shared<rng::Generator>(config_.seed)) {
   config_.validate();
   REPRISE_CHECK(data_ != nullptr, "Trainer: no dataset");
   REPRISE_CHECK(data_->train_size() >= config_.seq, "Trainer: ", data_->name(),
@@ -38,7 +38,7 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
                 tok.path.empty() ? "" : ", " + tok.path, ")");
   const std::shared_ptr<const ExpertDispatch> experts =
       group_ ? group_->expert_dispatch() : nullptr;
-  model_ = std::make_unique<LlamaForCausalLM>(config_.model, generator_, experts);
+  model_ = std::make_unique<LlamaForCausalLM>(config_.model, *generator_, experts);
   model_->set_dropout_generator(generator_);
   // Initialised on the CPU from the same streams, so a model starts from the
   // same values on every device.
@@ -119,17 +119,17 @@ Trainer::StepStats Trainer::step(const AfterBackward& after_backward) {
   const int64_t A = config_.grad_accum, B = config_.batch, R = ranks();
   // Every micro-batch starts from the step's generator state and reserves
   // the whole global batch's words, of which it reads its samples' slice.
-  const rng::GeneratorState at_start = generator_.state();
+  const rng::GeneratorState at_start = generator_->state();
   // Each micro-batch's mean loss weighs 1 / (R A) in the step's gradient.
   const Tensor seed = R * A > 1 ? Tensor::full({}, 1.0 / double(R * A)) : Tensor();
   std::vector<double> losses;
   std::vector<std::vector<MoeRouterTerms>> terms;
   for (int64_t m = 0; m < A; ++m) {
-    if (m > 0) generator_.set_state(at_start);
-    const rng::SampleSliceGuard slice(generator_, {.first = uint64_t((rank() * A + m) * B),
-                                                   .count = uint64_t(B),
-                                                   .total = uint64_t(global_batch())});
-    const Batch batch = on_device(data_->sample(B, config_.seq, generator_));
+    if (m > 0) generator_->set_state(at_start);
+    const rng::SampleSliceGuard slice(*generator_, {.first = uint64_t((rank() * A + m) * B),
+                                                    .count = uint64_t(B),
+                                                    .total = uint64_t(global_batch())});
+    const Batch batch = on_device(data_->sample(B, config_.seq, *generator_));
     std::optional<autograd::TraceSpan> forward_span(std::in_place, "forward", "", "forward");
     const CausalLMOutput out = [&] {
       const Autocast precision(config_.dtype, config_.attention_dtype);

@@ -199,8 +199,8 @@ class Trainer {
   const LlamaForCausalLM& model() const { return *model_; }
   AdamW& optimizer() { return *optimizer_; }
   const AdamW& optimizer() const { return *optimizer_; }
-  rng::Generator& generator() { return generator_; }
-  const rng::Generator& generator() const { return generator_; }
+  rng::Generator& generator() { return *generator_; }
+  const rng::Generator& generator() const { return *generator_; }
   int64_t steps_done() const { return step_; }
   bool finished() const { return step_ >= config_.steps; }
   // Processes training together, and this one's rank.
@@ -240,7 +240,7 @@ class Trainer {
   std::shared_ptr<const TextDataset> data_;
   std::shared_ptr<TrainGroup> group_;
   Device device_;
-  rng::Generator generator_;
+  std::shared_ptr<rng::Generator> generator_;  // shared with the model's dropout and the regions
   std::unique_ptr<LlamaForCausalLM> model_;
   std::unique_ptr<AdamW> optimizer_;
   // With the parameters split over the processes (ZeRO-3).

@@ -213,8 +213,13 @@ uint64_t Generator::subsequence_of(std::string_view name) {
   return h;
 }
 
+std::shared_ptr<Generator> default_generator_handle() {
+  static const std::shared_ptr<Generator> gen = std::make_shared<Generator>();
+  return gen;
+}
+
 Generator& default_generator() {
-  static Generator gen;
+  static Generator& gen = *default_generator_handle();
   return gen;
 }
 

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -126,5 +127,10 @@ class SampleSliceGuard {
 
 // The process-wide generator that random ops use when given none.
 Generator& default_generator();
+// A handle to it, for what keeps a generator past the call that names one
+// (a checkpoint region's replay, a model's dropout, LayerCheckpointing):
+// those hold a std::shared_ptr<Generator>, so the generator lives as long
+// as they do.
+std::shared_ptr<Generator> default_generator_handle();
 
 }  // namespace reprise::rng

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -101,13 +102,13 @@ struct Memory {
 };
 
 struct Stack {
-  rng::Generator gen{42};
+  std::shared_ptr<rng::Generator> gen = std::make_shared<rng::Generator>(42);
   std::vector<Block> blocks;
   Tensor x;
   Stack() {
-    for (int i = 0; i < kBlocks; ++i) blocks.emplace_back(gen);
+    for (int i = 0; i < kBlocks; ++i) blocks.emplace_back(*gen);
     x = Tensor::empty({B, T, C});
-    ops::normal_(x, 0.0, 1.0, gen);
+    ops::normal_(x, 0.0, 1.0, *gen);
   }
 
   // One forward + backward of mean(h * h); leaves the gradients on the
@@ -120,7 +121,7 @@ struct Stack {
     MemorySnapshot before = memory_stats::snapshot();
     Tensor h = x;
     for (int i = 0; i < kBlocks; ++i) {
-      auto f = [&, i, in = h] { return blocks[size_t(i)].forward(in, gen); };
+      auto f = [&, i, in = h] { return blocks[size_t(i)].forward(in, *gen); };
       h = policy ? checkpoint("layers." + std::to_string(i), *policy, f, options) : f();
     }
     MemorySnapshot after = memory_stats::snapshot();
@@ -142,7 +143,7 @@ struct Stack {
   // are the same whatever ran before).
   std::vector<std::vector<float>> grads_from(const rng::GeneratorState& state, const Policy* policy,
                                              const CheckpointOptions& options) {
-    gen.set_state(state);
+    gen->set_state(state);
     step(policy, options);
     return grads();
   }
@@ -156,7 +157,7 @@ Stack& stack() {
 // The gradients every policy must reproduce bit for bit: no checkpointing,
 // from the generator state at first use.
 const std::vector<std::vector<float>>& reference_grads(rng::GeneratorState& state) {
-  static rng::GeneratorState s0 = stack().gen.state();
+  static rng::GeneratorState s0 = stack().gen->state();
   static std::vector<std::vector<float>> ref = stack().grads_from(s0, nullptr, {});
   state = s0;
   return ref;
@@ -251,7 +252,7 @@ void step_case(benchmark::State& state, Mode mode, bool paired) {
       break;
     case Mode::full_stash:
       policy = policies::full();
-      options = {.rng = RngReplay::stash, .generator = &s.gen};
+      options = {.rng = RngReplay::stash, .generator = s.gen};
       break;
     case Mode::op_sac:
       policy = policies::op_sac({"linear", "sdpa"});
@@ -321,8 +322,7 @@ void BM_Region_recorded(benchmark::State& state) {
   region_overhead(state, &o);
 }
 void BM_Region_stash(benchmark::State& state) {
-  rng::Generator gen(7);
-  CheckpointOptions o{.rng = RngReplay::stash, .generator = &gen};
+  CheckpointOptions o{.rng = RngReplay::stash, .generator = std::make_shared<rng::Generator>(7)};
   region_overhead(state, &o);
 }
 BENCHMARK(BM_Region_op_only)->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime();

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
     c.moe->num_local_experts = 8;
     c.moe->num_experts_per_tok = 2;
   }
-  rng::Generator init(1), dropout(2);
+  rng::Generator init(1);
+  const auto dropout = std::make_shared<rng::Generator>(2);
   nn::LlamaForCausalLM model(c, init);
   nn::to_device(model, gpu);
   model.set_dropout_generator(dropout);

@@ -63,18 +63,21 @@ GradientError compare(const StepMeasurement& step, const StepMeasurement& refere
 StepBench::StepBench(const nn::LlamaConfig& config, const nn::TextDataset& data, int64_t batch,
                      int64_t seq, uint64_t seed, Device device, DType dtype,
                      const NamedTensors* weights)
-    : device_(device), dtype_(dtype), gen_(seed), model_(config, gen_) {
+    : device_(device),
+      dtype_(dtype),
+      gen_(std::make_shared<rng::Generator>(seed)),
+      model_(config, *gen_) {
   if (weights != nullptr) copy_state(model_, *weights);
   model_.set_dropout_generator(gen_);
-  batch_ = data.sample(batch, seq, gen_);
-  start_ = gen_.state();
+  batch_ = data.sample(batch, seq, *gen_);
+  start_ = gen_->state();
   nn::to_device(model_, device);
   batch_.input_ids = batch_.input_ids.to(device);
   batch_.labels = batch_.labels.to(device);
 }
 
 StepMeasurement StepBench::step(nn::LayerCheckpointing& layers, bool read_grads) {
-  gen_.set_state(start_);
+  gen_->set_state(start_);
   model_.zero_grad();
   autograd::take_mismatches();
   const autograd::RecomputeStats before = autograd::recompute_stats();

@@ -6,6 +6,7 @@
 // B = batch, T = sequence length, V = vocabulary.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,7 +83,7 @@ class StepBench {
 
   Device device_;
   DType dtype_;
-  rng::Generator gen_;
+  std::shared_ptr<rng::Generator> gen_;
   nn::LlamaForCausalLM model_;
   nn::Batch batch_;  // input_ids, labels: (B, T) i64
   rng::GeneratorState start_;

@@ -8,6 +8,7 @@
 
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 
 #include <memory>
 #include <utility>
@@ -319,8 +320,9 @@ void bind_checkpoint(nb::module_& m) {
   m.def(
       "checkpoint",
       [](const std::string& scope, PolicyLike policy, nb::callable fn, autograd::RngReplay rng,
-         rng::Generator* generator, autograd::Verify verify, autograd::OnMismatch on_mismatch,
-         int recompute_noise_ulps, uint64_t noise_seed, std::string noise_scopes) {
+         std::shared_ptr<rng::Generator> generator, autograd::Verify verify,
+         autograd::OnMismatch on_mismatch, int recompute_noise_ulps, uint64_t noise_seed,
+         std::string noise_scopes) {
         RegionResult result;
         const std::function<Tensors()> run = [&] {
           try {
@@ -335,8 +337,10 @@ void bind_checkpoint(nb::module_& m) {
           }
           return result.tensors;
         };
+        // The region shares the generator (nanobind's shared_ptr holds the
+        // Python object), so a generator dropped before backward lives on.
         const autograd::CheckpointOptions options{.rng = rng,
-                                                  .generator = generator,
+                                                  .generator = std::move(generator),
                                                   .verify = verify,
                                                   .on_mismatch = on_mismatch,
                                                   .recompute_noise_ulps = recompute_noise_ulps,

@@ -522,8 +522,8 @@ void bind_layer_checkpointing(nb::module_& m) {
       "Runs decoder layers under a CheckpointConfig: pass it as LlamaForCausalLM.forward's "
       "`layers`. With a budget policy it records on its first forward with grad, plans on the "
       "next, and applies the plan after.")
-      .def(nb::init<nn::CheckpointConfig, rng::Generator&, const std::string&>(), arg("config"),
-           arg("generator"), arg("moe_block") = "", nb::keep_alive<1, 3>(),
+      .def(nb::init<nn::CheckpointConfig, std::shared_ptr<rng::Generator>, const std::string&>(),
+           arg("config"), arg("generator"), arg("moe_block") = "",
            "generator: what the stash and fresh replay modes draw from (the model's dropout "
            "generator). moe_block: the model's MoE layer name (nn.moe_block_of(config)), '' "
            "for a dense model.")
@@ -633,10 +633,8 @@ void bind_causal_lm(nb::module_& m) {
            "loss(out.logits, labels), plus an MoE model's weighted router losses in training.")
       .def("reset_parameters", &LlamaForCausalLM::reset_parameters, arg("generator"),
            arg("stream") = "init")
-      .def("set_dropout_generator", &LlamaForCausalLM::set_dropout_generator, arg("generator"),
-           nb::keep_alive<1, 2>())
-      .def_prop_ro("dropout_generator", &LlamaForCausalLM::dropout_generator,
-                   nb::rv_policy::reference)
+      .def("set_dropout_generator", &LlamaForCausalLM::set_dropout_generator, arg("generator"))
+      .def_prop_ro("dropout_generator", &LlamaForCausalLM::dropout_generator)
       .def("training_flops_per_token", &LlamaForCausalLM::training_flops_per_token, arg("seq"))
       .def_prop_ro("config", &LlamaForCausalLM::config)
       .def_prop_ro("model", member(&LlamaForCausalLM::model), kInternal)

@@ -4,6 +4,8 @@
 // different gradients and the bitwise verifier names the dropout node.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "autograd/backward.h"
 #include "autograd/checkpoint.h"
 #include "ops/binary.h"
@@ -26,7 +28,7 @@ Tensor dropout_block(const Tensor& x, const Tensor& w, const Tensor& b, rng::Gen
 
 struct Model {
   std::vector<Tensor> w, b;
-  rng::Generator gen{1234};
+  std::shared_ptr<rng::Generator> gen = std::make_shared<rng::Generator>(1234);
   Model(int layers, int64_t width) {
     for (int i = 0; i < layers; ++i) {
       w.push_back(uniform({width}, -1, 1, 500 + i, DType::f32).requires_grad(true));
@@ -36,15 +38,15 @@ struct Model {
   using Wrap = std::function<Tensor(int, const std::function<Tensor()>&)>;
   // One step from a fixed generator state; returns every gradient.
   std::vector<std::vector<float>> step(const Tensor& x, const Wrap& wrap) {
-    gen.manual_seed(1234);
+    gen->manual_seed(1234);
     for (auto& t : w) t.set_grad(Tensor());
     for (auto& t : b) t.set_grad(Tensor());
     Tensor h = x;
     for (int i = 0; i < int(w.size()); ++i) {
-      h = wrap(i, [&, i, in = h] { return dropout_block(in, w[size_t(i)], b[size_t(i)], gen); });
+      h = wrap(i, [&, i, in = h] { return dropout_block(in, w[size_t(i)], b[size_t(i)], *gen); });
     }
     // Randomness after the regions too: replay must not disturb it.
-    backward(ops::sum(ops::mul(ops::dropout(h, 0.1, gen), h)));
+    backward(ops::sum(ops::mul(ops::dropout(h, 0.1, *gen), h)));
     std::vector<std::vector<float>> g;
     for (auto& t : w) g.push_back(t.grad().to_vector<float>());
     for (auto& t : b) g.push_back(t.grad().to_vector<float>());
@@ -93,7 +95,7 @@ TEST(CheckpointRng, StashModeIsExactAndCostsBytes) {
   Tensor x = uniform({2, 65}, -1, 1, 23, DType::f32);
   auto expected = m.step(x, plain());
   int64_t stashed = recompute_stats().rng_bytes_stashed;
-  CheckpointOptions stash{.rng = RngReplay::stash, .generator = &m.gen};
+  CheckpointOptions stash{.rng = RngReplay::stash, .generator = m.gen};
   EXPECT_EQ(m.step(x, regions(policies::full(), stash)), expected);
   EXPECT_GT(recompute_stats().rng_bytes_stashed, stashed);
 }
@@ -102,7 +104,7 @@ TEST(CheckpointRng, FreshModeGivesWrongGradientsAndTheVerifierNamesDropout) {
   Model m(2, 65);
   Tensor x = uniform({2, 65}, -1, 1, 24, DType::f32);
   auto expected = m.step(x, plain());
-  CheckpointOptions fresh{.rng = RngReplay::fresh, .generator = &m.gen};
+  CheckpointOptions fresh{.rng = RngReplay::fresh, .generator = m.gen};
   EXPECT_NE(m.step(x, regions(policies::full(), fresh)), expected);
 
   fresh.verify = Verify::bitwise;
@@ -114,6 +116,27 @@ TEST(CheckpointRng, FreshModeGivesWrongGradientsAndTheVerifierNamesDropout) {
     // The first replayed node that differs is the first dropout of the last region.
     EXPECT_NE(msg.find("dropout at 'layers.1'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("element(s) differ"), std::string::npos) << msg;
+  }
+}
+
+// A stash or fresh region shares its generator: the caller's handle may be
+// gone before backward replays it.
+TEST(CheckpointRng, ARegionKeepsItsGeneratorAlive) {
+  for (RngReplay mode : {RngReplay::stash, RngReplay::fresh}) {
+    SCOPED_TRACE(rng_replay_name(mode));
+    auto run = [&](bool keep) {
+      Tensor x = uniform({3, 17}, -1, 1, 41, DType::f32).requires_grad(true);
+      std::shared_ptr<rng::Generator> gen = std::make_shared<rng::Generator>(8);
+      const std::weak_ptr<rng::Generator> watch = gen;
+      const CheckpointOptions options{.rng = mode, .generator = gen};
+      Tensor y = checkpoint(
+          "r", policies::full(), [&] { return ops::tanh(ops::dropout(x, 0.4, *gen)); }, options);
+      if (!keep) gen.reset();
+      EXPECT_FALSE(watch.expired());  // the region holds it
+      backward(ops::sum(ops::mul(y, y)));
+      return x.grad().to_vector<float>();
+    };
+    EXPECT_EQ(run(false), run(true));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 
 #include "autograd/backward.h"
 #include "autograd/checkpoint.h"
@@ -46,7 +47,8 @@ class GpuRecompute : public ::testing::TestWithParam<Precision> {
 // A model on the GPU with its own generators, its layers' checkpointing,
 // and a batch.
 struct GpuModel {
-  rng::Generator init{3}, dropout{5};
+  rng::Generator init{3};
+  std::shared_ptr<rng::Generator> dropout = std::make_shared<rng::Generator>(5);
   LlamaForCausalLM model;
   LayerCheckpointing layers;
   Tensor ids;

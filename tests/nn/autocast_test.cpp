@@ -10,6 +10,7 @@
 
 #include <bit>
 #include <cmath>
+#include <memory>
 
 #include "autograd/backward.h"
 #include "autograd/verifier.h"
@@ -168,13 +169,13 @@ TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
   const bool moe = GetParam();
   rng::Generator init(5);
   LlamaForCausalLM model(small_config(moe, 0.1), init);
-  rng::Generator gen(42);
+  const auto gen = std::make_shared<rng::Generator>(42);
   model.set_dropout_generator(gen);
-  const rng::GeneratorState start = gen.state();
+  const rng::GeneratorState start = gen->state();
   const Tensor ids = testing::random_token_ids(2, 16, 64, 6);
   for (const DType attention : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(attention));
-    gen.set_state(start);
+    gen->set_state(start);
     const Step plain = run_step(model, ids, DType::bf16, nullptr, attention);
     for (const char* spec : {"full", "op-sac"}) {
       SCOPED_TRACE(spec);
@@ -182,7 +183,7 @@ TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
       config.verify = autograd::Verify::bitwise;
       config.save_router = false;
       LayerCheckpointing layers(config, gen, moe_block_of(model.config()));
-      gen.set_state(start);
+      gen->set_state(start);
       const Step replayed = run_step(model, ids, DType::bf16, layers.runner(), attention);
       EXPECT_EQ(replayed.loss, plain.loss);
       for (size_t i = 0; i < plain.grads.size(); ++i) {

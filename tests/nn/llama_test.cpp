@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <memory>
 #include <set>
 
 #include "autograd/backward.h"
@@ -221,8 +222,8 @@ TEST(Llama, CheckpointSpecsParse) {
 // One training step's gradients with dropout on, from a fixed generator state.
 struct DropoutRun {
   LlamaForCausalLM model{small_config(0.1, 0.2)};
-  rng::Generator gen{42};
-  rng::GeneratorState start = gen.state();
+  std::shared_ptr<rng::Generator> gen = std::make_shared<rng::Generator>(42);
+  rng::GeneratorState start = gen->state();
   Tensor ids = testing::random_token_ids(2, 16, 64, 5);
 
   std::optional<LayerCheckpointing> layers;  // none: plain recording
@@ -232,7 +233,7 @@ struct DropoutRun {
   void checkpoint(const CheckpointConfig& config) { layers.emplace(config, gen); }
 
   std::vector<std::vector<uint32_t>> step(int64_t* peak_saved = nullptr) {
-    gen.set_state(start);
+    gen->set_state(start);
     model.zero_grad();
     memory_stats::reset_peaks();
     int64_t base = memory_stats::snapshot()[MemoryKind::saved_activation].live;
@@ -250,9 +251,9 @@ TEST(Llama, EveryCheckpointPolicyGivesBitwiseEqualGradientsWithDropout) {
   int64_t none_peak = 0;
   const auto expected = r.step(&none_peak);
   // Dropout really draws: a different generator state changes the gradients.
-  r.gen.set_state(r.start);
-  r.gen.reserve("dropout", 4);
-  rng::GeneratorState shifted = r.gen.state();
+  r.gen->set_state(r.start);
+  r.gen->reserve("dropout", 4);
+  rng::GeneratorState shifted = r.gen->state();
   std::swap(r.start, shifted);
   EXPECT_NE(r.step(), expected);
   std::swap(r.start, shifted);
@@ -338,9 +339,9 @@ TEST(Llama, EvalModeTurnsDropoutOff) {
   DropoutRun r;
   r.model.eval();
   NoGradGuard no_grad;
-  r.gen.set_state(r.start);
+  r.gen->set_state(r.start);
   std::vector<float> a = r.model.forward(r.ids).logits.to_vector<float>();
-  EXPECT_EQ(r.gen.offset("dropout"), 0u);  // nothing drawn
+  EXPECT_EQ(r.gen->offset("dropout"), 0u);  // nothing drawn
   std::vector<float> b = r.model.forward(r.ids).logits.to_vector<float>();
   EXPECT_EQ(a, b);
   r.model.train();

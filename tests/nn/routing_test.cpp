@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <thread>
 
 #include "io/safetensors.h"
 #include "tests/support/expect_error.h"
@@ -74,6 +76,25 @@ TEST(RoutingCapture, NestsAndCloses) {
     }
     EXPECT_EQ(current_routing_capture(), &outer);
   }
+  EXPECT_EQ(current_routing_capture(), nullptr);
+}
+
+// A guard may close out of order (a Python object collected late) or be
+// destroyed on another thread: what stays open is still found, and nothing
+// dangles.
+TEST(RoutingCapture, ClosesInAnyOrderAndOnAnyThread) {
+  auto outer = std::make_unique<RoutingCapture>();
+  auto inner = std::make_unique<RoutingCapture>();
+  outer.reset();
+  EXPECT_EQ(current_routing_capture(), inner.get());
+  inner.reset();
+  EXPECT_EQ(current_routing_capture(), nullptr);
+
+  auto here = std::make_unique<RoutingCapture>();
+  std::thread([&] {
+    EXPECT_EQ(current_routing_capture(), nullptr);  // another thread's own
+    here.reset();
+  }).join();
   EXPECT_EQ(current_routing_capture(), nullptr);
 }
 
