@@ -14,6 +14,11 @@ from ._core import *  # noqa: F401,F403
 from ._core import DType, Tensor, is_grad_enabled, set_grad_enabled
 from ._interop import numpy_dtype, tensor, torch_device, torch_dtype
 from ._grad import enable_grad, no_grad
+
+# The * import bound io, nn and policies to _core's submodules, and `from .
+# import` would keep those; the package's modules of these names (nn adds
+# Python's Module and layers) take their place.
+del io, nn, policies  # noqa: F405
 from . import io, nn, policies
 
 __version__: str = _core.__version__

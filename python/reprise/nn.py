@@ -1,1 +1,11 @@
+"""reprise.nn: the C++ models and their machinery (LlamaForCausalLM,
+configs, checkpointing, optimizers, data, training), and for Python code
+torch.nn's Module to subclass with its building blocks (_module.py,
+_layers.py). These take the names Module, Linear, Embedding and RMSNorm;
+the C++ classes of those names stay in reprise._core.nn, and their
+instances count as instances of these."""
+
 from ._core.nn import *  # noqa: F401,F403
+from ._layers import Dropout, Embedding, LayerNorm, Linear, RMSNorm  # noqa: F401
+from ._module import (IncompatibleKeys, Module, ModuleList, Parameter,  # noqa: F401
+                      Sequential, checkpoint)
