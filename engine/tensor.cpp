@@ -163,7 +163,9 @@ Shape infer_shape(Shape shape, int64_t n, const char* op) {
 // when the layout does not allow it (the rule PyTorch's view follows).
 bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape& out) {
   out.assign(new_shape.size(), 0);
-  if (numel(shape) == 0) {
+  // No elements, or one of a 0-d tensor (the loop below walks dims): any
+  // strides address it.
+  if (numel(shape) == 0 || shape.empty()) {
     out = contiguous_strides(new_shape);
     return true;
   }
