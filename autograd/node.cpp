@@ -14,8 +14,16 @@ std::string TensorMeta::describe() const {
 
 // ---- SavedTensor -----------------------------------------------------------
 
-SavedTensor::SavedTensor(const Tensor& value) : value_(value.detach()), version_(value.version()) {
-  value_.storage()->retain_saved();
+SavedTensor::SavedTensor(const Tensor& value)
+    : value_(value.detach()),
+      version_(value.version()),
+      activation_(!(value.requires_grad() && value.grad_fn() == nullptr)) {
+  Storage& storage = *value_.storage();
+  if (activation_) {
+    storage.retain_saved();
+  } else if (storage.kind() == MemoryKind::temporary) {
+    storage.set_kind(MemoryKind::parameter);
+  }
 }
 
 SavedTensor::~SavedTensor() { release(); }
@@ -23,6 +31,7 @@ SavedTensor::~SavedTensor() { release(); }
 SavedTensor::SavedTensor(SavedTensor&& other) noexcept
     : value_(std::move(other.value_)),
       version_(other.version_),
+      activation_(other.activation_),
       recompute_(std::move(other.recompute_)),
       replayed_(std::move(other.replayed_)) {
   other.value_ = Tensor();
@@ -33,6 +42,7 @@ SavedTensor& SavedTensor::operator=(SavedTensor&& other) noexcept {
     release();
     value_ = std::move(other.value_);
     version_ = other.version_;
+    activation_ = other.activation_;
     recompute_ = std::move(other.recompute_);
     replayed_ = std::move(other.replayed_);
     other.value_ = Tensor();
@@ -61,7 +71,7 @@ void SavedTensor::drop(std::function<Tensor()> recompute) {
 
 void SavedTensor::release() {
   if (value_.defined()) {
-    value_.storage()->release_saved();
+    if (activation_) value_.storage()->release_saved();
     value_ = Tensor();
   }
 }

@@ -49,11 +49,15 @@ struct SavedSlot {
 };
 
 // A tensor kept for backward. It holds the data without its autograd
-// history (no reference cycle through its own producer), counts its
-// storage as saved_activation while held, and remembers the storage version
-// at save time so that reading it after an in-place write is an error.
-// A saved tensor can also be dropped and rebuilt on demand by a recompute
-// function (activation checkpointing).
+// history (no reference cycle through its own producer) and remembers the
+// storage version at save time so that reading it after an in-place write
+// is an error. A saved tensor can also be dropped and rebuilt on demand by
+// a recompute function (activation checkpointing).
+//
+// What it holds counts as what the user made it: a leaf that requires
+// grad, the user's parameter, as parameter; anything else (a value an op
+// made, an op's integer output, data the step reads) as saved_activation
+// while held.
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -79,6 +83,7 @@ class SavedTensor {
  private:
   Tensor value_;
   uint64_t version_ = 0;
+  bool activation_ = false;  // counted as saved_activation while held
   std::function<Tensor()> recompute_;
   mutable Tensor replayed_;
 };

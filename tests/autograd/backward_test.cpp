@@ -164,6 +164,21 @@ TEST(Tape, NodesCarryScopeAndSequenceAndFreeSavedTensors) {
   EXPECT_TRUE(seen.nodes[0]->released());
 }
 
+// A weight the user made (a leaf that requires grad) and that an op saves
+// is a parameter, never a saved activation; what ops produce and save is.
+TEST(Tape, SavedLeavesThatRequireGradAreParametersNotActivations) {
+  const auto live = [](MemoryKind k) { return memory_stats::snapshot()[k].live; };
+  Tensor w = leaf({1, 2, 3, 4});  // 32 bytes, made like torch.randn(...).requires_grad_()
+  const int64_t saved = live(MemoryKind::saved_activation);
+  const int64_t params = live(MemoryKind::parameter);
+  Tensor y = ops::exp(ops::mul(w, w));  // mul saves w, exp its output
+  EXPECT_EQ(live(MemoryKind::saved_activation) - saved, 32);
+  EXPECT_EQ(live(MemoryKind::parameter) - params, 32);
+  backward(ops::sum(y));
+  EXPECT_EQ(live(MemoryKind::saved_activation), saved);
+  EXPECT_EQ(live(MemoryKind::parameter) - params, 32);  // w stays a parameter
+}
+
 TEST(Backward, RepeatedRunsAreBitwiseEqual) {
   auto run = [] {
     Tensor x = Tensor::from_vector<double>({0.1, -0.7, 2.5, 0.3}, {2, 2}).requires_grad(true);

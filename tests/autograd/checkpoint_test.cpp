@@ -172,7 +172,8 @@ TEST(Checkpoint, FullCheckpointingKeepsOnlyRegionInputs) {
   const int layers = 16;
   const int64_t width = 4096;
   Stack s(layers, width);
-  Tensor x = uniform({4, width}, -1, 1, 9, DType::f32).requires_grad(true);
+  // Data: a leaf that required grad would be a parameter, not an activation.
+  Tensor x = uniform({4, width}, -1, 1, 9, DType::f32);
   auto peak_saved = [&](const Wrap& wrap) {
     s.zero();
     memory_stats::reset_peaks();
