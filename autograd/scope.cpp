@@ -9,6 +9,7 @@ std::shared_ptr<const std::string>& scope_slot() {
 }  // namespace
 
 Scope::Scope(std::string_view name) : previous_(scope_slot()) {
+  if (name.empty()) return;  // a nameless scope (a root module) adds nothing
   std::string path = previous_->empty() ? std::string(name) : *previous_ + "." + std::string(name);
   scope_slot() = std::make_shared<const std::string>(std::move(path));
 }

@@ -2,7 +2,8 @@
 // Scope names the nodes recorded while it is alive: nested scopes join with
 // dots, so a node recorded inside Scope("layers") and Scope("3") and
 // Scope("attn") carries the path "layers.3.attn". The nn Module tree opens
-// one Scope per module, so scopes are parameter-name prefixes.
+// one Scope per module, so scopes are parameter-name prefixes; an empty
+// name (a root module's) adds no component.
 
 #include <memory>
 #include <string>

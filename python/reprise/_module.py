@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from . import _core
-from ._core import DType, Error, Tensor, as_device, as_dtype, current_scope, is_floating, scope
+from ._core import DType, Error, Tensor, as_device, as_dtype, is_floating, scope
 from ._core.io import load_safetensors, save_safetensors
 from ._grad import no_grad
 
@@ -612,12 +612,6 @@ def checkpoint(module: Module, *args: Any, policy: Any = None, **options: Any) -
         raise Error(f"nn.checkpoint: expected a Python nn.Module, got {type(module).__name__} "
                     "(run a C++ model's layers through its forward's `layers` argument)")
     path = _path_in_caller(module)
-    if not path and current_scope():
-        # A nameless region inside a scope would add an empty path component.
-        raise Error(f"nn.checkpoint: {type(module).__name__} has no attribute path here (no "
-                    f"forward of a module it belongs to is running), and a nameless region "
-                    f"cannot open inside the scope '{current_scope()}'; call it from its "
-                    f"parent's forward")
     if policy is None:
         policy = _core.policies.full()
     return _core.checkpoint(path, policy, lambda: module._run_forward(args, {}), **options)
