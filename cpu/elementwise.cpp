@@ -72,6 +72,27 @@ Tensor CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor CpuBackend::compare(CompareOp op, const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape(), DType::boolean);
+  bool* po = out.data<bool>();
+  dispatch_all(a.dtype(), compare_op_name(op), [&]<class T>() {
+    with_compare(op, [&](auto f) {
+      const T* pa = static_cast<const T*>(a.raw_data());
+      const T* pb = static_cast<const T*>(b.raw_data());
+      for_each_run<3>(out.shape(), {out.strides(), a.strides(), b.strides()},
+                      [&](auto off, int64_t n, auto st) {
+                        bool* o = po + off[0];
+                        const T* x = pa + off[1];
+                        const T* y = pb + off[2];
+                        for (int64_t j = 0; j < n; ++j)
+                          o[j * st[0]] = f(x[j * st[1]], y[j * st[2]]);
+                      });
+      return 0;
+    });
+  });
+  return out;
+}
+
 Tensor CpuBackend::perturb_ulps(const Tensor& t, int k, uint64_t seed) {
   Tensor out = t.clone();  // contiguous
   dispatch_any_float(out.dtype(), "perturb_ulps", [&]<class F>() {

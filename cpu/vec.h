@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "cpu/level.h"
+#include "engine/elementwise_ops.h"
 #include "engine/half.h"
 #include "engine/hd.h"
 

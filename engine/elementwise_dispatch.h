@@ -75,4 +75,17 @@ auto with_binary(BinaryOp op, Run run) {
   REPRISE_FAIL("binary: no op numbered ", int(op));
 }
 
+// Calls run(f) with op's functor (a, b) -> bool.
+template <class Run>
+auto with_compare(CompareOp op, Run run) {
+  switch (op) {
+#define REPRISE_COMPARE(name, Functor, ...) \
+  case CompareOp::name:                     \
+    return run(fn::Functor{});
+    REPRISE_COMPARE_OPS(REPRISE_COMPARE)
+#undef REPRISE_COMPARE
+  }
+  REPRISE_FAIL("compare: no op numbered ", int(op));
+}
+
 }  // namespace reprise

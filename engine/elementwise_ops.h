@@ -30,18 +30,22 @@
 #include <string_view>
 
 // Functions of x alone: ops::name(x) (ops/unary.h).
-#define REPRISE_UNARY_OPS(X)                                                \
-  X(neg, Neg, NegGrad, nothing, -2, 2, "-x")                                \
-  X(exp, Exp, ExpGrad, output, -2, 2, "e ** x")                             \
-  X(log, Log, LogGrad, input, 0.2, 3, "the natural logarithm")              \
-  X(sqrt, Sqrt, SqrtGrad, output, 0.2, 3, "")                               \
-  X(rsqrt, Rsqrt, RsqrtGrad, output, 0.2, 3, "1 / sqrt(x)")                 \
-  X(relu, Relu, ReluGrad, input, -2, 2, "max(x, 0)")                        \
-  X(gelu, GeluTanh, GeluTanhGrad, input, -3, 3, "GELU, tanh approximation") \
-  X(silu, Silu, SiluGrad, input, -4, 4, "x * sigmoid(x)")                   \
-  X(sigmoid, Sigmoid, SigmoidGrad, output, -4, 4, "1 / (1 + e ** -x)")      \
-  X(tanh, Tanh, TanhGrad, output, -2, 2, "")                                \
-  X(softplus, Softplus, SoftplusGrad, input, -4, 4, "log(1 + e ** x); x itself above x = 20")
+#define REPRISE_UNARY_OPS(X)                                                                  \
+  X(neg, Neg, NegGrad, nothing, -2, 2, "-x")                                                  \
+  X(exp, Exp, ExpGrad, output, -2, 2, "e ** x")                                               \
+  X(log, Log, LogGrad, input, 0.2, 3, "the natural logarithm")                                \
+  X(sqrt, Sqrt, SqrtGrad, output, 0.2, 3, "")                                                 \
+  X(rsqrt, Rsqrt, RsqrtGrad, output, 0.2, 3, "1 / sqrt(x)")                                   \
+  X(relu, Relu, ReluGrad, input, -2, 2, "max(x, 0)")                                          \
+  X(gelu, GeluTanh, GeluTanhGrad, input, -3, 3, "GELU, tanh approximation")                   \
+  X(silu, Silu, SiluGrad, input, -4, 4, "x * sigmoid(x)")                                     \
+  X(sigmoid, Sigmoid, SigmoidGrad, output, -4, 4, "1 / (1 + e ** -x)")                        \
+  X(tanh, Tanh, TanhGrad, output, -2, 2, "")                                                  \
+  X(softplus, Softplus, SoftplusGrad, input, -4, 4, "log(1 + e ** x); x itself above x = 20") \
+  X(abs, Abs, AbsGrad, input, -2, 2, "|x|; its gradient is 0 at 0, as torch's")               \
+  X(sign, Sign, Zero, nothing, -2, 2, "-1, 0 or 1 (NaN for NaN); its gradient is 0")          \
+  X(square, Square, SquareGrad, input, -2, 2, "x * x")                                        \
+  X(reciprocal, Reciprocal, ReciprocalGrad, output, 0.2, 3, "1 / x")
 
 // With a scalar parameter, recorded by their own op files: ops::pow(x, e)
 // (ops/unary.h), ops::add(x, s) and ops::mul(x, s) (ops/binary.h).
@@ -51,7 +55,14 @@
   X(mul_scalar, MulScalar, Composed, nothing, -2, 2, "x * s")
 
 // a op b, broadcast by the op file (ops/binary.h): X(name, Functor).
-#define REPRISE_BINARY_OPS(X) X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div)
+#define REPRISE_BINARY_OPS(X) \
+  X(add, Add) X(sub, Sub) X(mul, Mul) X(div, Div) X(maximum, Maximum) X(minimum, Minimum)
+
+// Comparisons, a op b -> bool, broadcast by the op file (ops/compare.h):
+// X(name, Functor, operator). IEEE's: every comparison with a NaN is false
+// but ne.
+#define REPRISE_COMPARE_OPS(X) \
+  X(eq, Eq, ==) X(ne, Ne, !=) X(lt, Lt, <) X(le, Le, <=) X(gt, Gt, >) X(ge, Ge, >=)
 
 namespace reprise {
 
@@ -60,6 +71,7 @@ enum class UnaryOp : uint8_t {
   REPRISE_UNARY_OPS(REPRISE_ENUM_VALUE) REPRISE_SCALAR_OPS(REPRISE_ENUM_VALUE)
 };
 enum class BinaryOp : uint8_t { REPRISE_BINARY_OPS(REPRISE_ENUM_VALUE) };
+enum class CompareOp : uint8_t { REPRISE_COMPARE_OPS(REPRISE_ENUM_VALUE) };
 #undef REPRISE_ENUM_VALUE
 
 // What a unary op's gradient reads, and so what the op saves.
@@ -100,6 +112,18 @@ constexpr const char* binary_op_name(BinaryOp op) {
   constexpr const char* kNames[] = {
 #define REPRISE_NAME(name, Functor) #name,
       REPRISE_BINARY_OPS(REPRISE_NAME)
+#undef REPRISE_NAME
+  };
+  return size_t(op) < std::size(kNames) ? kNames[size_t(op)] : "?";
+}
+
+#define REPRISE_COMPARE_VALUE(name, ...) CompareOp::name,
+inline constexpr CompareOp kCompareOps[] = {REPRISE_COMPARE_OPS(REPRISE_COMPARE_VALUE)};
+#undef REPRISE_COMPARE_VALUE
+constexpr const char* compare_op_name(CompareOp op) {
+  constexpr const char* kNames[] = {
+#define REPRISE_NAME(name, ...) #name,
+      REPRISE_COMPARE_OPS(REPRISE_NAME)
 #undef REPRISE_NAME
   };
   return size_t(op) < std::size(kNames) ? kNames[size_t(op)] : "?";

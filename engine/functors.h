@@ -22,7 +22,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "engine/elementwise_ops.h"
 #include "engine/half.h"
 #include "engine/hd.h"
 
@@ -229,6 +231,31 @@ struct Softplus {
     return select(x > lit<T>(kThreshold), x, log1p_of(exp_of(x)));
   }
 };
+struct Abs {  // +0 for -0: the select keeps -0, the add makes it +0
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return select(x < lit<T>(0), -x, x) + lit<T>(0);
+  }
+};
+struct Sign {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    const T zero_or_nan = select(x != x, x, lit<T>(0));
+    return select(x > lit<T>(0), lit<T>(1), select(x < lit<T>(0), lit<T>(-1), zero_or_nan));
+  }
+};
+struct Square {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return x * x;
+  }
+};
+struct Reciprocal {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return lit<T>(1) / x;
+  }
+};
 struct PowScalar {
   double exponent;
   template <class T>
@@ -327,6 +354,30 @@ struct SoftplusGrad {  // sigmoid(x) as e^x / (e^x + 1), PyTorch's form; 1 above
     return select(x > lit<T>(Softplus::kThreshold), g, g * z / (z + lit<T>(1)));
   }
 };
+struct AbsGrad {  // sign(x), 0 at 0 (torch's sgn)
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return select(x > lit<T>(0), g, select(x < lit<T>(0), -g, lit<T>(0)));
+  }
+};
+struct Zero {  // the gradient of a step function
+  template <class T>
+  REPRISE_HD T operator()(T, T, T) const {
+    return lit<T>(0);
+  }
+};
+struct SquareGrad {  // 2 x
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return (x + x) * g;
+  }
+};
+struct ReciprocalGrad {  // -y^2
+  template <class T>
+  REPRISE_HD T operator()(T, T y, T g) const {
+    return -(y * y) * g;
+  }
+};
 struct PowScalarGrad {  // e x^(e-1)
   double exponent;
   template <class T>
@@ -399,6 +450,39 @@ struct Div {
     return a / b;
   }
 };
+// The larger and the smaller of a and b, NaN when either is (torch's).
+struct Maximum {
+  template <class T>
+  REPRISE_HD T operator()(T a, T b) const {
+    return select((a > b) | (a != a), a, b);
+  }
+};
+struct Minimum {
+  template <class T>
+  REPRISE_HD T operator()(T a, T b) const {
+    return select((a < b) | (a != a), a, b);
+  }
+};
+
+// The comparisons of REPRISE_COMPARE_OPS, element by element: a 16-bit
+// float compares as the f32 it widens to exactly.
+template <class T>
+REPRISE_HD auto comparable(T v) {
+  if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
+    return float(v);
+  } else {
+    return v;
+  }
+}
+#define REPRISE_COMPARE_FUNCTOR(name, Functor, op) \
+  struct Functor {                                 \
+    template <class T>                             \
+    REPRISE_HD bool operator()(T a, T b) const {   \
+      return comparable(a) op comparable(b);       \
+    }                                              \
+  };
+REPRISE_COMPARE_OPS(REPRISE_COMPARE_FUNCTOR)
+#undef REPRISE_COMPARE_FUNCTOR
 
 // silu(gate) * up, and its two gradients from (gate, up, dy), in the order
 // silu followed by mul computes them, so the fused op has their bits.

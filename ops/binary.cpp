@@ -118,6 +118,47 @@ Tensor div(const Tensor& a, const Tensor& b) {
   });
 }
 
+namespace {
+
+// maximum (kind = maximum) or minimum: the winner takes g, a tie half of g
+// each, a NaN nothing. a and b keep their shapes; g has the broadcast one.
+Tensors extreme_backward(BinaryOp kind, Node& node, const Tensor& g, const Shape& sa,
+                         const Shape& sb) {
+  const Tensor a = node.saved_input(0).expand(g.shape()), b = node.saved_input(1).expand(g.shape());
+  Backend& be = backend_of(g);
+  const Tensor zero = Tensor::zeros({}, g.dtype(), g.device()).expand(g.shape());
+  const Tensor tie = be.where(be.compare(CompareOp::eq, a, b), scale(g, 0.5), zero);
+  const CompareOp a_wins = kind == BinaryOp::maximum ? CompareOp::gt : CompareOp::lt;
+  const CompareOp b_wins = kind == BinaryOp::maximum ? CompareOp::lt : CompareOp::gt;
+  Tensors grads(2);
+  if (node.needs_input_grad(0))
+    grads[0] = detail::sum_to_shape(be.where(be.compare(a_wins, a, b), g, tie), sa);
+  if (node.needs_input_grad(1))
+    grads[1] = detail::sum_to_shape(be.where(be.compare(b_wins, a, b), g, tie), sb);
+  return grads;
+}
+
+Tensor extreme(BinaryOp kind, const Tensor& a, const Tensor& b) {
+  const char* name = binary_op_name(kind);
+  detail::check_same_dtype_device(name, a, b);
+  Shape sa = a.shape(), sb = b.shape();
+  return autograd::record_one({
+      .op = registry::of(kind),
+      .inputs = {a, b},
+      .forward = [kind, name](const Tensors& in,
+                              auto*) { return Tensors{apply(kind, name, in[0], in[1])}; },
+      .backward = [kind, sa, sb](
+                      Node& node,
+                      const Tensors& g) { return extreme_backward(kind, node, g[0], sa, sb); },
+      .save = {.inputs = {0, 1}},
+  });
+}
+
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extreme(BinaryOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extreme(BinaryOp::minimum, a, b); }
+
 Tensor add(const Tensor& x, double s) {
   detail::check_float("add_scalar", x);
   return autograd::record_one({

@@ -10,6 +10,11 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
+// The larger (smaller) of a and b, NaN where either is. As torch's, the
+// gradient goes to the larger (smaller) operand, and half to each where
+// they are equal.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
 
 // With a scalar: x + s, x * s.
 Tensor add(const Tensor& x, double s);

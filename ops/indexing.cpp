@@ -244,6 +244,23 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
 }
 
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  REPRISE_CHECK(a.defined(), "where: undefined a");
+  return where(cond, a, Tensor::full({}, b, a.dtype(), a.device()));
+}
+
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  REPRISE_CHECK(b.defined(), "where: undefined b");
+  return where(cond, Tensor::full({}, a, b.dtype(), b.device()), b);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  REPRISE_CHECK(x.defined() && mask.defined(), "masked_fill: undefined x or mask");
+  REPRISE_CHECK(broadcast_shapes(x.shape(), mask.shape(), "masked_fill") == x.shape(),
+                "masked_fill: mask ", mask.describe(), " does not broadcast to x ", x.describe());
+  return where(mask, value, x);
+}
+
 TopKResult topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   dim = check_x("topk", x, dim);
   REPRISE_CHECK(k >= 0 && k <= x.size(dim), "topk: k = ", k, " is outside [0, ", x.size(dim),

@@ -37,6 +37,12 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 // a where cond is true, else b, with numpy broadcasting of all three.
 // cond: bool, a and b: one dtype (any) -> broadcast shape
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// where with a scalar of the tensor's dtype on one side.
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+// x with value where mask (bool, broadcasting to x's shape) is true:
+// where(mask, value, x), torch's masked_fill.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 struct TopKResult {
   Tensor values;   // x's dtype, differentiable

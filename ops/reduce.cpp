@@ -6,8 +6,13 @@
 
 #include "autograd/tape.h"
 #include "engine/backend.h"
+#include "ops/binary.h"
 #include "ops/check.h"
+#include "ops/compare.h"
+#include "ops/indexing.h"
 #include "ops/registry.h"
+#include "ops/unary.h"
+#include "ops/views.h"
 
 namespace reprise::ops {
 namespace {
@@ -187,6 +192,95 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
       .save = {.outputs = {1}},
   });
   return {out[0], out[1]};
+}
+
+// ---- composed ----------------------------------------------------------------
+
+namespace {
+
+// max (or, for smallest, min through negation) over each of dims, from the
+// last: (values with the reduced dims at size 1).
+Tensor extreme_over(const Tensor& x, const std::vector<int64_t>& dims, bool smallest) {
+  Tensor t = smallest ? neg(x) : x;
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) t = max(t, *d, /*keepdim=*/true).values;
+  return smallest ? neg(t) : t;
+}
+
+// t with the size-1 dims `dims` (sorted) removed, unless keepdim.
+Tensor drop_dims(Tensor t, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim) return t;
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) t = squeeze(t, *d);
+  return t;
+}
+
+Tensor extreme(const Tensor& x, std::vector<int64_t> dims, bool keepdim, bool smallest) {
+  const char* name = smallest ? "amin" : "amax";
+  detail::check_float(name, x);
+  dims = normalize_dims(std::move(dims), x.dim(), name);
+  for (int64_t d : dims)
+    REPRISE_CHECK(x.size(d) > 0, name, ": dim ", d, " of ", x.describe(), " is empty");
+  return drop_dims(extreme_over(x, dims, smallest), dims, keepdim);
+}
+
+Tensor arg_extreme(const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool smallest) {
+  const char* name = smallest ? "argmin" : "argmax";
+  detail::check_float(name, x);
+  REPRISE_CHECK(x.numel() > 0, name, ": ", x.describe(), " is empty");
+  const Tensor t = smallest ? neg(x) : x;
+  if (dim) return max(t, *dim, keepdim).indices;
+  Tensor flat = max(reshape(t, {-1}), 0).indices;  // ()
+  return keepdim ? reshape(flat, Shape(size_t(x.dim()), 1)) : flat;
+}
+
+}  // namespace
+
+Tensor amax(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  return extreme(x, std::move(dims), keepdim, false);
+}
+
+Tensor amin(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  return extreme(x, std::move(dims), keepdim, true);
+}
+
+MaxResult min(const Tensor& x, int64_t dim, bool keepdim) {
+  MaxResult m = max(neg(x), dim, keepdim);
+  return {neg(m.values), m.indices};
+}
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(x, dim, keepdim, false);
+}
+
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme(x, dim, keepdim, true);
+}
+
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
+  detail::check_float("logsumexp", x);
+  dims = normalize_dims(std::move(dims), x.dim(), "logsumexp");
+  Tensor m;  // (x's shape, reduced dims at 1): the shift, a constant to autograd
+  {
+    NoGradGuard constant;
+    m = extreme_over(x.detach(), dims, false);
+    m = where(eq(abs(m), std::numeric_limits<double>::infinity()), 0.0, m);
+  }
+  const Tensor shifted_sum = sum(exp(sub(x, m)), dims, /*keepdim=*/true);
+  return drop_dims(add(log(shifted_sum), m), dims, keepdim);
+}
+
+Tensor var(const Tensor& x, std::vector<int64_t> dims, double correction, bool keepdim) {
+  detail::check_float("var", x);
+  dims = normalize_dims(std::move(dims), x.dim(), "var");
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.size(d);
+  REPRISE_CHECK(n > 0, "var: reducing ", x.describe(), " over an empty dim");
+  const Tensor centred = sub(x, mean(x, dims, /*keepdim=*/true));
+  // n - correction <= 0 divides by zero or less: inf or NaN, as torch.
+  return mul(sum(square(centred), dims, keepdim), 1.0 / (double(n) - correction));
+}
+
+Tensor std(const Tensor& x, std::vector<int64_t> dims, double correction, bool keepdim) {
+  return sqrt(var(x, std::move(dims), correction, keepdim));
 }
 
 }  // namespace reprise::ops

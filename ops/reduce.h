@@ -2,6 +2,7 @@
 // Reductions. Each output element is summed by one thread in a fixed
 // order, so results do not depend on the thread count.
 
+#include <optional>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -18,6 +19,32 @@ struct MaxResult {
 };
 // Maximum along one dim. NaN propagates (a NaN is the maximum).
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- composed of the reductions above and elementwise ops ----
+// Dims are torch's: `dims` empty means every dim; a negative one counts
+// from the end.
+
+// Largest (smallest) element over `dims`, NaN where a NaN is. The gradient
+// goes to one element per reduced slice, the first extreme (torch's amax
+// shares it among ties).
+Tensor amax(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false);
+// Minimum along one dim: values and the first index of each.
+MaxResult min(const Tensor& x, int64_t dim, bool keepdim = false);
+// i64 index of the first maximum (minimum) along dim; over the flattened
+// tensor without one (keepdim then keeps every dim, at size 1).
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// log(sum(exp(x))) over dims, computed as m + log(sum(exp(x - m))) with m
+// the slice's maximum (0 where that is infinite), so it neither overflows
+// nor turns -inf into NaN.
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false);
+// sum((x - mean)^2) / (n - correction) over dims (n: the elements reduced
+// per slice); correction 1 is Bessel's, torch's default. std is its root.
+Tensor var(const Tensor& x, std::vector<int64_t> dims = {}, double correction = 1,
+           bool keepdim = false);
+Tensor std(const Tensor& x, std::vector<int64_t> dims = {}, double correction = 1,
+           bool keepdim = false);
 
 namespace detail {
 // Sums g over the dims that broadcasting expanded, giving `shape` back:

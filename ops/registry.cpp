@@ -87,6 +87,7 @@ const OpInfo kGather{.name = "gather", .flops = autograd::no_flops, .bytes = sel
 const OpInfo kScatterAdd{.name = "scatter_add", .flops = source_adds};
 const OpInfo kIndexAdd{.name = "index_add", .flops = source_adds};
 const OpInfo kWhere{.name = "where", .flops = autograd::no_flops};
+const OpInfo kClamp{.name = "clamp"};
 const OpInfo kTopk{.name = "topk", .flops = input_compares};
 const OpInfo kMatmul{.name = "matmul", .flops = product_flops};
 const OpInfo kLinear{.name = "linear", .flops = product_flops};
@@ -114,12 +115,13 @@ const std::vector<const OpInfo*>& all() {
     for (const OpInfo& op : kUnaryOps) v.push_back(&op);
     for (const OpInfo& op : kBinaryOps) v.push_back(&op);
     for (const OpInfo* op :
-         {&kSwiglu,       &kSum,           &kMean,       &kMax,         &kSoftmax,   &kLogSoftmax,
-          &kCrossEntropy, &kRmsnorm,       &kLayernorm,  &kRotary,      &kEmbedding, &kIndexSelect,
-          &kGather,       &kScatterAdd,    &kIndexAdd,   &kWhere,       &kTopk,      &kMatmul,
-          &kLinear,       &kGroupedLinear, &kSdpa,       &kSdpaDropout, &kMoeRoute,  &kDropout,
-          &kCast,         &kReshape,       &kTranspose,  &kPermute,     &kSlice,     &kExpand,
-          &kSqueeze,      &kUnsqueeze,     &kContiguous, &kCat,         &kSplit,     &kStack})
+         {&kSwiglu,       &kSum,        &kMean,          &kMax,        &kSoftmax,     &kLogSoftmax,
+          &kCrossEntropy, &kRmsnorm,    &kLayernorm,     &kRotary,     &kEmbedding,   &kIndexSelect,
+          &kGather,       &kScatterAdd, &kIndexAdd,      &kWhere,      &kClamp,       &kTopk,
+          &kMatmul,       &kLinear,     &kGroupedLinear, &kSdpa,       &kSdpaDropout, &kMoeRoute,
+          &kDropout,      &kCast,       &kReshape,       &kTranspose,  &kPermute,     &kSlice,
+          &kExpand,       &kSqueeze,    &kUnsqueeze,     &kContiguous, &kCat,         &kSplit,
+          &kStack})
       v.push_back(op);
     return v;
   }();

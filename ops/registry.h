@@ -25,8 +25,8 @@ extern const OpInfo kSwiglu;
 extern const OpInfo kSum, kMean, kMax;
 // Layers (ops/softmax.h, ops/loss.h, ops/norm.h, ops/rotary.h, ops/embedding.h).
 extern const OpInfo kSoftmax, kLogSoftmax, kCrossEntropy, kRmsnorm, kLayernorm, kRotary, kEmbedding;
-// Indexing (ops/indexing.h).
-extern const OpInfo kIndexSelect, kGather, kScatterAdd, kIndexAdd, kWhere, kTopk;
+// Indexing (ops/indexing.h), clamp (ops/clamp.h).
+extern const OpInfo kIndexSelect, kGather, kScatterAdd, kIndexAdd, kWhere, kTopk, kClamp;
 // Products (ops/matmul.h, ops/grouped_linear.h, ops/attention.h).
 extern const OpInfo kMatmul, kLinear, kGroupedLinear, kSdpa, kSdpaDropout;
 // Mixture of experts, random, casts (ops/moe_route.h, ops/random.h, ops/cast.h).

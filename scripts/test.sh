@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the Release build (warnings are
 # errors) at every CPU capability this machine has, training on 2 processes
-# under MPI, the ASan+UBSan build, ThreadSanitizer on the thread pool and
-# concurrent readers, a find_package(reprise) consumer built
-# against an installed prefix, the Python package (pytest), the clang-format
-# check, and a short run of each fuzz target.
+# under MPI, the ASan+UBSan build (its C++ suites and pytest on its Python
+# extension), ThreadSanitizer on the thread pool and concurrent readers, a
+# find_package(reprise) consumer built against an installed prefix, the
+# Python package (pytest), the clang-format check, and a short run of each
+# fuzz target.
 # GPU tests (CTest label gpu) skip themselves when no device is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -82,7 +82,9 @@ def unary_ops(F):
     return {"neg": (torch.neg, -4), "exp": (torch.exp, -4), "log": (torch.log, 0.1),
             "sqrt": (torch.sqrt, 0.1), "rsqrt": (torch.rsqrt, 0.1), "relu": (F.relu, -4),
             "gelu": (lambda x: F.gelu(x, approximate="tanh"), -4), "silu": (F.silu, -4),
-            "sigmoid": (torch.sigmoid, -4), "tanh": (torch.tanh, -4), "softplus": (F.softplus, -4)}
+            "sigmoid": (torch.sigmoid, -4), "tanh": (torch.tanh, -4), "softplus": (F.softplus, -4),
+            "abs": (torch.abs, -4), "sign": (torch.sign, -4), "square": (torch.square, -4),
+            "reciprocal": (torch.reciprocal, 0.1)}
 
 
 def cases(F):
@@ -93,10 +95,12 @@ def cases(F):
     for name, (f, lo) in unary_ops(F).items():
         c[f"{name}/2048x688"] = (lambda lo=lo: [u(N, FF, lo=lo)], f)
     c["pow/2048x688_cube"] = (lambda: [u(N, FF)], lambda x: x.pow(3))
-    for name, f in (("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div)):
+    for name, f in (("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div),
+                    ("maximum", torch.maximum), ("minimum", torch.minimum)):
         c[f"{name}/2048x256"] = (lambda: [u(N, C), u(N, C, lo=0.5)], f)
     c["add_scalar/2048x256"] = (act, lambda x: x + 0.5)
     c["mul_scalar/2048x256"] = (act, lambda x: x * 0.5)
+    c["clamp/2048x256"] = (act, lambda x: x.clamp(-0.4, 0.5))
     c["swiglu/2048x688"] = (lambda: [u(N, FF), u(N, FF)], lambda g, up: F.silu(g) * up)
     c["sum/2048x256_rows"] = (act, lambda x: x.sum(-1))
     c["mean/2048x256_rows"] = (act, lambda x: x.mean(-1))

@@ -18,11 +18,11 @@
 namespace reprise::cuda {
 
 // out = f(in[0], ..., in[N-1]) elementwise; layout: out's strides, then the
-// inputs'.
-template <class T, int N, class F>
+// inputs'. Out is T but for a comparison (bool).
+template <class T, int N, class F, class Out = T>
 struct MapKernel {
   static constexpr int kThreads = 256;
-  T* out;
+  Out* out;
   const T* in[N];
   Strided<N + 1> layout;
   int64_t n;
@@ -70,19 +70,19 @@ struct SwigluDup {
 };
 
 // out = f(ins...) for tensors of out's shape.
-template <class T, int N, class F, class Exec>
+template <class T, int N, class F, class Exec, class Out = T>
 void map_into(const Exec& ex, const Tensor& out, const std::array<Tensor, N>& ins, F f) {
   const int64_t n = out.numel();
   if (n == 0) return;
   std::array<Shape, N + 1> strides;
   strides[0] = out.strides();
-  MapKernel<T, N, F> k{.out = static_cast<T*>(out.raw_data()), .n = n, .f = f};
+  MapKernel<T, N, F, Out> k{.out = static_cast<Out*>(out.raw_data()), .n = n, .f = f};
   for (int i = 0; i < N; ++i) {
     strides[size_t(i + 1)] = ins[size_t(i)].strides();
     k.in[i] = static_cast<const T*>(ins[size_t(i)].raw_data());
   }
   k.layout = strided<N + 1>(out.shape(), strides);
-  ex.launch(k, blocks_for(n, MapKernel<T, N, F>::kThreads));
+  ex.launch(k, blocks_for(n, MapKernel<T, N, F, Out>::kThreads));
 }
 
 template <class T, int N, class F, class Exec>
@@ -171,6 +171,18 @@ Tensor where(const Exec& ex, const Tensor& cond, const Tensor& a, const Tensor& 
                              .layout = layout,
                              .n = n},
               blocks_for(n, 256));
+  });
+  return out;
+}
+
+template <class Exec>
+Tensor compare(const Exec& ex, CompareOp op, const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape(), DType::boolean, ex.device());
+  dispatch_all(a.dtype(), compare_op_name(op), [&]<class T>() {
+    with_compare(op, [&](auto f) {
+      map_into<T, 2, decltype(f), Exec, bool>(ex, out, {a, b}, f);
+      return 0;
+    });
   });
   return out;
 }

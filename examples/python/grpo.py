@@ -165,20 +165,13 @@ def completion_logprobs(model, batch: Batch, layers, replay=False, count_flips=F
 
 
 def clipped_objective(new, batch: Batch, eps: float):
-    """-mean over tokens of min(ratio A, clip(ratio) A): the clip's masks come
-    from the values (no gradient flows through a clipped ratio)."""
+    """-mean over tokens of min(ratio A, clip(ratio, 1 - eps, 1 + eps) A), as
+    PPO and GRPO write it; no gradient flows through a clipped ratio."""
     old = reprise.tensor(batch.old, dtype="f32")
     adv = reprise.tensor(batch.adv, dtype="f32")
-    ratio = reprise.exp(reprise.sub(new, old))
-    r = ratio.tolist()
-    inside = [1 - eps <= x <= 1 + eps for x in r]
-    bound = [min(max(x, 1 - eps), 1 + eps) for x in r]
-    clipped = reprise.where(reprise.tensor(inside, dtype="bool"), ratio,
-                            reprise.tensor(bound, dtype="f32"))
-    unclipped_wins = [x * a <= c * a for x, c, a in zip(r, bound, batch.adv)]
-    objective = reprise.where(reprise.tensor(unclipped_wins, dtype="bool"),
-                              reprise.mul(ratio, adv), reprise.mul(clipped, adv))
-    return reprise.mul(reprise.sum(objective), -1.0 / batch.tokens)
+    ratio = (new - old).exp()
+    objective = reprise.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+    return -objective.mean()
 
 
 def kl_to(reference, batch: Batch, new):

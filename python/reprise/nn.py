@@ -5,7 +5,14 @@ _layers.py). These take the names Module, Linear, Embedding and RMSNorm;
 the C++ classes of those names stay in reprise._core.nn, and their
 instances count as instances of these."""
 
+import sys
+
 from ._core.nn import *  # noqa: F401,F403
+from . import _functional as functional
 from ._layers import Dropout, Embedding, LayerNorm, Linear, RMSNorm  # noqa: F401
 from ._module import (IncompatibleKeys, Module, ModuleList, Parameter,  # noqa: F401
                       Sequential, checkpoint)
+
+# `import reprise.nn.functional as F` finds the module here: nn is one file,
+# not a package.
+sys.modules[__name__ + ".functional"] = functional

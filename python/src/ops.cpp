@@ -4,11 +4,16 @@
 
 #include <nanobind/stl/variant.h>
 
+#include <cmath>
+#include <optional>
+#include <utility>
 #include <variant>
 
 #include "ops/attention.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
+#include "ops/clamp.h"
+#include "ops/compare.h"
 #include "ops/embedding.h"
 #include "ops/grouped_linear.h"
 #include "ops/indexing.h"
@@ -21,6 +26,7 @@
 #include "ops/rotary.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
+#include "ops/structure.h"
 #include "ops/swiglu.h"
 #include "ops/unary.h"
 #include "ops/views.h"
@@ -99,6 +105,74 @@ void bind_elementwise(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__matmul__", &ops::matmul);
 
   both("swiglu", &ops::swiglu, "silu(gate) * up as one op.", arg("up"));
+
+  // Every arithmetic operator both ways with a Python scalar, as torch.
+  cls.def("__abs__", &ops::abs)
+      .def("__rpow__",
+           [](const Tensor& x, double s) {
+             // s ** x = e^(x ln s); s must be positive (0 ** x has no gradient at 0).
+             REPRISE_CHECK(s > 0, "pow: ", s, " ** ", x.describe(),
+                           ": a scalar base must be positive");
+             return ops::exp(ops::mul(x, std::log(s)));
+           })
+      .def("__pow__", [](const Tensor& x, const Tensor& e) {
+        // x ** e = e^(e ln x) for x > 0, broadcast.
+        return ops::exp(ops::mul(e, ops::log(x)));
+      });
+  both("maximum", &ops::maximum, "The larger of x and other, NaN where either is.", arg("other"));
+  both("minimum", &ops::minimum, "The smaller of x and other, NaN where either is.", arg("other"));
+  using Bound = std::optional<std::variant<double, Tensor>>;
+  const auto clamp = [](const Tensor& x, Bound min, Bound max) {
+    const auto tensor = [&](const Bound& b) {
+      if (!b) return Tensor();
+      if (const double* v = std::get_if<double>(&*b)) return scalar_like(x, *v);
+      return std::get<Tensor>(*b);
+    };
+    return ops::clamp(x, tensor(min), tensor(max));
+  };
+  for (const char* name : {"clamp", "clip"}) {
+    both(name, clamp, "x limited to [min, max] (scalars or tensors; either may be None).",
+         arg("min") = nb::none(), arg("max") = nb::none());
+  }
+}
+
+// ---- comparisons and logic ---------------------------------------------------
+
+// a op b for a tensor or a Python scalar b; bool, no gradient.
+Tensor compared(CompareOp op, const Tensor& a, const std::variant<Tensor, double>& b) {
+  if (const double* s = std::get_if<double>(&b)) return ops::compare(op, a, *s);
+  return ops::compare(op, a, std::get<Tensor>(b));
+}
+
+void bind_comparisons(nb::module_& m, nb::class_<Tensor>& cls) {
+  const ModuleAndMethod both{m, cls};
+  using Other = std::variant<Tensor, double>;
+  static constexpr std::pair<CompareOp, const char*> kOperators[] = {
+      {CompareOp::eq, "__eq__"}, {CompareOp::ne, "__ne__"}, {CompareOp::lt, "__lt__"},
+      {CompareOp::le, "__le__"}, {CompareOp::gt, "__gt__"}, {CompareOp::ge, "__ge__"}};
+  for (const auto& [op, dunder] : kOperators) {
+    const auto f = [op](const Tensor& a, const Other& b) { return compared(op, a, b); };
+    both(compare_op_name(op), f, "Elementwise comparison, broadcast -> bool (no gradient).",
+         arg("other"));
+    cls.def(dunder, f);
+  }
+  // Comparing with something that is not a tensor or a number (None, a
+  // string) is not equal, as for any Python object.
+  cls.def(
+      "__eq__", [](const Tensor&, nb::handle) { return false; }, arg("other").none());
+  cls.def(
+      "__ne__", [](const Tensor&, nb::handle) { return true; }, arg("other").none());
+  // == made Tensor unhashable; tensors hash by identity, as torch's.
+  cls.def("__hash__", [](nb::handle self) { return nb::hash(nb::int_(uintptr_t(self.ptr()))); });
+  both("isnan", &ops::isnan, "x != x: where x is NaN.");
+  both("logical_not", &ops::logical_not, "not a (bool).");
+  both("logical_and", &ops::logical_and, "a and b (bool), broadcast.", arg("other"));
+  both("logical_or", &ops::logical_or, "a or b (bool), broadcast.", arg("other"));
+  both("logical_xor", &ops::logical_xor, "a xor b (bool), broadcast.", arg("other"));
+  cls.def("__invert__", &ops::logical_not)
+      .def("__and__", &ops::logical_and)
+      .def("__or__", &ops::logical_or)
+      .def("__xor__", &ops::logical_xor);
 }
 
 // ---- reductions --------------------------------------------------------------
@@ -119,14 +193,54 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& cls) {
       },
       "Mean over dim (an int or a sequence; None: all).", arg("dim") = nb::none(),
       arg("keepdim") = false);
+  // max(x) and min(x): the largest element; with dim, (values, indices).
+  for (const bool smallest : {false, true}) {
+    both(
+        smallest ? "min" : "max",
+        [smallest](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> nb::object {
+          if (!dim) return nb::cast(smallest ? ops::amin(x) : ops::amax(x));
+          const ops::MaxResult r =
+              smallest ? ops::min(x, *dim, keepdim) : ops::max(x, *dim, keepdim);
+          return nb::make_tuple(r.values, r.indices);
+        },
+        smallest ? "The smallest element; with dim, (values, indices) of the minimum along it."
+                 : "The largest element; with dim, (values, indices) of the maximum along it; "
+                   "NaN is the maximum.",
+        arg("dim") = nb::none(), arg("keepdim") = false);
+  }
+  const auto dims = [](const std::optional<ShapeLike>& dim) { return dim ? dim->value : Shape{}; };
+  for (const bool smallest : {false, true}) {
+    both(
+        smallest ? "amin" : "amax",
+        [dims, smallest](const Tensor& x, std::optional<ShapeLike> dim, bool keepdim) {
+          return smallest ? ops::amin(x, dims(dim), keepdim) : ops::amax(x, dims(dim), keepdim);
+        },
+        smallest ? "Smallest over dim (an int or a sequence; None: all)."
+                 : "Largest over dim (an int or a sequence; None: all).",
+        arg("dim") = nb::none(), arg("keepdim") = false);
+  }
+  both("argmax", &ops::argmax, "i64 index of the first maximum along dim (None: flattened).",
+       arg("dim") = nb::none(), arg("keepdim") = false);
+  both("argmin", &ops::argmin, "i64 index of the first minimum along dim (None: flattened).",
+       arg("dim") = nb::none(), arg("keepdim") = false);
   both(
-      "max",
-      [](const Tensor& x, int64_t dim, bool keepdim) {
-        ops::MaxResult r = ops::max(x, dim, keepdim);
-        return nb::make_tuple(r.values, r.indices);
+      "logsumexp",
+      [dims](const Tensor& x, ShapeLike dim, bool keepdim) {
+        return ops::logsumexp(x, dim.value, keepdim);
       },
-      "(values, indices) of the maximum along dim; NaN is the maximum.", arg("dim"),
-      arg("keepdim") = false);
+      "log(sum(exp(x))) over dim, without overflow.", arg("dim"), arg("keepdim") = false);
+  for (const bool root : {false, true}) {
+    both(
+        root ? "std" : "var",
+        [dims, root](const Tensor& x, std::optional<ShapeLike> dim, double correction,
+                     bool keepdim) {
+          return root ? ops::std(x, dims(dim), correction, keepdim)
+                      : ops::var(x, dims(dim), correction, keepdim);
+        },
+        root ? "Standard deviation over dim: sqrt(var)."
+             : "sum((x - mean)^2) / (n - correction) over dim (None: all).",
+        arg("dim") = nb::none(), nb::kw_only(), arg("correction") = 1.0, arg("keepdim") = false);
+  }
 }
 
 // ---- layers ------------------------------------------------------------------
@@ -192,7 +306,21 @@ void bind_indexing(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("gather", &ops::gather, arg("x"), arg("dim"), arg("index"));
   m.def("scatter_add", &ops::scatter_add, arg("x"), arg("dim"), arg("index"), arg("src"));
   m.def("index_add", &ops::index_add, arg("x"), arg("dim"), arg("index"), arg("src"));
-  m.def("where", &ops::where, arg("cond"), arg("a"), arg("b"));
+  using Side = std::variant<Tensor, double>;
+  m.def(
+      "where",
+      [](const Tensor& cond, const Side& a, const Side& b) {
+        const double* sa = std::get_if<double>(&a);
+        const double* sb = std::get_if<double>(&b);
+        REPRISE_CHECK(!(sa && sb), "where: both sides are scalars; give at least one tensor");
+        if (sa) return ops::where(cond, *sa, std::get<Tensor>(b));
+        if (sb) return ops::where(cond, std::get<Tensor>(a), *sb);
+        return ops::where(cond, std::get<Tensor>(a), std::get<Tensor>(b));
+      },
+      arg("condition"), arg("input"), arg("other"),
+      "input where condition (bool) is true, else other; either side may be a scalar.");
+  both("masked_fill", &ops::masked_fill, "x with value where mask (bool, broadcast) is true.",
+       arg("mask"), arg("value"));
   both(
       "topk",
       [](const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
@@ -248,6 +376,45 @@ void bind_layout(nb::module_& m, nb::class_<Tensor>& cls) {
   both(
       "cast", [](const Tensor& x, DTypeLike dtype) { return ops::cast(x, dtype.get()); },
       "x converted to dtype (differentiable between floating dtypes).", arg("dtype"));
+  cls.def(
+      "view", [](const Tensor& x, nb::args shape) { return ops::reshape(x, shape_args(shape)); },
+      "reshape under torch's other name.");
+  both(
+      "chunk",
+      [](const Tensor& x, int64_t chunks, int64_t dim) {
+        REPRISE_CHECK(chunks > 0, "chunk: expected a positive count, got ", chunks);
+        const int64_t size = x.size(dim);
+        return ops::split(x, std::max<int64_t>((size + chunks - 1) / chunks, 1), dim);
+      },
+      "At most `chunks` views along dim, each of ceil(size / chunks) but the last.", arg("chunks"),
+      arg("dim") = 0);
+  both("tril", &ops::tril, "The lower triangle of the last two dims, the rest 0.",
+       arg("diagonal") = 0);
+  both("triu", &ops::triu, "The upper triangle of the last two dims, the rest 0.",
+       arg("diagonal") = 0);
+  both(
+      "flip", [](const Tensor& x, ShapeLike dims) { return ops::flip(x, dims.value); },
+      "x reversed along dims.", arg("dims"));
+  both(
+      "roll",
+      [](const Tensor& x, ShapeLike shifts, std::optional<ShapeLike> dims) {
+        return ops::roll(x, shifts.value, dims ? dims->value : Shape{});
+      },
+      "x shifted along dims, wrapping around (no dims: the flattened x).", arg("shifts"),
+      arg("dims") = nb::none());
+  cls.def(
+      "repeat", [](const Tensor& x, nb::args sizes) { return ops::repeat(x, shape_args(sizes)); },
+      "x tiled: repeat(2, 1) or repeat((2, 1)).");
+  m.def("one_hot", &ops::one_hot, arg("ids"), arg("num_classes") = -1,
+        "ids (...) integers -> (..., num_classes) i64 with a 1 at each id.");
+  m.def(
+      "pad",
+      [](const Tensor& x, ShapeLike pad, std::string_view mode, double value) {
+        REPRISE_CHECK(mode == "constant", "pad: mode '", mode, "' (reprise pads with a constant)");
+        return ops::pad(x, pad.value, value);
+      },
+      arg("x"), arg("pad"), arg("mode") = "constant", arg("value") = 0.0,
+      "torch's F.pad: (before, after) widths from the last dim back; negative ones crop.");
 }
 
 // ---- mixture of experts ------------------------------------------------------
@@ -359,6 +526,7 @@ void bind_initialisers(nb::module_& m) {
 
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   bind_elementwise(m, cls);
+  bind_comparisons(m, cls);
   bind_reductions(m, cls);
   bind_layer_ops(m, cls);
   bind_indexing(m, cls);

@@ -6,9 +6,14 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "autograd/backward.h"
 #include "autograd/node.h"
@@ -493,6 +498,14 @@ void bind_tensor_copies(nb::class_<Tensor>& cls) {
           arg("target"),
           "to(dtype) is ops.cast (differentiable between floating dtypes); to(device) copies "
           "to another device (not recorded).")
+      // Conversions under torch's names.
+      .def("float", [](const Tensor& t) { return ops::cast(t, DType::f32); })
+      .def("double", [](const Tensor& t) { return ops::cast(t, DType::f64); })
+      .def("half", [](const Tensor& t) { return ops::cast(t, DType::f16); })
+      .def("bfloat16", [](const Tensor& t) { return ops::cast(t, DType::bf16); })
+      .def("int", [](const Tensor& t) { return ops::cast(t, DType::i32); })
+      .def("long", [](const Tensor& t) { return ops::cast(t, DType::i64); })
+      .def("bool", [](const Tensor& t) { return ops::cast(t, DType::boolean); })
       // In-place writes.
       .def(
           "fill_", [](Tensor& t, double v) -> Tensor& { return t.fill_(v); }, arg("value"),
@@ -540,16 +553,29 @@ void bind_tensor_creation(nb::module_& m) {
         "negative strides, read-only arrays and devices other than CPU and (in CUDA builds) "
         "CUDA.");
 
+  // zeros(2, 3) or zeros((2, 3)), as torch takes a shape.
   auto creation = [&](const char* name, auto make, const char* doc) {
     m.def(
         name,
-        [make](ShapeLike shape, DTypeLike dtype, DeviceLike device, bool requires_grad) {
-          Tensor t = make(shape.value, dtype.get(), device.get());
+        [make](nb::args shape, DTypeLike dtype, DeviceLike device, bool requires_grad) {
+          const bool one = shape.size() == 1 && !PyLong_Check(shape[0].ptr());
+          Tensor t = make(one ? shape_arg(shape[0]) : shape_arg(shape), dtype.get(), device.get());
           if (requires_grad) t.requires_grad(true);
           return t;
         },
-        arg("shape"), nb::kw_only(), arg("dtype") = DType::f32, arg("device") = Device::cpu(),
+        arg("shape"), arg("dtype") = DType::f32, arg("device") = Device::cpu(),
         arg("requires_grad") = false, doc);
+    // zeros_like(x): x's shape, and its dtype and device unless given.
+    m.def((std::string(name) + "_like").c_str(),
+          [make](const Tensor& x, std::optional<DTypeLike> dtype, std::optional<DeviceLike> device,
+                 bool requires_grad) {
+            Tensor t = make(x.shape(), dtype ? dtype->get() : x.dtype(),
+                            device ? device->get() : x.device());
+            if (requires_grad) t.requires_grad(true);
+            return t;
+          },
+          arg("x"), nb::kw_only(), arg("dtype") = nb::none(), arg("device") = nb::none(),
+          arg("requires_grad") = false);
   };
   creation(
       "empty", [](const Shape& s, DType d, Device v) { return Tensor::empty(s, d, v); },
@@ -571,8 +597,40 @@ void bind_tensor_creation(nb::module_& m) {
       "scalar", [](double v, DTypeLike dtype) { return Tensor::scalar(v, dtype.get()); },
       arg("value"), arg("dtype") = DType::f32, "A 0-d CPU tensor.");
   m.def(
-      "arange", [](int64_t n, DTypeLike dtype) { return Tensor::arange(n, dtype.get()); }, arg("n"),
-      arg("dtype") = DType::i64, "0, 1, ..., n - 1.");
+      "full_like",
+      [](const Tensor& x, double value, std::optional<DTypeLike> dtype,
+         std::optional<DeviceLike> device, bool requires_grad) {
+        Tensor t = Tensor::full(x.shape(), value, dtype ? dtype->get() : x.dtype(),
+                                device ? device->get() : x.device());
+        if (requires_grad) t.requires_grad(true);
+        return t;
+      },
+      arg("x"), arg("value"), nb::kw_only(), arg("dtype") = nb::none(), arg("device") = nb::none(),
+      arg("requires_grad") = false);
+  m.def(
+      "arange",
+      [](double start, std::optional<double> end, double step, std::optional<DTypeLike> dtype,
+         DeviceLike device) {
+        if (!end) std::swap(start, end.emplace(0.0));  // arange(n): 0 .. n - 1
+        REPRISE_CHECK(
+            step != 0 && std::isfinite(start) && std::isfinite(*end) && std::isfinite(step),
+            "arange: start ", start, ", end ", *end, ", step ", step,
+            ": expected finite values and a nonzero step");
+        const double count = std::ceil((*end - start) / step);
+        REPRISE_CHECK(count < double(int64_t(1) << 40), "arange: ", count, " elements is too many");
+        std::vector<double> values(size_t(std::max(count, 0.0)));
+        for (size_t i = 0; i < values.size(); ++i) values[i] = start + double(i) * step;
+        // Integers when every argument is one, as torch.
+        const bool integral =
+            start == std::trunc(start) && *end == std::trunc(*end) && step == std::trunc(step);
+        const DType type = dtype ? dtype->get() : integral ? DType::i64 : DType::f32;
+        const Tensor t = Tensor::from_vector(values, {int64_t(values.size())});
+        return ops::cast(t, type).to(device.get());
+      },
+      arg("start"), arg("end") = nb::none(), arg("step") = 1.0, nb::kw_only(),
+      arg("dtype") = nb::none(), arg("device") = Device::cpu(),
+      "start, start + step, ... below end (arange(n): 0 .. n - 1); i64 when every argument "
+      "is an integer, else f32, unless dtype says.");
 }
 
 void bind_tensor_class(nb::module_& m, nb::class_<Tensor>& cls) {

@@ -1,6 +1,7 @@
 // Cases of the elementwise ops (engine/elementwise_ops.h), the reductions
 // and the layout ops.
 #include "ops/binary.h"
+#include "ops/clamp.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/views.h"
@@ -96,6 +97,29 @@ const RegisterOpCases binary_cases({
     binary_case("mul", ops::mul, {1, 5, 1}, {3, 1, 7}),
     binary_case("div", ops::div, {3, 5, 7}, {3, 5, 7}, /*timed=*/true),
     binary_case("div", ops::div, {4, 6}, {4, 1}),
+    binary_case("maximum", ops::maximum, {3, 5, 7}, {3, 5, 7}, /*timed=*/true),
+    binary_case("maximum", ops::maximum, {3, 1, 7}, {5, 1}),
+    binary_case("minimum", ops::minimum, {3, 5, 7}, {3, 5, 7}, /*timed=*/true),
+    binary_case("minimum", ops::minimum, {4, 6}, {6}),
+});
+
+// Scalar bounds, one bound, and tensor bounds that broadcast (each taking
+// its gradient where it was taken).
+const RegisterOpCases clamp_cases({
+    {"clamp/scalars_3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 25)};
+     },
+     [](const Inputs& in) { return ops::clamp(in[0], -0.4, 0.5); },
+     {},
+     activations("2048x256")},
+    {"clamp/max_only_257", [] { return Inputs{param({257}, 26)}; },
+     [](const Inputs& in) { return ops::clamp(in[0], std::nullopt, 0.25); }},
+    {"clamp/tensors_3x5x7",
+     [] {
+       return Inputs{param({3, 5, 7}, 27), param({5, 1}, 28, -0.9, -0.2), param({7}, 29, 0.2, 0.9)};
+     },
+     [](const Inputs& in) { return ops::clamp(in[0], in[1], in[2]); }},
 });
 
 const RegisterOpCases reduce_cases({
