@@ -416,13 +416,42 @@ REPRISE_HD V16<float> exp_of(V16<float> x) {
 REPRISE_CPU_INLINE V16<double> exp_of(V16<double> x) {
   return lanewise(x, [](double v) { return std::exp(v); });
 }
-template <class T>
-REPRISE_CPU_INLINE V16<T> log_of(V16<T> x) {
-  return lanewise(x, [](T v) { return std::log(v); });
+// fn::log_split on 16 lanes: the same integer steps on each lane's bits.
+REPRISE_CPU_INLINE fn::LogSplit<V16<float>> log_split(V16<float> x) {
+  fn::LogSplit<V16<float>> out;
+  const NativeI32 offset = NativeI32{} + int32_t(0x3f800000u - fn::kSqrtHalfBits);
+  for (int i = 0; i < V16<float>::kParts; ++i) {
+    const NativeI32 u = (NativeI32)x.p[i] + offset;
+    out.m.p[i] = (NativeF32)((u & 0x007fffff) + int32_t(fn::kSqrtHalfBits));
+    out.e.p[i] = __builtin_convertvector(((u >> 23) & 0x1ff) - 127, NativeF32);
+  }
+  return out;
 }
-template <class T>
-REPRISE_CPU_INLINE V16<T> log1p_of(V16<T> x) {
-  return lanewise(x, [](T v) { return std::log1p(v); });
+// The f32 functions as engine/functors.h defines them; f64 lane by lane
+// through the C library, as there.
+REPRISE_HD V16<float> log_of(V16<float> x) { return fn::log_poly(x); }
+REPRISE_HD V16<float> log1p_of(V16<float> x) { return fn::log1p_poly(x); }
+REPRISE_HD V16<float> expm1_of(V16<float> x) { return fn::expm1_poly(x); }
+REPRISE_HD V16<float> sin_of(V16<float> x) { return fn::sin_cos_poly(x, false); }
+REPRISE_HD V16<float> cos_of(V16<float> x) { return fn::sin_cos_poly(x, true); }
+REPRISE_HD V16<float> erf_of(V16<float> x) { return fn::erf_poly(x); }
+REPRISE_CPU_INLINE V16<double> log_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::log(v); });
+}
+REPRISE_CPU_INLINE V16<double> log1p_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::log1p(v); });
+}
+REPRISE_CPU_INLINE V16<double> expm1_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::expm1(v); });
+}
+REPRISE_CPU_INLINE V16<double> sin_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::sin(v); });
+}
+REPRISE_CPU_INLINE V16<double> cos_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::cos(v); });
+}
+REPRISE_CPU_INLINE V16<double> erf_of(V16<double> x) {
+  return lanewise(x, [](double v) { return std::erf(v); });
 }
 template <class T>
 REPRISE_CPU_INLINE V16<T> sqrt_of(V16<T> x) {

@@ -45,7 +45,14 @@
   X(abs, Abs, AbsGrad, input, -2, 2, "|x|; its gradient is 0 at 0, as torch's")               \
   X(sign, Sign, Zero, nothing, -2, 2, "-1, 0 or 1 (NaN for NaN); its gradient is 0")          \
   X(square, Square, SquareGrad, input, -2, 2, "x * x")                                        \
-  X(reciprocal, Reciprocal, ReciprocalGrad, output, 0.2, 3, "1 / x")
+  X(reciprocal, Reciprocal, ReciprocalGrad, output, 0.2, 3, "1 / x")                          \
+  X(sin, Sin, SinGrad, input, -3, 3, "")                                                      \
+  X(cos, Cos, CosGrad, input, -3, 3, "")                                                      \
+  X(erf, Erf, ErfGrad, input, -2, 2, "the error function")                                    \
+  X(log1p, Log1p, Log1pGrad, input, -0.5, 2, "log(1 + x), exact for small x")                 \
+  X(expm1, Expm1, Expm1Grad, output, -2, 2, "e ** x - 1, exact for small x")                  \
+  X(gelu_erf, GeluErf, GeluErfGrad, input, -3, 3, "GELU, exact: x Phi(x) with erf")           \
+  X(logsigmoid, LogSigmoid, LogSigmoidGrad, input, -4, 4, "log(sigmoid(x)), without overflow")
 
 // With a scalar parameter, recorded by their own op files: ops::pow(x, e)
 // (ops/unary.h), ops::add(x, s) and ops::mul(x, s) (ops/binary.h).

@@ -22,6 +22,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "engine/elementwise_ops.h"
@@ -136,14 +137,151 @@ REPRISE_HD T tanh_poly(T x) {
   return select((x != x) | (x == lit<T>(0.0)), x, y);  // NaN, and -0 keeps its sign
 }
 
-// e^x and tanh: the polynomials above in f32; f64 is the gradcheck type and
-// keeps the C library's functions, the exact formulas.
+// x = m 2^e with m in [sqrt(1/2), sqrt(2)), for a positive normal x: m
+// and e as floats, from x's bits. Adding 1 - sqrt(1/2)'s mantissa offset
+// before taking the exponent moves the split from 1 to sqrt(1/2).
+template <class T>
+struct LogSplit {
+  T m;
+  T e;
+};
+inline constexpr uint32_t kSqrtHalfBits = 0x3f3504f3u;  // sqrt(1/2) as a float
+REPRISE_HD LogSplit<float> log_split(float x) {
+  const uint32_t u = detail::float_bits(x) + (0x3f800000u - kSqrtHalfBits);
+  return {detail::bits_float((u & 0x007fffffu) + kSqrtHalfBits), float(int32_t(u >> 23) - 127)};
+}
+
+// log in f32: x = m 2^e (subnormals scaled by 2^23 first), Cephes logf's
+// degree-9 polynomial for log(m) on [sqrt(1/2) - 1, sqrt(2) - 1) in Horner
+// form with fused multiply-adds, e ln2 added in two parts (Cody and
+// Waite's split). Within 1 ulp of log over all floats
+// (tests/cpu/exp_test.cpp); -inf at 0, NaN below 0 and for NaN, inf at inf.
+template <class T>
+REPRISE_HD T log_poly(T x) {
+  const auto tiny = x < lit<T>(1.17549435e-38);  // below the smallest normal
+  const LogSplit<T> s = log_split(select(tiny, x * lit<T>(8388608.0), x));
+  const T e = s.e - select(tiny, lit<T>(23), lit<T>(0));
+  const T f = s.m - lit<T>(1);
+  const T z = f * f;
+  T p = lit<T>(7.0376836292e-2);
+  p = fma_of(p, f, lit<T>(-1.1514610310e-1));
+  p = fma_of(p, f, lit<T>(1.1676998740e-1));
+  p = fma_of(p, f, lit<T>(-1.2420140846e-1));
+  p = fma_of(p, f, lit<T>(1.4249322787e-1));
+  p = fma_of(p, f, lit<T>(-1.6668057665e-1));
+  p = fma_of(p, f, lit<T>(2.0000714765e-1));
+  p = fma_of(p, f, lit<T>(-2.4999993993e-1));
+  p = fma_of(p, f, lit<T>(3.3333331174e-1));
+  T y = fma_of(e, lit<T>(-2.12194440e-4), p * f * z);
+  y = fma_of(z, lit<T>(-0.5), y);
+  T r = fma_of(e, lit<T>(0.693359375), f + y);
+  const T inf = lit<T>(std::numeric_limits<float>::infinity());
+  r = select(x == lit<T>(0), -inf, r);
+  r = select(x == inf, x, r);
+  return select((x < lit<T>(0)) | (x != x), lit<T>(std::numeric_limits<float>::quiet_NaN()), r);
+}
+
+// log(1 + x) in f32: u = 1 + x rounded, and log(u) x / (u - 1) corrects
+// that rounding (Goldberg's); x itself where u is 1. Within 2 ulp.
+template <class T>
+REPRISE_HD T log1p_poly(T x) {
+  const T u = lit<T>(1) + x;
+  const T d = u - lit<T>(1);
+  const auto exact = d == lit<T>(0);
+  const T r = log_poly(u) * (x / select(exact, lit<T>(1), d));
+  const T inf = lit<T>(std::numeric_limits<float>::infinity());
+  return select(exact | (x == inf), x, r);
+}
+
+// e^x - 1 in f32: below 0.5 in magnitude x + x^2 P(x), P the polynomial
+// exp_parts takes for e^r; e^x - 1 above. Within 2 ulp; -0 for -0.
+template <class T>
+REPRISE_HD T expm1_poly(T x) {
+  T p = lit<T>(1.9875691500e-4);
+  p = fma_of(p, x, lit<T>(1.3981999507e-3));
+  p = fma_of(p, x, lit<T>(8.3334519073e-3));
+  p = fma_of(p, x, lit<T>(4.1665795894e-2));
+  p = fma_of(p, x, lit<T>(1.6666665459e-1));
+  p = fma_of(p, x, lit<T>(5.0000001201e-1));
+  const T small = select(x == lit<T>(0), x, fma_of(p, x * x, x));  // -0 keeps its sign
+  return select(vmax(x, -x) < lit<T>(0.5), small, exp_poly(x) - lit<T>(1));
+}
+
+// sin and cos in f32: n = round(x 2/pi) by kShifter, r = x - n pi/2 with
+// pi/2 in three parts (the first of 8 bits, so n times it is exact for
+// |x| below 2^16 or so), Cephes sinf's and cosf's polynomials on r, and
+// the quadrant from n's two low bits, found in floats. Within 2 ulp for
+// |x| up to 1e6; NaN for +-inf, and sin(-0) is -0.
+template <class T>
+REPRISE_HD T floor_half(T n) {  // floor(n / 2) for an integral n, exactly
+  return (fma_of(n, lit<T>(0.5), lit<T>(-0.25)) + lit<T>(kShifter)) - lit<T>(kShifter);
+}
+template <class T>
+REPRISE_HD T sin_cos_poly(T x, bool cosine) {
+  const T n = fma_of(x, lit<T>(0.636619772367581343), lit<T>(kShifter)) - lit<T>(kShifter);
+  T r = fma_of(n, lit<T>(-1.5703125), x);
+  r = fma_of(n, lit<T>(-4.83826792333275079727e-4), r);
+  r = fma_of(n, lit<T>(-2.56334406825708960298e-12), r);
+  const T z = r * r;
+  T ps = lit<T>(-1.9515295891e-4);
+  ps = fma_of(ps, z, lit<T>(8.3321608736e-3));
+  ps = fma_of(ps, z, lit<T>(-1.6666654611e-1));
+  const T s = fma_of(ps * z, r, r);
+  T pc = lit<T>(2.443315711809948e-5);
+  pc = fma_of(pc, z, lit<T>(-1.388731625493765e-3));
+  pc = fma_of(pc, z, lit<T>(4.166664568298827e-2));
+  const T c = fma_of(pc * z, z, fma_of(z, lit<T>(-0.5), lit<T>(1)));
+  const T half = floor_half(n);
+  const T odd = n - (half + half);                         // n mod 2
+  const T second = half - (floor_half(half) * lit<T>(2));  // (n div 2) mod 2
+  // sin by quadrant: s, c, -s, -c; cos: c, -s, -c, s.
+  const T v = cosine ? select(odd == lit<T>(0), c, s) : select(odd == lit<T>(0), s, c);
+  const auto negative = cosine ? second != odd : second != lit<T>(0);
+  const T out = select(negative, -v, v);
+  const T inf = lit<T>(std::numeric_limits<float>::infinity());
+  const T sin_of_zero = cosine ? out : x;  // -0 keeps its sign
+  return select(vmax(x, -x) == inf, lit<T>(std::numeric_limits<float>::quiet_NaN()),
+                select(x == lit<T>(0), sin_of_zero, out));
+}
+
+// erf in f32: x P(x^2) / Q(x^2) on x clamped to [-4, 4] (beyond, erf is
+// +-1 in f32), the rational minimax form Eigen and XLA use. Within 6 ulp.
+template <class T>
+REPRISE_HD T erf_poly(T a) {
+  const T x = vmax(lit<T>(-4), vmin(lit<T>(4), a));
+  const T x2 = x * x;
+  T p = lit<T>(-2.72614225801306e-10);
+  p = fma_of(p, x2, lit<T>(2.77068142495902e-08));
+  p = fma_of(p, x2, lit<T>(-2.10102402082508e-06));
+  p = fma_of(p, x2, lit<T>(-5.69250639462346e-05));
+  p = fma_of(p, x2, lit<T>(-7.34990630326855e-04));
+  p = fma_of(p, x2, lit<T>(-2.95459980854025e-03));
+  p = fma_of(p, x2, lit<T>(-1.60960333262415e-02));
+  T q = lit<T>(-1.45660718464996e-05);
+  q = fma_of(q, x2, lit<T>(-2.13374055278905e-04));
+  q = fma_of(q, x2, lit<T>(-1.68282697438203e-03));
+  q = fma_of(q, x2, lit<T>(-7.37332916720468e-03));
+  q = fma_of(q, x2, lit<T>(-1.42647390514189e-02));
+  return (p / q) * x;  // x last: p x would lose the bits of a tiny x
+}
+
+// e^x, tanh, log, log1p, expm1, sin, cos and erf: the polynomials above in
+// f32; f64 is the gradcheck type and keeps the C library's functions, the
+// exact formulas.
 REPRISE_HD float exp_of(float x) { return exp_poly(x); }
 REPRISE_HD double exp_of(double x) { return std::exp(x); }
-REPRISE_HD float log_of(float x) { return std::log(x); }
+REPRISE_HD float log_of(float x) { return log_poly(x); }
 REPRISE_HD double log_of(double x) { return std::log(x); }
-REPRISE_HD float log1p_of(float x) { return std::log1p(x); }
+REPRISE_HD float log1p_of(float x) { return log1p_poly(x); }
 REPRISE_HD double log1p_of(double x) { return std::log1p(x); }
+REPRISE_HD float expm1_of(float x) { return expm1_poly(x); }
+REPRISE_HD double expm1_of(double x) { return std::expm1(x); }
+REPRISE_HD float sin_of(float x) { return sin_cos_poly(x, false); }
+REPRISE_HD double sin_of(double x) { return std::sin(x); }
+REPRISE_HD float cos_of(float x) { return sin_cos_poly(x, true); }
+REPRISE_HD double cos_of(double x) { return std::cos(x); }
+REPRISE_HD float erf_of(float x) { return erf_poly(x); }
+REPRISE_HD double erf_of(double x) { return std::erf(x); }
 REPRISE_HD float sqrt_of(float x) { return std::sqrt(x); }
 REPRISE_HD double sqrt_of(double x) { return std::sqrt(x); }
 REPRISE_HD float tanh_of(float x) { return tanh_poly(x); }
@@ -229,6 +367,51 @@ struct Softplus {
   template <class T>
   REPRISE_HD T operator()(T x) const {
     return select(x > lit<T>(kThreshold), x, log1p_of(exp_of(x)));
+  }
+};
+struct Sin {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return sin_of(x);
+  }
+};
+struct Cos {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return cos_of(x);
+  }
+};
+struct Erf {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return erf_of(x);
+  }
+};
+struct Log1p {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return log1p_of(x);
+  }
+};
+struct Expm1 {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return expm1_of(x);
+  }
+};
+// x Phi(x) = x (1 + erf(x / sqrt 2)) / 2: torch's approximate="none".
+struct GeluErf {
+  static constexpr double kInvSqrt2 = 0.7071067811865476;
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return lit<T>(0.5) * x * (lit<T>(1) + erf_of(x * lit<T>(kInvSqrt2)));
+  }
+};
+// min(x, 0) - log(1 + e^-|x|): torch's form, no overflow either way.
+struct LogSigmoid {
+  template <class T>
+  REPRISE_HD T operator()(T x) const {
+    return vmin(x, lit<T>(0)) - log1p_of(exp_of(-vmax(x, -x)));
   }
 };
 struct Abs {  // +0 for -0: the select keeps -0, the add makes it +0
@@ -352,6 +535,51 @@ struct SoftplusGrad {  // sigmoid(x) as e^x / (e^x + 1), PyTorch's form; 1 above
   REPRISE_HD T operator()(T x, T, T g) const {
     const T z = exp_of(x);
     return select(x > lit<T>(Softplus::kThreshold), g, g * z / (z + lit<T>(1)));
+  }
+};
+struct SinGrad {  // cos x
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return cos_of(x) * g;
+  }
+};
+struct CosGrad {  // -sin x
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return -(sin_of(x) * g);
+  }
+};
+struct ErfGrad {  // 2 / sqrt(pi) e^(-x^2)
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return lit<T>(1.1283791670955126) * exp_of(-(x * x)) * g;
+  }
+};
+struct Log1pGrad {  // 1 / (1 + x)
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    return g / (lit<T>(1) + x);
+  }
+};
+struct Expm1Grad {  // e^x = y + 1
+  template <class T>
+  REPRISE_HD T operator()(T, T y, T g) const {
+    return (y + lit<T>(1)) * g;
+  }
+};
+struct GeluErfGrad {  // Phi(x) + x phi(x)
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    const T cdf = lit<T>(0.5) * (lit<T>(1) + erf_of(x * lit<T>(GeluErf::kInvSqrt2)));
+    const T pdf = lit<T>(0.3989422804014327) * exp_of(lit<T>(-0.5) * x * x);
+    return (cdf + x * pdf) * g;
+  }
+};
+struct LogSigmoidGrad {  // sigmoid(-x), from z = e^-|x|
+  template <class T>
+  REPRISE_HD T operator()(T x, T, T g) const {
+    const T z = exp_of(-vmax(x, -x));
+    return select(x < lit<T>(0), lit<T>(1), z) / (lit<T>(1) + z) * g;
   }
 };
 struct AbsGrad {  // sign(x), 0 at 0 (torch's sgn)

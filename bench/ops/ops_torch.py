@@ -84,7 +84,9 @@ def unary_ops(F):
             "gelu": (lambda x: F.gelu(x, approximate="tanh"), -4), "silu": (F.silu, -4),
             "sigmoid": (torch.sigmoid, -4), "tanh": (torch.tanh, -4), "softplus": (F.softplus, -4),
             "abs": (torch.abs, -4), "sign": (torch.sign, -4), "square": (torch.square, -4),
-            "reciprocal": (torch.reciprocal, 0.1)}
+            "reciprocal": (torch.reciprocal, 0.1), "sin": (torch.sin, -4), "cos": (torch.cos, -4),
+            "erf": (torch.erf, -4), "log1p": (torch.log1p, -0.25), "expm1": (torch.expm1, -4),
+            "gelu_erf": (F.gelu, -4), "logsigmoid": (F.logsigmoid, -4)}
 
 
 def cases(F):

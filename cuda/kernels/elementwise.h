@@ -1,8 +1,9 @@
 #pragma once
 // Elementwise kernels: each applies an engine/functors.h functor, the same
 // definition the CPU backend runs, so an element comes out with the CPU's
-// bits wherever the math is made of IEEE operations and exp_poly (log, tanh
-// and pow are each library's own and may differ in the last place).
+// bits wherever the math is made of IEEE operations and the functors' own
+// polynomials (f32 exp, tanh, log, sin, cos, erf, ...; pow and the f64
+// functions are each library's own and may differ in the last place).
 // Operands may have any strides; outputs the kernels allocate are contiguous.
 
 #include <cmath>

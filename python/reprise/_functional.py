@@ -53,11 +53,12 @@ def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tenso
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    """GELU; reprise has the tanh approximation (approximate='tanh') so far."""
+    """x Phi(x) (approximate='none', with erf), or its tanh approximation."""
+    if approximate == "none":
+        return _core.gelu_erf(input)
     if approximate == "tanh":
         return _core.gelu(input)
-    raise Error(f"gelu: approximate={approximate!r}: reprise has the tanh approximation only "
-                "(pass approximate='tanh')")
+    raise Error(f"gelu: approximate={approximate!r}: expected 'none' or 'tanh'")
 
 
 def silu(input: Tensor) -> Tensor:
@@ -89,9 +90,7 @@ def softplus(input: Tensor) -> Tensor:
 
 
 def logsigmoid(input: Tensor) -> Tensor:
-    """log(sigmoid(x)) = -softplus(-x), which neither overflows nor loses
-    the small values as log of the sigmoid would."""
-    return -_core.softplus(-input)
+    return _core.logsigmoid(input)
 
 
 def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100,

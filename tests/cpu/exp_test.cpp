@@ -1,10 +1,12 @@
-// The f32 exp and tanh of engine/functors.h (fn::exp_poly, fn::tanh_poly),
-// through the CPU backend's unary op over a sweep of every 61st float of
-// their ranges plus the edges: within their stated ulp bounds of the
-// correctly rounded value, with the documented special values, and the
-// same bits at every CPU capability this machine supports (AVX-512 scales
-// by 2^n with one instruction, the others with two multiplications: both
-// round the exact product once, subnormal results included).
+// The f32 math of engine/functors.h (exp_poly, tanh_poly, log_poly and the
+// functions built on it, sin_cos_poly, erf_poly), through the CPU
+// backend's unary op over a sweep of every 61st float of their ranges
+// (251st for sin and cos) plus the edges: within their stated ulp bounds
+// of the correctly rounded value, with the documented special values, and
+// the same bits at every CPU capability this machine supports (AVX-512
+// scales by 2^n with one instruction, the others with two
+// multiplications: both round the exact product once, subnormal results
+// included).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -38,8 +40,9 @@ std::vector<float> sweep(float lo, float hi, uint32_t step) {
 }
 
 // Float ulps between a and b: distance on the line of bit patterns ordered
-// like the values (+0 and -0 one apart).
+// like the values (+0 and -0 one apart); two NaNs agree.
 int64_t ulps(float a, float b) {
+  if (std::isnan(a) && std::isnan(b)) return 0;
   auto ordered = [](float v) {
     const int32_t i = std::bit_cast<int32_t>(v);
     return i < 0 ? int64_t(std::numeric_limits<int32_t>::min()) - i : int64_t(i);
@@ -109,6 +112,82 @@ TEST(TanhPoly, SpecialValues) {
   EXPECT_EQ(y[4], 1.0f);
   EXPECT_EQ(y[5], -1.0f);
   EXPECT_TRUE(std::isnan(y[6]));
+}
+
+// The other f32 functions of engine/functors.h, each within its stated
+// bound of the correctly rounded value over a sweep of its range.
+TEST(MathPoly, WithinTheirUlpBoundsAtThisCapability) {
+  struct Case {
+    UnaryOp op;
+    float lo, hi;
+    uint32_t step;
+    double (*reference)(double);
+    int64_t bound;
+  };
+  const Case cases[] = {
+      {UnaryOp::log, 0.0f, 3.4e38f, 61, std::log, 1},
+      {UnaryOp::log1p, -0.99999994f, 3.4e38f, 61, std::log1p, 2},
+      {UnaryOp::expm1, -90.0f, 89.0f, 61, std::expm1, 2},
+      {UnaryOp::sin, -1e6f, 1e6f, 251, std::sin, 2},
+      {UnaryOp::cos, -1e6f, 1e6f, 251, std::cos, 2},
+      {UnaryOp::erf, -10.0f, 10.0f, 61, std::erf, 6},
+  };
+  for (const Case& c : cases) {
+    const auto [err, at] = worst(c.op, sweep(c.lo, c.hi, c.step), c.reference);
+    EXPECT_LE(err, c.bound) << unary_op_name(c.op) << " at x = " << at;
+  }
+}
+
+TEST(MathPoly, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };
+  const std::vector<float> lg = run(UnaryOp::log, {0.0f, -0.0f, -1.0f, inf, nan, 1.0f, 1e-45f});
+  EXPECT_EQ(lg[0], -inf);
+  EXPECT_EQ(lg[1], -inf);
+  EXPECT_TRUE(std::isnan(lg[2]));
+  EXPECT_EQ(lg[3], inf);
+  EXPECT_TRUE(std::isnan(lg[4]));
+  EXPECT_EQ(bits(lg[5]), 0u);
+  EXPECT_EQ(lg[6], float(std::log(double(1e-45f))));  // the smallest subnormal
+  const std::vector<float> lp = run(UnaryOp::log1p, {-1.0f, -2.0f, inf, -0.0f, 1e-30f});
+  EXPECT_EQ(lp[0], -inf);
+  EXPECT_TRUE(std::isnan(lp[1]));
+  EXPECT_EQ(lp[2], inf);
+  EXPECT_EQ(bits(lp[3]), 0x80000000u);
+  EXPECT_EQ(lp[4], 1e-30f);
+  const std::vector<float> em = run(UnaryOp::expm1, {-0.0f, inf, -inf, 1e-30f});
+  EXPECT_EQ(bits(em[0]), 0x80000000u);
+  EXPECT_EQ(em[1], inf);
+  EXPECT_EQ(em[2], -1.0f);
+  EXPECT_EQ(em[3], 1e-30f);
+  const std::vector<float> sn = run(UnaryOp::sin, {-0.0f, inf, -inf, nan});
+  EXPECT_EQ(bits(sn[0]), 0x80000000u);
+  for (size_t i = 1; i < sn.size(); ++i) EXPECT_TRUE(std::isnan(sn[i]));
+  EXPECT_EQ(run(UnaryOp::cos, {-0.0f})[0], 1.0f);
+  const std::vector<float> ef = run(UnaryOp::erf, {inf, -inf, -0.0f, nan, 4.0f});
+  EXPECT_EQ(ef[0], 1.0f);
+  EXPECT_EQ(ef[1], -1.0f);
+  EXPECT_EQ(bits(ef[2]), 0x80000000u);
+  EXPECT_TRUE(std::isnan(ef[3]));
+  EXPECT_EQ(ef[4], 1.0f);
+}
+
+TEST(MathPoly, SameBitsAtEveryCapability) {
+  for (UnaryOp op : {UnaryOp::log, UnaryOp::log1p, UnaryOp::expm1, UnaryOp::sin, UnaryOp::cos,
+                     UnaryOp::erf, UnaryOp::gelu_erf, UnaryOp::logsigmoid}) {
+    const std::vector<float> xs = sweep(-2e4f, 2e4f, 997);
+    std::vector<float> reference;
+    for_each_capability([&](CpuCapability c) {
+      const std::vector<float> y = run(op, xs);
+      if (reference.empty()) {
+        reference = y;
+        return;
+      }
+      EXPECT_EQ(std::memcmp(y.data(), reference.data(), y.size() * sizeof(float)), 0)
+          << unary_op_name(op) << " at " << to_string(c);
+    });
+  }
 }
 
 TEST(ExpPoly, SameBitsAtEveryCapability) {

@@ -5,6 +5,8 @@ difference where it has one."""
 
 from __future__ import annotations
 
+from math import erf, sqrt
+
 import numpy as np
 import pytest
 
@@ -148,6 +150,18 @@ def test_bad_input_names_the_op():
     with pytest.raises(reprise.Error, match="pad"):
         F.pad(x, (-2, -1))
     with pytest.raises(reprise.Error, match="gelu"):
-        F.gelu(x)
+        F.gelu(x, approximate="erf")
     with pytest.raises(reprise.Error, match="lt"):
         reprise.tensor([1, 2], dtype="i64") < 0.5
+
+
+def test_rope_from_sin_and_cos_and_exact_gelu():
+    pos = reprise.arange(8).double().unsqueeze(1)
+    inv = 1.0 / (10000.0 ** (reprise.arange(0, 4, 2).double() / 4))
+    angles = pos * inv
+    close(angles.sin(), np.sin(np.arange(8)[:, None] / 10000.0 ** (np.arange(0, 4, 2) / 4)))
+    close(angles.cos(), np.cos(np.arange(8)[:, None] / 10000.0 ** (np.arange(0, 4, 2) / 4)))
+    x = RNG.normal(size=6)
+    close(F.gelu(t(x)), [v * 0.5 * (1 + erf(v / sqrt(2))) for v in x])
+    close(t(x).erf(), [erf(v) for v in x])
+    close(t(np.abs(x)).log1p().expm1(), np.abs(x))
