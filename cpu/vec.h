@@ -416,14 +416,16 @@ REPRISE_HD V16<float> exp_of(V16<float> x) {
 REPRISE_CPU_INLINE V16<double> exp_of(V16<double> x) {
   return lanewise(x, [](double v) { return std::exp(v); });
 }
-// fn::log_split on 16 lanes: the same integer steps on each lane's bits.
+// fn::log_split on 16 lanes: the same unsigned integer steps on each
+// lane's bits (unsigned, as there: a NaN's bits plus the offset wrap).
 REPRISE_CPU_INLINE fn::LogSplit<V16<float>> log_split(V16<float> x) {
+  typedef uint32_t NativeU32 __attribute__((vector_size(kRegisterBytes)));
   fn::LogSplit<V16<float>> out;
-  const NativeI32 offset = NativeI32{} + int32_t(0x3f800000u - fn::kSqrtHalfBits);
+  const NativeU32 offset = NativeU32{} + (0x3f800000u - fn::kSqrtHalfBits);
   for (int i = 0; i < V16<float>::kParts; ++i) {
-    const NativeI32 u = (NativeI32)x.p[i] + offset;
-    out.m.p[i] = (NativeF32)((u & 0x007fffff) + int32_t(fn::kSqrtHalfBits));
-    out.e.p[i] = __builtin_convertvector(((u >> 23) & 0x1ff) - 127, NativeF32);
+    const NativeU32 u = (NativeU32)x.p[i] + offset;
+    out.m.p[i] = (NativeF32)((u & 0x007fffffu) + fn::kSqrtHalfBits);
+    out.e.p[i] = __builtin_convertvector((NativeI32)(u >> 23) - 127, NativeF32);
   }
   return out;
 }
