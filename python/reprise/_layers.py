@@ -13,8 +13,8 @@ import math
 from typing import Any
 
 from . import _core
-from ._core import (DType, Error, Generator, Tensor, dropout, embedding, kaiming_uniform_,
-                    layernorm, linear, normal_, ones, rmsnorm, uniform_, zeros)
+from . import _functional as F
+from ._core import Error, Generator, Tensor, kaiming_uniform_, normal_, ones, uniform_, zeros
 from ._module import Module, Parameter
 
 
@@ -45,8 +45,7 @@ class Linear(Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: Tensor) -> Tensor:
-        y = linear(x, self.weight)
-        return y if self.bias is None else y + self.bias
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -67,7 +66,7 @@ class Embedding(Module):
                                         generator=generator))
 
     def forward(self, ids: Tensor) -> Tensor:
-        return embedding(self.weight, ids)
+        return F.embedding(ids, self.weight)
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"
@@ -100,14 +99,10 @@ class LayerNorm(Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: Tensor) -> Tensor:
-        return layernorm(x, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}"
-
-
-# torch.finfo(dtype).eps: what torch's RMSNorm adds when given no eps.
-_EPSILON = {DType.f32: 2.0**-23, DType.f64: 2.0**-52, DType.bf16: 2.0**-7, DType.f16: 2.0**-10}
 
 
 class RMSNorm(Module):
@@ -122,8 +117,7 @@ class RMSNorm(Module):
         self.weight = Parameter(ones(dim))
 
     def forward(self, x: Tensor) -> Tensor:
-        eps = _EPSILON[x.dtype] if self.eps is None else self.eps
-        return rmsnorm(x, self.weight, eps)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}"
@@ -143,7 +137,7 @@ class Dropout(Module):
         self.p, self.generator = p, generator
 
     def forward(self, x: Tensor) -> Tensor:
-        return dropout(x, self.p, generator=self.generator, training=self.training)
+        return F.dropout(x, self.p, self.training, generator=self.generator)
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
