@@ -225,7 +225,7 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& cls) {
        arg("dim") = nb::none(), arg("keepdim") = false);
   both(
       "logsumexp",
-      [dims](const Tensor& x, ShapeLike dim, bool keepdim) {
+      [](const Tensor& x, ShapeLike dim, bool keepdim) {
         return ops::logsumexp(x, dim.value, keepdim);
       },
       "log(sum(exp(x))) over dim, without overflow.", arg("dim"), arg("keepdim") = false);
