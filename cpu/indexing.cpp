@@ -238,6 +238,12 @@ Tensors CpuBackend::topk(const Tensor& x_in, int64_t k, int64_t dim, bool larges
   return {values, indices};
 }
 
+// A full sort is the top R of R, kept in order; topk's order ties by
+// position, so equal keys keep theirs.
+Tensors CpuBackend::sort(const Tensor& x, int64_t dim, bool descending) {
+  return topk(x, x.size(dim), dim, descending, true);
+}
+
 Tensor CpuBackend::embedding(const Tensor& weight_in, const Tensor& ids_in) {
   const Tensor weight = weight_in.contiguous();
   const std::vector<int64_t> ids = ids_in.to_vector<int64_t>();

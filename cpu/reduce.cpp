@@ -1,5 +1,6 @@
-// Reductions on the CPU: sums over the middle of (A, R, B), row maxima with
-// their index, and the f64 sum of squares of a gradient.
+// Reductions on the CPU: sums and running sums over the middle of
+// (A, R, B), row maxima with their index, and the f64 sum of squares of a
+// gradient.
 #include <algorithm>
 
 #include "cpu/backend.h"
@@ -7,6 +8,25 @@
 #include "engine/threads.h"
 
 REPRISE_CPU_BEGIN
+
+namespace {
+
+// Calls body(a, b0, b1) for (A, R, B) seen as blocks of up to 256 columns
+// [b0, b1) of each a, the blocks in parallel.
+template <class Body>
+void for_column_blocks(int64_t A, int64_t R, int64_t B, Body body) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (B + kBlock - 1) / kBlock;
+  threads::parallel_for(A * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(R * kBlock, 1)),
+                        [&](int64_t t0, int64_t t1) {
+                          for (int64_t t = t0; t < t1; ++t) {
+                            const int64_t b0 = (t % blocks) * kBlock;
+                            body(t / blocks, b0, std::min(B, b0 + kBlock));
+                          }
+                        });
+}
+
+}  // namespace
 
 Tensor CpuBackend::sum_middle(const Tensor& x_in, int64_t A, int64_t R, int64_t B) {
   const Tensor x = x_in.contiguous();
@@ -25,22 +45,40 @@ Tensor CpuBackend::sum_middle(const Tensor& x_in, int64_t A, int64_t R, int64_t 
           });
       return;
     }
-    // Parallel over (a, b-block); each output adds its r in order.
-    constexpr int64_t kBlock = 256;
-    const int64_t blocks = (B + kBlock - 1) / kBlock;
-    threads::parallel_for(
-        A * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(R * kBlock, 1)),
-        [&](int64_t t0, int64_t t1) {
-          for (int64_t t = t0; t < t1; ++t) {
-            const int64_t a = t / blocks, b0 = (t % blocks) * kBlock, b1 = std::min(B, b0 + kBlock);
-            T* o = po + a * B;
-            for (int64_t b = b0; b < b1; ++b) o[b] = 0;
-            for (int64_t r = 0; r < R; ++r) {
-              const T* row = px + (a * R + r) * B;
-              for (int64_t b = b0; b < b1; ++b) o[b] += row[b];
-            }
-          }
-        });
+    // Each output adds its r in order.
+    for_column_blocks(A, R, B, [&](int64_t a, int64_t b0, int64_t b1) {
+      T* o = po + a * B;
+      for (int64_t b = b0; b < b1; ++b) o[b] = 0;
+      for (int64_t r = 0; r < R; ++r) {
+        const T* row = px + (a * R + r) * B;
+        for (int64_t b = b0; b < b1; ++b) o[b] += row[b];
+      }
+    });
+  });
+  return out;
+}
+
+Tensor CpuBackend::cumsum_middle(const Tensor& x_in, int64_t A, int64_t R, int64_t B,
+                                 bool reverse) {
+  const Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  dispatch_arith(x.dtype(), "cumsum", [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    // Each column adds its r in order.
+    for_column_blocks(A, R, B, [&](int64_t a, int64_t b0, int64_t b1) {
+      for (int64_t i = 0; i < R; ++i) {
+        const int64_t r = reverse ? R - 1 - i : i;
+        const T* in = px + (a * R + r) * B;
+        T* o = po + (a * R + r) * B;
+        if (i == 0) {
+          for (int64_t b = b0; b < b1; ++b) o[b] = in[b];
+        } else {
+          const T* prev = o + (reverse ? B : -B);
+          for (int64_t b = b0; b < b1; ++b) o[b] = prev[b] + in[b];
+        }
+      }
+    });
   });
   return out;
 }

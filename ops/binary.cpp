@@ -3,8 +3,11 @@
 // (detail::sum_to_shape).
 #include "ops/binary.h"
 
+#include <cmath>
+
 #include "autograd/tape.h"
 #include "engine/backend.h"
+#include "ops/cast.h"
 #include "ops/check.h"
 #include "ops/reduce.h"
 #include "ops/registry.h"
@@ -27,6 +30,22 @@ Tensor apply(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
 
 Tensor negate(const Tensor& g) { return backend_of(g).unary(UnaryOp::neg, 0, g); }
 Tensor scale(const Tensor& x, double s) { return backend_of(x).unary(UnaryOp::mul_scalar, s, x); }
+
+// An i32/i64 tensor with a scalar, as torch has it: an integral scalar
+// keeps the dtype (the tensor-tensor kernel, s broadcast), another one
+// promotes x to f32.
+Tensor integer_with_scalar(const char* name, const Tensor& x, double s,
+                           Tensor (*tensor_op)(const Tensor&, const Tensor&),
+                           Tensor (*scalar_op)(const Tensor&, double)) {
+  if (s != std::trunc(s)) return scalar_op(cast(x, DType::f32), s);
+  REPRISE_CHECK(std::abs(s) < 0x1p63, name, ": scalar ", s, " is outside the range of ",
+                x.describe());
+  return tensor_op(x, Tensor::full({}, s, x.dtype(), x.device()));
+}
+
+bool is_integer(const Tensor& x) {
+  return x.defined() && (x.dtype() == DType::i32 || x.dtype() == DType::i64);
+}
 
 }  // namespace
 
@@ -93,6 +112,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   detail::check_same_dtype_device("div", a, b);
+  // True division, as torch's: integers divide as f32.
+  if (is_integer(a)) return div(cast(a, DType::f32), cast(b, DType::f32));
   Shape sa = a.shape(), sb = b.shape();
   // da = g / b; db = -g * y / b.
   autograd::SaveSpec save{.inputs = {1}};
@@ -160,6 +181,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return extreme(BinaryOp::maxi
 Tensor minimum(const Tensor& a, const Tensor& b) { return extreme(BinaryOp::minimum, a, b); }
 
 Tensor add(const Tensor& x, double s) {
+  if (is_integer(x)) return integer_with_scalar("add_scalar", x, s, &add, &add);
   detail::check_float("add_scalar", x);
   return autograd::record_one({
       .op = registry::of(UnaryOp::add_scalar),
@@ -173,6 +195,7 @@ Tensor add(const Tensor& x, double s) {
 }
 
 Tensor mul(const Tensor& x, double s) {
+  if (is_integer(x)) return integer_with_scalar("mul_scalar", x, s, &mul, &mul);
   detail::check_float("mul_scalar", x);
   return autograd::record_one({
       .op = registry::of(UnaryOp::mul_scalar),

@@ -75,6 +75,32 @@ int64_t check_x(const char* op, const Tensor& x, int64_t dim) {
   return dim < 0 ? dim + x.dim() : dim;
 }
 
+// topk and sort order numbers: no bool, and 16-bit floats only once cast.
+void check_ordered(const char* op, const Tensor& x) {
+  REPRISE_CHECK(x.dtype() != DType::boolean && x.dtype() != DType::bf16 && x.dtype() != DType::f16,
+                op, ": expected x of dtype f32, f64, i32 or i64, got ", x.describe());
+}
+
+// Records topk or sort: values and i64 indices along dim, by `forward`.
+// dx: each gradient back at its index (the indices of a line are distinct).
+template <class Forward>
+TopKResult record_selection(const autograd::OpInfo& op, const Tensor& x, int64_t dim,
+                            Forward forward) {
+  Shape in_shape = x.shape();
+  Tensors out = autograd::record({
+      .op = op,
+      .inputs = {x},
+      .forward = forward,
+      .backward =
+          [dim, in_shape](Node& node, const Tensors& g) {
+            return Tensors{scatter_add_kernel(Tensor::zeros(in_shape, g[0].dtype(), g[0].device()),
+                                              dim, node.saved_output(1), g[0])};
+          },
+      .save = {.outputs = {1}},
+  });
+  return {out[0], out[1]};
+}
+
 // Raises unless src matches x in dtype, device and rank.
 void check_src(const char* op, const Tensor& x, const Tensor& src) {
   REPRISE_CHECK(src.defined(), op, ": undefined src");
@@ -265,25 +291,23 @@ TopKResult topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sort
   dim = check_x("topk", x, dim);
   REPRISE_CHECK(k >= 0 && k <= x.size(dim), "topk: k = ", k, " is outside [0, ", x.size(dim),
                 "] for dim ", dim, " of ", x.describe());
-  REPRISE_CHECK(x.dtype() != DType::boolean && x.dtype() != DType::bf16 && x.dtype() != DType::f16,
-                "topk: expected x of dtype f32, f64, i32 or i64, got ", x.describe());
-  Shape in_shape = x.shape();
-  auto forward = [dim, k, largest, sorted](const Tensors& in, auto*) {
-    return backend_of(in[0]).topk(in[0], k, dim, largest, sorted);
-  };
-  Tensors out = autograd::record({
-      .op = registry::kTopk,
-      .inputs = {x},
-      .forward = forward,
-      // dx: each gradient back at its index (indices of a row are distinct).
-      .backward =
-          [dim, in_shape](Node& node, const Tensors& g) {
-            return Tensors{scatter_add_kernel(Tensor::zeros(in_shape, g[0].dtype(), g[0].device()),
-                                              dim, node.saved_output(1), g[0])};
-          },
-      .save = {.outputs = {1}},
+  check_ordered("topk", x);
+  return record_selection(registry::kTopk, x, dim,
+                          [dim, k, largest, sorted](const Tensors& in, auto*) {
+                            return backend_of(in[0]).topk(in[0], k, dim, largest, sorted);
+                          });
+}
+
+TopKResult sort(const Tensor& x, int64_t dim, bool descending) {
+  dim = check_x("sort", x, dim);
+  check_ordered("sort", x);
+  return record_selection(registry::kSort, x, dim, [dim, descending](const Tensors& in, auto*) {
+    return backend_of(in[0]).sort(in[0], dim, descending);
   });
-  return {out[0], out[1]};
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
+  return sort(x, dim, descending).indices;
 }
 
 }  // namespace reprise::ops

@@ -1,5 +1,6 @@
 #pragma once
-// Indexing ops: index_select, gather, scatter_add, index_add, where, topk.
+// Indexing ops: index_select, gather, scatter_add, index_add, where, topk,
+// sort.
 //
 // Index tensors are i32 or i64 and hold positions in [0, size of the indexed
 // dim): negative values are not wrapped; every index is validated and a bad
@@ -58,5 +59,13 @@ struct TopKResult {
 // order.
 TopKResult topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                 bool sorted = true);
+
+// x sorted along dim in topk's order: ascending (NaN last), or descending
+// (NaN first). Equal values keep their order, so the sort is stable, as
+// torch's stable=True.  x: (..., N, ...) f32/f64/i32/i64 -> values and
+// indices of x's shape.
+TopKResult sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// sort's indices alone (not differentiable).
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 
 }  // namespace reprise::ops

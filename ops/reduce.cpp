@@ -7,6 +7,7 @@
 #include "autograd/tape.h"
 #include "engine/backend.h"
 #include "ops/binary.h"
+#include "ops/cast.h"
 #include "ops/check.h"
 #include "ops/compare.h"
 #include "ops/indexing.h"
@@ -192,6 +193,38 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
       .save = {.outputs = {1}},
   });
   return {out[0], out[1]};
+}
+
+namespace {
+
+// The running sum along dim of x seen as (A, R, B), from the end when
+// reverse (a kernel call, not recorded).
+Tensor cumsum_kernel(const Tensor& x, int64_t dim, bool reverse) {
+  int64_t A = 1, B = 1;
+  for (int64_t d = 0; d < dim; ++d) A *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) B *= x.size(d);
+  const int64_t R = x.dim() == 0 ? 1 : x.size(dim);
+  return backend_of(x).cumsum_middle(x, A, R, B, reverse).view(x.shape());
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& x_in, int64_t dim) {
+  REPRISE_CHECK(x_in.defined(), "cumsum: undefined x");
+  REPRISE_CHECK(x_in.dtype() == DType::f32 || x_in.dtype() == DType::f64 ||
+                    x_in.dtype() == DType::i32 || x_in.dtype() == DType::i64,
+                "cumsum: expected x of dtype f32, f64, i32 or i64, got ", x_in.describe(),
+                " (cast bool and 16-bit tensors first)");
+  const Tensor x = x_in.dtype() == DType::i32 ? cast(x_in, DType::i64) : x_in;
+  dim = x.dim() == 0 ? wrap_dim(dim, 1, "cumsum") : wrap_dim(dim, x.dim(), "cumsum");
+  return autograd::record_one({
+      .op = registry::kCumsum,
+      .inputs = {x},
+      .forward = [dim](const Tensors& in,
+                       auto*) { return Tensors{cumsum_kernel(in[0], dim, false)}; },
+      .backward = [dim](Node&,
+                        const Tensors& g) { return Tensors{cumsum_kernel(g[0], dim, true)}; },
+  });
 }
 
 // ---- composed ----------------------------------------------------------------

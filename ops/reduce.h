@@ -1,6 +1,6 @@
 #pragma once
-// Reductions. Each output element is summed by one thread in a fixed
-// order, so results do not depend on the thread count.
+// Reductions and running sums. Each output element is summed by one thread
+// in a fixed order, so results do not depend on the thread count.
 
 #include <optional>
 #include <vector>
@@ -19,6 +19,12 @@ struct MaxResult {
 };
 // Maximum along one dim. NaN propagates (a NaN is the maximum).
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// Running sum along dim: out[..., i, ...] = x[..., 0, ...] + ... +
+// x[..., i, ...], added in that order.  x: f32/f64/i32/i64 (i32 sums in
+// i64, as torch's) -> x's shape. The gradient is the running sum of g
+// from the end.
+Tensor cumsum(const Tensor& x, int64_t dim);
 
 // ---- composed of the reductions above and elementwise ops ----
 // Dims are torch's: `dims` empty means every dim; a negative one counts

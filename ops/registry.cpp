@@ -54,7 +54,8 @@ double selected_bytes(const Tensors& in, const Tensors& out) {
 }
 // One add per source element (input 2 is src).
 double source_adds(const Tensors& in, const Tensors&) { return double(in[2].numel()); }
-// Roughly one comparison per input element (selection, then a sort of k).
+// Roughly one comparison per input element (selection, then a sort of k;
+// a full sort's log N factor is left out, its dim being unknown here).
 double input_compares(const Tensors& in, const Tensors&) { return double(in[0].numel()); }
 
 }  // namespace
@@ -74,6 +75,7 @@ const OpInfo kSwiglu{.name = "swiglu", .flops = swiglu_flops};
 const OpInfo kSum{.name = "sum"};
 const OpInfo kMean{.name = "mean"};
 const OpInfo kMax{.name = "max"};
+const OpInfo kCumsum{.name = "cumsum"};
 const OpInfo kSoftmax{.name = "softmax", .flops = softmax_flops};
 const OpInfo kLogSoftmax{.name = "log_softmax", .flops = softmax_flops};
 const OpInfo kCrossEntropy{.name = "cross_entropy", .flops = cross_entropy_flops};
@@ -89,6 +91,7 @@ const OpInfo kIndexAdd{.name = "index_add", .flops = source_adds};
 const OpInfo kWhere{.name = "where", .flops = autograd::no_flops};
 const OpInfo kClamp{.name = "clamp"};
 const OpInfo kTopk{.name = "topk", .flops = input_compares};
+const OpInfo kSort{.name = "sort", .flops = input_compares};
 const OpInfo kMatmul{.name = "matmul", .flops = product_flops};
 const OpInfo kLinear{.name = "linear", .flops = product_flops};
 const OpInfo kGroupedLinear{.name = "grouped_linear", .flops = product_flops};
@@ -115,13 +118,13 @@ const std::vector<const OpInfo*>& all() {
     for (const OpInfo& op : kUnaryOps) v.push_back(&op);
     for (const OpInfo& op : kBinaryOps) v.push_back(&op);
     for (const OpInfo* op :
-         {&kSwiglu,       &kSum,        &kMean,          &kMax,        &kSoftmax,     &kLogSoftmax,
-          &kCrossEntropy, &kRmsnorm,    &kLayernorm,     &kRotary,     &kEmbedding,   &kIndexSelect,
-          &kGather,       &kScatterAdd, &kIndexAdd,      &kWhere,      &kClamp,       &kTopk,
-          &kMatmul,       &kLinear,     &kGroupedLinear, &kSdpa,       &kSdpaDropout, &kMoeRoute,
-          &kDropout,      &kCast,       &kReshape,       &kTranspose,  &kPermute,     &kSlice,
-          &kExpand,       &kSqueeze,    &kUnsqueeze,     &kContiguous, &kCat,         &kSplit,
-          &kStack})
+         {&kSwiglu,      &kSum,          &kMean,       &kMax,       &kCumsum,        &kSoftmax,
+          &kLogSoftmax,  &kCrossEntropy, &kRmsnorm,    &kLayernorm, &kRotary,        &kEmbedding,
+          &kIndexSelect, &kGather,       &kScatterAdd, &kIndexAdd,  &kWhere,         &kClamp,
+          &kTopk,        &kSort,         &kMatmul,     &kLinear,    &kGroupedLinear, &kSdpa,
+          &kSdpaDropout, &kMoeRoute,     &kDropout,    &kCast,      &kReshape,       &kTranspose,
+          &kPermute,     &kSlice,        &kExpand,     &kSqueeze,   &kUnsqueeze,     &kContiguous,
+          &kCat,         &kSplit,        &kStack})
       v.push_back(op);
     return v;
   }();

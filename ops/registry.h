@@ -21,12 +21,12 @@ const OpInfo& of(UnaryOp op);
 const OpInfo& of(BinaryOp op);
 // Fused (ops/swiglu.h).
 extern const OpInfo kSwiglu;
-// Reductions (ops/reduce.h).
-extern const OpInfo kSum, kMean, kMax;
+// Reductions and running sums (ops/reduce.h).
+extern const OpInfo kSum, kMean, kMax, kCumsum;
 // Layers (ops/softmax.h, ops/loss.h, ops/norm.h, ops/rotary.h, ops/embedding.h).
 extern const OpInfo kSoftmax, kLogSoftmax, kCrossEntropy, kRmsnorm, kLayernorm, kRotary, kEmbedding;
 // Indexing (ops/indexing.h), clamp (ops/clamp.h).
-extern const OpInfo kIndexSelect, kGather, kScatterAdd, kIndexAdd, kWhere, kTopk, kClamp;
+extern const OpInfo kIndexSelect, kGather, kScatterAdd, kIndexAdd, kWhere, kTopk, kSort, kClamp;
 // Products (ops/matmul.h, ops/grouped_linear.h, ops/attention.h).
 extern const OpInfo kMatmul, kLinear, kGroupedLinear, kSdpa, kSdpaDropout;
 // Mixture of experts, random, casts (ops/moe_route.h, ops/random.h, ops/cast.h).

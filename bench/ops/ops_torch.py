@@ -107,6 +107,7 @@ def cases(F):
     c["sum/2048x256_rows"] = (act, lambda x: x.sum(-1))
     c["mean/2048x256_rows"] = (act, lambda x: x.mean(-1))
     c["max/2048x256_rows"] = (act, lambda x: x.max(-1))
+    c["cumsum/2048x256_rows"] = (act, lambda x: x.cumsum(-1))
     c["softmax/2048x256"] = (act, lambda x: torch.softmax(x, -1))
     c["log_softmax/2048x256"] = (act, lambda x: torch.log_softmax(x, -1))
     c["cross_entropy/2048x256"] = (lambda: [u(N, V), torch.randint(0, V, (N,))], F.cross_entropy)
@@ -129,6 +130,7 @@ def cases(F):
     c["where/2048x256"] = (lambda: [u(N, C), u(N, C), torch.rand(N, C) > 0.5],
                            lambda a, b, m: torch.where(m, a, b))
     c["topk/2048x8_top2"] = (lambda: [u(N, E)], lambda x: torch.topk(x, K, -1))
+    c["sort/2048x256_rows"] = (lambda: [u(N, V)], lambda x: torch.sort(x, -1, stable=True))
     c["matmul/2048x256_256x688"] = (lambda: [u(N, C), u(C, FF)], torch.matmul)
     c["linear/2048x256_688x256"] = (lambda: [u(N, C), u(FF, C)], F.linear)
     c["grouped_linear/4096x256_8_experts_688x256"] = (

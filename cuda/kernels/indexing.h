@@ -1,5 +1,5 @@
 #pragma once
-// Indexing: the bounds of an index, gather, scatter-add, topk, and the
+// Indexing: the bounds of an index, gather, scatter-add, topk, sort, and the
 // embedding lookup and its backward, with cpu/indexing.cpp's results.
 //
 // Sums where several elements land on one output (scatter_add,
@@ -252,7 +252,21 @@ void scatter_add(const Exec& ex, const Tensor& out, int64_t dim, const Tensor& i
   });
 }
 
-// ---- topk -----------------------------------------------------------------
+// ---- topk and sort ----------------------------------------------------------
+
+// topk's total order: whether (a at ia) comes before (b at ib): by value
+// (largest or smallest first, NaN above every number), then lower index.
+template <bool Largest, class T>
+REPRISE_HD bool ranks_before(T a, int64_t ia, T b, int64_t ib) {
+  bool an = false, bn = false;
+  if constexpr (std::is_floating_point_v<T>) {
+    an = a != a;
+    bn = b != b;
+  }
+  if (an != bn) return Largest ? an : bn;
+  if (!an && a != b) return Largest ? a > b : a < b;
+  return ia < ib;
+}
 
 // One thread per row (outer, inner) of x (outer, R, inner): the k first
 // under topk's total order (value, NaN above every number, then lower
@@ -268,18 +282,8 @@ struct TopkKernel {
   int64_t rows, R, inner, k;
   bool sorted;
 
-  REPRISE_HD static bool is_nan(T v) {
-    if constexpr (std::is_floating_point_v<T>) {
-      return v != v;
-    } else {
-      return false;
-    }
-  }
   REPRISE_HD static bool before(T a, int64_t ia, T b, int64_t ib) {
-    const bool an = is_nan(a), bn = is_nan(b);
-    if (an != bn) return Largest ? an : bn;
-    if (!an && a != b) return Largest ? a > b : a < b;
-    return ia < ib;
+    return ranks_before<Largest>(a, ia, b, ib);
   }
 
   template <class Ctx>
@@ -341,6 +345,106 @@ Tensors topk(const Exec& ex, const Tensor& x_in, int64_t k, int64_t dim, bool la
       ex.launch(TopkKernel<T, false>{x.data<T>(), values.data<T>(), indices.data<int64_t>(), rows,
                                      R, inner, k, sorted},
                 blocks_for(rows, 128));
+    }
+  });
+  return {values, indices};
+}
+
+// Each line along dim sorted in topk's order by one block: a bottom-up merge
+// sort in two buffers of the line, where each pass merges pairs of sorted
+// runs of `width`, every element at once: its place is its rank in its own
+// run plus the number of the partner run's elements before it, found by
+// binary search. The order is total (ties go by position), so the result is
+// the one sorted line the CPU gives. log2(R) passes of O(R log R) work.
+template <class T, bool Descending>
+struct SortLinesKernel {
+  static constexpr int kThreads = 256;
+  const T* x;
+  T* values;
+  int64_t* indices;
+  T* buffer_values;         // (lines, 2, R)
+  int64_t* buffer_indices;  // (lines, 2, R)
+  int64_t lines, R, inner;
+
+  template <class Ctx>
+  REPRISE_HD void operator()(Ctx& ctx) const {
+    for (int64_t m = ctx.block(); m < lines; m += ctx.blocks()) {
+      const int64_t line = m / inner * R * inner + m % inner;  // its first element
+      T* v[2] = {buffer_values + m * 2 * R, buffer_values + m * 2 * R + R};
+      int64_t* ix[2] = {buffer_indices + m * 2 * R, buffer_indices + m * 2 * R + R};
+      ctx.threads([&](int t) {
+        for (int64_t p = t; p < R; p += kThreads) {
+          v[0][p] = x[line + p * inner];
+          ix[0][p] = p;
+        }
+      });
+      ctx.sync();
+      int from = 0;
+      for (int64_t width = 1; width < R; width *= 2, from = 1 - from) {
+        ctx.threads([&](int t) {
+          for (int64_t p = t; p < R; p += kThreads)
+            merge_one(v[from], ix[from], v[1 - from], ix[1 - from], p, width);
+        });
+        ctx.sync();
+      }
+      ctx.threads([&](int t) {
+        for (int64_t p = t; p < R; p += kThreads) {
+          values[line + p * inner] = v[from][p];
+          indices[line + p * inner] = ix[from][p];
+        }
+      });
+      ctx.sync();
+    }
+  }
+
+  // Moves element p of a pass's input (sorted runs of `width`) to its place
+  // in the merge of its run with the partner run.
+  REPRISE_HD void merge_one(const T* sv, const int64_t* si, T* dv, int64_t* di, int64_t p,
+                            int64_t width) const {
+    const int64_t run = p / width, start = run * width;
+    const bool left = run % 2 == 0;
+    const int64_t merged = left ? start : start - width;
+    int64_t lo = left ? start + width : start - width;
+    int64_t hi = left ? (start + 2 * width < R ? start + 2 * width : R) : start;
+    if (lo > hi) lo = hi;  // a last left run with no partner
+    const int64_t first = lo;
+    while (lo < hi) {  // the partner's elements before p form a prefix
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (ranks_before<Descending>(sv[mid], si[mid], sv[p], si[p])) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    const int64_t at = merged + (p - start) + (lo - first);
+    dv[at] = sv[p];
+    di[at] = si[p];
+  }
+};
+
+template <class Exec>
+Tensors sort(const Exec& ex, const Tensor& x_in, int64_t dim, bool descending) {
+  const Tensor x = x_in.contiguous();
+  Tensor values = Tensor::empty(x.shape(), x.dtype(), ex.device());
+  Tensor indices = Tensor::empty(x.shape(), DType::i64, ex.device());
+  const int64_t R = x.size(dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  if (x.numel() == 0) return {values, indices};
+  const int64_t lines = outer * inner;
+  Tensor buffer_values = Tensor::empty({lines, 2, R}, x.dtype(), ex.device());
+  Tensor buffer_indices = Tensor::empty({lines, 2, R}, DType::i64, ex.device());
+  dispatch_arith(x.dtype(), "sort", [&]<class T>() {
+    auto launch = [&](auto kernel) { ex.launch(kernel, std::min<int64_t>(lines, kMaxBlocks)); };
+    if (descending) {
+      launch(SortLinesKernel<T, true>{x.data<T>(), values.data<T>(), indices.data<int64_t>(),
+                                      buffer_values.data<T>(), buffer_indices.data<int64_t>(),
+                                      lines, R, inner});
+    } else {
+      launch(SortLinesKernel<T, false>{x.data<T>(), values.data<T>(), indices.data<int64_t>(),
+                                       buffer_values.data<T>(), buffer_indices.data<int64_t>(),
+                                       lines, R, inner});
     }
   });
   return {values, indices};

@@ -1,8 +1,9 @@
 #pragma once
 // Reductions, in cpu/reduce.cpp's orders: sums over the middle of
 // (A, R, B) (each output a 16-lane row sum when B = 1, else a sum over r in
-// order), the first maximum of each row with its index (NaN above every
-// number), and the f64 sums of squares of 4096-element chunks.
+// order), running sums over r in order, the first maximum of each row with
+// its index (NaN above every number), and the f64 sums of squares of
+// 4096-element chunks.
 
 #include <cmath>
 
@@ -47,6 +48,32 @@ struct SumMiddleKernel {  // B > 1: one thread per output, r in order
         T s = T(0);
         for (int64_t r = 0; r < R; ++r) s += x[(a * R + r) * B + b];
         out[i] = s;
+      }
+    });
+  }
+};
+
+// Running sums over the middle of (A, R, B): one thread per column (a, b),
+// r in order (from the end when reverse), the CPU's additions one by one.
+template <class T>
+struct CumsumMiddleKernel {
+  static constexpr int kThreads = 256;
+  const T* x;
+  T* out;
+  int64_t A, R, B;
+  bool reverse;
+
+  template <class Ctx>
+  REPRISE_HD void operator()(Ctx& ctx) const {
+    ctx.threads([&](int t) {
+      for (int64_t c = ctx.block() * kThreads + t; c < A * B; c += ctx.blocks() * kThreads) {
+        const int64_t a = c / B, b = c % B;
+        T s = T(0);
+        for (int64_t i = 0; i < R; ++i) {
+          const int64_t at = (a * R + (reverse ? R - 1 - i : i)) * B + b;
+          s = i == 0 ? x[at] : s + x[at];
+          out[at] = s;
+        }
       }
     });
   }
@@ -143,6 +170,19 @@ Tensor sum_middle(const Exec& ex, const Tensor& x_in, int64_t A, int64_t R, int6
     } else {
       ex.launch(SumMiddleKernel<T>{x.data<T>(), out.data<T>(), A, R, B}, blocks_for(A * B, 256));
     }
+  });
+  return out;
+}
+
+template <class Exec>
+Tensor cumsum_middle(const Exec& ex, const Tensor& x_in, int64_t A, int64_t R, int64_t B,
+                     bool reverse) {
+  const Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), ex.device());
+  if (A * B == 0) return out;
+  dispatch_arith(x.dtype(), "cumsum", [&]<class T>() {
+    ex.launch(CumsumMiddleKernel<T>{x.data<T>(), out.data<T>(), A, R, B, reverse},
+              blocks_for(A * B, 256));
   });
   return out;
 }

@@ -14,6 +14,7 @@
 #include "ops/cast.h"
 #include "ops/clamp.h"
 #include "ops/compare.h"
+#include "ops/einsum.h"
 #include "ops/embedding.h"
 #include "ops/grouped_linear.h"
 #include "ops/indexing.h"
@@ -94,7 +95,7 @@ void bind_elementwise(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__radd__", ScalarFn(&ops::add))
       .def("__sub__", &ops::sub)
       .def("__sub__", [](const Tensor& x, double s) { return ops::add(x, -s); })
-      .def("__rsub__", [](const Tensor& x, double s) { return ops::add(ops::neg(x), s); })
+      .def("__rsub__", [](const Tensor& x, double s) { return ops::add(ops::mul(x, -1.0), s); })
       .def("__mul__", BinaryFn(&ops::mul))
       .def("__mul__", ScalarFn(&ops::mul))
       .def("__rmul__", ScalarFn(&ops::mul))
@@ -157,11 +158,19 @@ void bind_comparisons(nb::module_& m, nb::class_<Tensor>& cls) {
     cls.def(dunder, f);
   }
   // Comparing with something that is not a tensor or a number (None, a
-  // string) is not equal, as for any Python object.
-  cls.def(
-      "__eq__", [](const Tensor&, nb::handle) { return false; }, arg("other").none());
-  cls.def(
-      "__ne__", [](const Tensor&, nb::handle) { return true; }, arg("other").none());
+  // string) is not equal, as for any Python object. nanobind tries every
+  // overload without conversions first, so a Python int reaches these too.
+  for (const CompareOp op : {CompareOp::eq, CompareOp::ne}) {
+    cls.def(
+        op == CompareOp::eq ? "__eq__" : "__ne__",
+        [op](const Tensor& a, nb::handle other) -> nb::object {
+          if (nb::isinstance<nb::int_>(other) || nb::isinstance<nb::float_>(other)) {
+            return nb::cast(ops::compare(op, a, nb::cast<double>(other)));
+          }
+          return nb::bool_(op == CompareOp::ne);
+        },
+        arg("other").none());
+  }
   // == made Tensor unhashable; tensors hash by identity, as torch's.
   cls.def("__hash__", [](nb::handle self) { return nb::hash(nb::int_(uintptr_t(self.ptr()))); });
   both("isnan", &ops::isnan, "x != x: where x is NaN.");
@@ -241,6 +250,13 @@ void bind_reductions(nb::module_& m, nb::class_<Tensor>& cls) {
              : "sum((x - mean)^2) / (n - correction) over dim (None: all).",
         arg("dim") = nb::none(), nb::kw_only(), arg("correction") = 1.0, arg("keepdim") = false);
   }
+  both(
+      "cumsum",
+      [](const Tensor& x, int64_t dim, std::optional<DTypeLike> dtype) {
+        return ops::cumsum(dtype ? ops::cast(x, dtype->get()) : x, dim);
+      },
+      "Running sum along dim, added in order; integers sum in i64.", arg("dim"), nb::kw_only(),
+      arg("dtype") = nb::none());
 }
 
 // ---- layers ------------------------------------------------------------------
@@ -302,10 +318,10 @@ void bind_layer_ops(nb::module_& m, nb::class_<Tensor>& cls) {
 
 void bind_indexing(nb::module_& m, nb::class_<Tensor>& cls) {
   const ModuleAndMethod both{m, cls};
-  m.def("index_select", &ops::index_select, arg("x"), arg("dim"), arg("index"));
-  m.def("gather", &ops::gather, arg("x"), arg("dim"), arg("index"));
-  m.def("scatter_add", &ops::scatter_add, arg("x"), arg("dim"), arg("index"), arg("src"));
-  m.def("index_add", &ops::index_add, arg("x"), arg("dim"), arg("index"), arg("src"));
+  both("index_select", &ops::index_select, "", arg("dim"), arg("index"));
+  both("gather", &ops::gather, "out[p] = x[p with p[dim] = index[p]].", arg("dim"), arg("index"));
+  both("scatter_add", &ops::scatter_add, "", arg("dim"), arg("index"), arg("src"));
+  both("index_add", &ops::index_add, "", arg("dim"), arg("index"), arg("src"));
   using Side = std::variant<Tensor, double>;
   m.def(
       "where",
@@ -329,6 +345,37 @@ void bind_indexing(nb::module_& m, nb::class_<Tensor>& cls) {
       },
       "(values, indices) of the k largest (or smallest) along dim.", arg("k"), arg("dim") = -1,
       arg("largest") = true, arg("sorted") = true);
+  // Always stable: `stable` is accepted for torch's signature.
+  both(
+      "sort",
+      [](const Tensor& x, int64_t dim, bool descending, bool) {
+        ops::TopKResult r = ops::sort(x, dim, descending);
+        return nb::make_tuple(r.values, r.indices);
+      },
+      "(values, indices) of x sorted along dim; stable (equal values keep their order), NaN "
+      "above every number.",
+      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = true);
+  both(
+      "argsort",
+      [](const Tensor& x, int64_t dim, bool descending, bool) {
+        return ops::argsort(x, dim, descending);
+      },
+      "sort's indices.", arg("dim") = -1, arg("descending") = false, nb::kw_only(),
+      arg("stable") = true);
+  m.def(
+      "einsum",
+      [](const std::string& equation, nb::args operands) {
+        std::vector<Tensor> tensors;
+        if (operands.size() == 1 && !nb::isinstance<Tensor>(operands[0])) {
+          tensors = nb::cast<std::vector<Tensor>>(operands[0]);  // einsum(eq, [a, b])
+        } else {
+          for (nb::handle h : operands) tensors.push_back(nb::cast<Tensor>(h));
+        }
+        return ops::einsum(equation, tensors);
+      },
+      arg("equation"), arg("operands"),
+      "torch.einsum: einsum(\"bhqd,bhkd->bhqk\", q, k), lowered to permutes, sums and "
+      "matmuls.");
 }
 
 // ---- layout ------------------------------------------------------------------

@@ -174,6 +174,26 @@ const RegisterOpCases reduce_cases({
        return Inputs{param({4, 6}, 36)};
      },
      [](const Inputs& in) { return ops::max(in[0], 0, true).values; }},
+    {"cumsum/last",
+     [] {
+       return Inputs{param({3, 5, 7}, 39)};
+     },
+     [](const Inputs& in) { return ops::cumsum(in[0], -1); },
+     {},
+     activations("2048x256_rows")},
+    {"cumsum/dim1",
+     [] {
+       return Inputs{param({3, 5, 7}, 40)};
+     },
+     [](const Inputs& in) { return ops::cumsum(in[0], 1); }},
+    // A transposed x along its first dim, and a 0-dim one.
+    {"cumsum/dim0_view",
+     [] {
+       return Inputs{param({6, 4}, 41)};
+     },
+     [](const Inputs& in) { return ops::cumsum(ops::transpose(in[0], 0, 1), 0); }},
+    {"cumsum/scalar", [] { return Inputs{param({}, 42)}; },
+     [](const Inputs& in) { return ops::cumsum(in[0], 0); }},
 });
 
 // Each view alone (its gradient lays dy out as x), and inside an op that

@@ -1,4 +1,4 @@
-// Cases of index_select, gather, scatter_add, index_add, where and topk:
+// Cases of index_select, gather, scatter_add, index_add, where, topk and sort:
 // repeated indices, i32 indices, transposed operands.
 #include "ops/indexing.h"
 
@@ -137,6 +137,25 @@ const RegisterOpCases indexing_cases({
      [](const Inputs& in) { return ops::topk(in[0], 4, -1, false, false).values; }},
     {"topk/k_all_257", [] { return Inputs{param({257}, 83)}; },
      [](const Inputs& in) { return ops::topk(in[0], 257, 0).values; }},
+    // Lines of 300: merge passes with a short last run.
+    {"sort/last_300",
+     [] {
+       return Inputs{param({3, 300}, 84)};
+     },
+     [](const Inputs& in) {
+       ops::TopKResult r = ops::sort(in[0]);
+       return Outputs(std::vector<Tensor>{r.values, r.indices});
+     },
+     {},
+     PerfInputs{"2048x256_rows",
+                [] {
+                  return Inputs{perf_input({N, V}, 35)};
+                }}},
+    {"sort/dim1_descending",
+     [] {
+       return Inputs{param({3, 5, 7}, 85)};
+     },
+     [](const Inputs& in) { return ops::sort(in[0], 1, /*descending=*/true).values; }},
 });
 
 }  // namespace

@@ -1,4 +1,4 @@
-// index_select, gather, scatter_add, index_add, where, topk: forward values
+// index_select, gather, scatter_add, index_add, where, topk, sort: forward values
 // against hand-computed ones, bitwise determinism across thread counts with
 // many repeated indices, and bad input. Their cases are in
 // tests/cases/indexing.cpp.
@@ -14,6 +14,8 @@
 #include "engine/threads.h"
 #include "ops/unary.h"
 #include "ops/views.h"
+#include "tests/support/capabilities.h"
+#include "tests/support/cuda_sim_backend.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
@@ -157,6 +159,62 @@ TEST(Indexing, TopkMatchesStableSortWithManyTiesAndNaNs) {
       }
     }
   }
+}
+
+// sort against a stable sort of each line, with many ties and NaNs, at
+// line lengths that are and are not powers of two, along the last dim and
+// a middle one; on the CUDA simulator, threads in either order, the same.
+TEST(Indexing, SortIsStableWithTiesAndNaNs) {
+  for (int64_t n : {1, 2, 64, 300, 1000}) {
+    const int64_t rows = 7;
+    std::vector<float> xv = indices({rows, n}, 5, 9).to(DType::f32).to_vector<float>();
+    for (size_t i = 3; i < xv.size(); i += 41) xv[i] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor x = Tensor::from_vector(xv, {rows, n});
+    for (bool descending : {false, true}) {
+      const ops::TopKResult got = ops::sort(x, -1, descending);
+      const std::vector<int64_t> order = got.indices.to_vector<int64_t>();
+      const std::vector<float> values = got.values.to_vector<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        auto rank = [&](int64_t i) {
+          const float v = xv[size_t(r * n + i)];
+          return std::isnan(v) ? (descending ? -1e9f : 1e9f) : (descending ? -v : v);
+        };
+        std::vector<int64_t> want(static_cast<size_t>(n));
+        std::iota(want.begin(), want.end(), 0);
+        std::stable_sort(want.begin(), want.end(),
+                         [&](int64_t a, int64_t b) { return rank(a) < rank(b); });
+        ASSERT_EQ(std::vector<int64_t>(order.begin() + r * n, order.begin() + (r + 1) * n), want)
+            << "n " << n << " descending " << descending << " row " << r;
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = values[size_t(r * n + i)], w = xv[size_t(r * n + want[size_t(i)])];
+          EXPECT_TRUE(v == w || (std::isnan(v) && std::isnan(w)));
+        }
+      }
+      EXPECT_EQ(ops::argsort(x, -1, descending).to_vector<int64_t>(), order);
+      // Along dim 0 of the transpose: the same lines.
+      const ops::TopKResult cols = ops::sort(ops::transpose(x, 0, 1), 0, descending);
+      EXPECT_EQ(ops::transpose(cols.indices, 0, 1).contiguous().to_vector<int64_t>(), order);
+      CudaSimBackend in_order(false), reversed(true);
+      for (CudaSimBackend* sim : {&in_order, &reversed}) {
+        ScopedCpuBackend use(*sim);
+        const ops::TopKResult on_sim = ops::sort(x, -1, descending);
+        EXPECT_EQ(on_sim.indices.to_vector<int64_t>(), order) << sim->name() << " n " << n;
+        EXPECT_EQ(bits(on_sim.values), bits(got.values)) << sim->name() << " n " << n;
+      }
+    }
+  }
+  const ops::TopKResult ints = ops::sort(Tensor::from_vector<int64_t>({4, -1, 4, 0}, {4}), 0, true);
+  EXPECT_EQ(ints.values.to_vector<int64_t>(), (std::vector<int64_t>{4, 4, 0, -1}));
+  EXPECT_EQ(ints.indices.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 3, 1}));
+  EXPECT_EQ(ops::sort(Tensor::zeros({3, 0}), 1).values.shape(), (Shape{3, 0}));
+}
+
+TEST(Indexing, SortRejectsBadInput) {
+  expect_error([] { ops::sort(Tensor::zeros({3}).to(DType::boolean)); },
+               {"sort", "bool", "expected x of dtype f32, f64, i32 or i64"});
+  expect_error([] { ops::sort(Tensor::zeros({3}, DType::bf16)); }, {"sort", "bf16"});
+  expect_error([] { ops::argsort(Tensor::zeros({2, 3}), 2); }, {"sort", "dim 2"});
+  expect_error([] { ops::sort(Tensor::scalar(1.0)); }, {"sort", "at least one dim"});
 }
 
 // index_add along dim 0 with 5000 indices into 11 rows: every sum adds in

@@ -165,3 +165,52 @@ def test_rope_from_sin_and_cos_and_exact_gelu():
     close(F.gelu(t(x)), [v * 0.5 * (1 + erf(v / sqrt(2))) for v in x])
     close(t(x).erf(), [erf(v) for v in x])
     close(t(np.abs(x)).log1p().expm1(), np.abs(x))
+
+
+def test_positions_by_cumsum():
+    mask = reprise.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 1]], dtype="i64")
+    position_ids = mask.cumsum(-1) - 1
+    position_ids = position_ids.masked_fill(mask == 0, 1)
+    assert position_ids.tolist() == [[1, 1, 0, 1, 2], [0, 1, 2, 1, 3]]
+    x = RNG.normal(size=(3, 5))
+    close(reprise.cumsum(t(x), dim=0), np.cumsum(x, axis=0))
+    assert reprise.tensor([1, 2, 3], dtype="i32").cumsum(0).dtype == reprise.tensor([1]).long().dtype
+
+
+def test_top_p_filtering_with_sort():
+    logits = RNG.normal(size=(2, 10))
+    x, top_p = t(logits), 0.8
+    sorted_logits, sorted_indices = reprise.sort(x, descending=True)
+    cumulative = sorted_logits.softmax(-1).cumsum(-1)
+    remove = cumulative > top_p
+    remove = F.pad(remove.long(), (1, -1)).bool()  # keep the first token above the threshold
+    kept = sorted_logits.masked_fill(remove, float("-inf"))
+    # Back to vocabulary order: the inverse permutation is argsort of the order.
+    filtered = kept.gather(1, sorted_indices.argsort(-1))
+    # NumPy: the same filter.
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    srt = np.take_along_axis(logits, order, -1)
+    probs = np.exp(srt - srt.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    rm = np.concatenate([np.zeros((2, 1), bool), (np.cumsum(probs, -1) > top_p)[:, :-1]], -1)
+    want = np.full_like(logits, -np.inf)
+    for r in range(2):
+        for j in range(10):
+            if not rm[r, j]:
+                want[r, order[r, j]] = srt[r, j]
+    got = np.array(filtered.tolist())
+    assert np.array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_allclose(got[~np.isinf(got)], want[~np.isinf(want)], rtol=1e-12)
+    assert x.argsort(descending=True).tolist() == order.tolist()
+    ties = reprise.tensor([2.0, 1.0, 2.0, 1.0])
+    assert ties.argsort().tolist() == [1, 3, 0, 2]  # stable
+
+
+def test_einsum_attention_scores():
+    q, k = RNG.normal(size=(2, 3, 4, 8)), RNG.normal(size=(2, 3, 5, 8))
+    qt, kt = t(q, True), t(k, True)
+    scores = reprise.einsum("bhqd,bhkd->bhqk", qt, kt) / 8 ** 0.5
+    close(scores, np.einsum("bhqd,bhkd->bhqk", q, k) / 8 ** 0.5)
+    close(reprise.einsum("...d,...d", [qt, qt]), np.einsum("...d,...d", q, q))
+    scores.sum().backward()
+    close(qt.grad, np.broadcast_to(k.sum(2, keepdims=True), q.shape) / 8 ** 0.5)
