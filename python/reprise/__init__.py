@@ -19,7 +19,7 @@ from ._grad import enable_grad, no_grad
 # import` would keep those; the package's modules of these names (nn adds
 # Python's Module and layers) take their place.
 del io, nn, policies  # noqa: F405
-from . import io, nn, policies
+from . import io, nn, optim, policies
 
 __version__: str = _core.__version__
 
