@@ -14,10 +14,34 @@ std::string TensorMeta::describe() const {
 
 // ---- SavedTensor -----------------------------------------------------------
 
+namespace {
+
+// Whether node's value is made from parameters (leaves that require grad)
+// alone within `depth` recorded ops: a weight or a copy of one (its bf16
+// cast under autocast, a transpose), never an activation. An input that is
+// not a parameter (data, such as a layer's input or token ids) makes it an
+// activation.
+bool made_from_parameters(const Node& node, int depth) {
+  if (depth == 0) return false;
+  for (const Edge& e : node.next_edges) {
+    if (!e.valid()) return false;
+    if (dynamic_cast<const AccumulateGrad*>(e.node.get()) != nullptr) continue;
+    if (!made_from_parameters(*e.node, depth - 1)) return false;
+  }
+  return true;
+}
+
+// A parameter, or a copy of one; see SavedTensor.
+bool is_weight(const Tensor& value) {
+  constexpr int kCopyDepth = 3;  // e.g. cast(transpose(reshape(w)))
+  if (!value.requires_grad()) return false;
+  return value.grad_fn() == nullptr || made_from_parameters(*value.grad_fn(), kCopyDepth);
+}
+
+}  // namespace
+
 SavedTensor::SavedTensor(const Tensor& value)
-    : value_(value.detach()),
-      version_(value.version()),
-      activation_(!(value.requires_grad() && value.grad_fn() == nullptr)) {
+    : value_(value.detach()), version_(value.version()), activation_(!is_weight(value)) {
   Storage& storage = *value_.storage();
   if (activation_) {
     storage.retain_saved();

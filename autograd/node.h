@@ -55,9 +55,11 @@ struct SavedSlot {
 // a recompute function (activation checkpointing).
 //
 // What it holds counts as what the user made it: a leaf that requires
-// grad, the user's parameter, as parameter; anything else (a value an op
-// made, an op's integer output, data the step reads) as saved_activation
-// while held.
+// grad, the user's parameter, as parameter, and so does a copy of one that
+// a few recorded ops made from parameters alone (the bf16 weight autocast
+// casts); anything else (a value an op made from an
+// activation, an op's integer output, data the step reads) as
+// saved_activation while held.
 class SavedTensor {
  public:
   SavedTensor() = default;

@@ -151,7 +151,7 @@ def parse_policy(text: str) -> reprise.Policy | None:
     if text == "full":
         return reprise.policies.full()
     if text == "selective":
-        return reprise.policies.combine([reprise.policies.recompute_scopes("*.attn.core"),
+        return reprise.policies.combine([reprise.policies.recompute_scopes("*attn.core"),
                                          reprise.policies.save_all()])
     if text.startswith("save:"):
         return reprise.policies.save_ops(text[len("save:"):].split(","))

@@ -18,8 +18,10 @@ __all__ = [
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight^T + bias; weight (out, in) as torch lays it out."""
-    y = _core.linear(input, weight)
+    """input @ weight^T + bias; weight (out, in) as torch lays it out. Inside
+    `reprise.nn.autocast("bf16")` the product runs on bf16 copies of input
+    and weight, as torch.autocast runs F.linear."""
+    y = _core.nn.autocast_linear(input, weight)
     return y if bias is None else y + bias
 
 

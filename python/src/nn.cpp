@@ -172,6 +172,9 @@ void bind_autocast(nb::module_& m) {
              a.scope.emplace(a.dtype, a.attention);
            })
       .def("__exit__", [](AutocastScope& a, nb::args) { a.scope.reset(); });
+  m.def("autocast_linear", &nn::autocast_linear, arg("x"), arg("w"),
+        "x @ w^T as a model's projection: on bf16 (f16) copies of x and w inside an autocast "
+        "scope, the product rounded once and widened back to w's dtype; ops.linear outside.");
 }
 
 // ---- configs -----------------------------------------------------------------

@@ -501,8 +501,8 @@ void bind_random(nb::module_& m) {
   auto random = [&](const char* name, auto op, const char* doc) {
     m.def(
         name,
-        [op](ShapeLike shape, rng::Generator* gen, std::string_view stream, DTypeLike dtype) {
-          return op(shape.value, generator_arg(gen), stream, dtype.get());
+        [op](nb::args shape, rng::Generator* gen, std::string_view stream, DTypeLike dtype) {
+          return op(shape_args(shape), generator_arg(gen), stream, dtype.get());
         },
         arg("shape"), nb::kw_only(), arg("generator") = nb::none(), arg("stream") = "default",
         arg("dtype") = DType::f32, doc);

@@ -11,6 +11,9 @@
 #include "engine/accumulate.h"
 #include "engine/memory_stats.h"
 #include "ops/binary.h"
+#include "ops/cast.h"
+#include "ops/embedding.h"
+#include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/views.h"
@@ -177,6 +180,26 @@ TEST(Tape, SavedLeavesThatRequireGradAreParametersNotActivations) {
   backward(ops::sum(y));
   EXPECT_EQ(live(MemoryKind::saved_activation), saved);
   EXPECT_EQ(live(MemoryKind::parameter) - params, 32);  // w stays a parameter
+}
+
+// A copy of a weight made from it alone (autocast's bf16 cast of a
+// transpose) is a parameter too when an op saves it; a value made from
+// weights and data (an embedding's rows of the token ids, and what follows)
+// is an activation.
+TEST(Tape, SavedCopiesOfWeightsAreParametersNotActivations) {
+  const auto live = [](MemoryKind k) { return memory_stats::snapshot()[k].live; };
+  Tensor table = Tensor::full({5, 8}, 0.25).requires_grad(true);
+  Tensor w = Tensor::full({4, 8}, 0.5).requires_grad(true);
+  Tensor ids = Tensor::from_vector<int64_t>({0, 2, 4}, {3});
+  const int64_t saved = live(MemoryKind::saved_activation);
+  const int64_t params = live(MemoryKind::parameter);
+  Tensor x = ops::embedding(table, ids);  // (3, 8) f32; saves the ids, 24 bytes
+  Tensor w16 = ops::cast(ops::transpose(w, 0, 1), DType::bf16);  // (8, 4) bf16: 64 bytes
+  Tensor y = ops::matmul(ops::cast(x, DType::bf16), w16);         // saves both operands
+  EXPECT_EQ(live(MemoryKind::parameter) - params, 64);
+  EXPECT_EQ(live(MemoryKind::saved_activation) - saved, 24 + 48);  // the ids, the bf16 x
+  backward(ops::sum(ops::cast(y, DType::f32)));
+  EXPECT_EQ(live(MemoryKind::saved_activation), saved);
 }
 
 TEST(Backward, RepeatedRunsAreBitwiseEqual) {
