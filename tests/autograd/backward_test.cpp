@@ -195,7 +195,7 @@ TEST(Tape, SavedCopiesOfWeightsAreParametersNotActivations) {
   const int64_t params = live(MemoryKind::parameter);
   Tensor x = ops::embedding(table, ids);  // (3, 8) f32; saves the ids, 24 bytes
   Tensor w16 = ops::cast(ops::transpose(w, 0, 1), DType::bf16);  // (8, 4) bf16: 64 bytes
-  Tensor y = ops::matmul(ops::cast(x, DType::bf16), w16);         // saves both operands
+  Tensor y = ops::matmul(ops::cast(x, DType::bf16), w16);        // saves both operands
   EXPECT_EQ(live(MemoryKind::parameter) - params, 64);
   EXPECT_EQ(live(MemoryKind::saved_activation) - saved, 24 + 48);  // the ids, the bf16 x
   backward(ops::sum(ops::cast(y, DType::f32)));
