@@ -376,6 +376,11 @@ Tensor& Tensor::requires_grad(bool on) {
   REPRISE_CHECK(!on || is_floating(dtype()), "Tensor::requires_grad: ", describe(),
                 ": only floating tensors can require grad");
   impl()->requires_grad = on;
+  // A leaf that requires grad is the user's parameter, and its memory
+  // counts as such from now on (memory_stats).
+  if (on && storage() && storage()->kind() == MemoryKind::temporary) {
+    storage()->set_kind(MemoryKind::parameter);
+  }
   return *this;
 }
 

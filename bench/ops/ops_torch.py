@@ -130,7 +130,7 @@ def cases(F):
     c["where/2048x256"] = (lambda: [u(N, C), u(N, C), torch.rand(N, C) > 0.5],
                            lambda a, b, m: torch.where(m, a, b))
     c["topk/2048x8_top2"] = (lambda: [u(N, E)], lambda x: torch.topk(x, K, -1))
-    c["sort/2048x256_rows"] = (lambda: [u(N, V)], lambda x: torch.sort(x, -1, stable=True))
+    c["sort/2048x256_rows"] = (lambda: [u(N, V)], lambda x: torch.sort(x, stable=True, dim=-1))
     c["matmul/2048x256_256x688"] = (lambda: [u(N, C), u(C, FF)], torch.matmul)
     c["linear/2048x256_688x256"] = (lambda: [u(N, C), u(FF, C)], F.linear)
     c["grouped_linear/4096x256_8_experts_688x256"] = (

@@ -167,13 +167,15 @@ TEST(Tape, NodesCarryScopeAndSequenceAndFreeSavedTensors) {
   EXPECT_TRUE(seen.nodes[0]->released());
 }
 
-// A weight the user made (a leaf that requires grad) and that an op saves
-// is a parameter, never a saved activation; what ops produce and save is.
+// A weight the user made (a leaf that requires grad) is a parameter from
+// the moment it is marked, and stays one when an op saves it, never a
+// saved activation; what ops produce and save is.
 TEST(Tape, SavedLeavesThatRequireGradAreParametersNotActivations) {
   const auto live = [](MemoryKind k) { return memory_stats::snapshot()[k].live; };
-  Tensor w = leaf({1, 2, 3, 4});  // 32 bytes, made like torch.randn(...).requires_grad_()
-  const int64_t saved = live(MemoryKind::saved_activation);
   const int64_t params = live(MemoryKind::parameter);
+  Tensor w = leaf({1, 2, 3, 4});  // 32 bytes, made like torch.randn(...).requires_grad_()
+  EXPECT_EQ(live(MemoryKind::parameter) - params, 32);
+  const int64_t saved = live(MemoryKind::saved_activation);
   Tensor y = ops::exp(ops::mul(w, w));  // mul saves w, exp its output
   EXPECT_EQ(live(MemoryKind::saved_activation) - saved, 32);
   EXPECT_EQ(live(MemoryKind::parameter) - params, 32);

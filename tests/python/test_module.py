@@ -370,3 +370,12 @@ def test_cpp_modules_are_modules_and_children():
         assert "outer.q_proj" in node_scopes(w(reprise.ones((1, 4))))
     with pytest.raises(reprise.Error, match="'q_proj.weight' belongs to the C\\+\\+ module"):
         w.to("f64")
+
+
+def test_parameters_count_as_parameter_memory_from_the_start():
+    kind = reprise.MemoryKind.parameter
+    before = reprise.memory_stats()[kind].live
+    layer = nn.Linear(16, 32)
+    assert reprise.memory_stats()[kind].live - before == (16 * 32 + 32) * 4
+    del layer
+    assert reprise.memory_stats()[kind].live == before
