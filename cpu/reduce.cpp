@@ -69,21 +69,22 @@ Tensor CpuBackend::cumsum_middle(const Tensor& x_in, int64_t A, int64_t R, int64
       // Rows of R, each one chain of dependent adds: kRows rows at a time,
       // so that their chains overlap.
       constexpr int64_t kRows = 8;
-      threads::parallel_for(
-          (A + kRows - 1) / kRows, std::max<int64_t>(1, 4096 / (R * kRows)),
-          [&](int64_t g0, int64_t g1) {
-            for (int64_t g = g0; g < g1; ++g) {
-              const int64_t a0 = g * kRows, rows = std::min(kRows, A - a0);
-              const T* in = px + a0 * R;
-              T* o = po + a0 * R;
-              const int64_t first = reverse ? R - 1 : 0, step = reverse ? -1 : 1;
-              T sums[kRows];
-              for (int64_t j = 0; j < rows; ++j) o[j * R + first] = sums[j] = in[j * R + first];
-              for (int64_t i = 1, r = first + step; i < R; ++i, r += step) {
-                for (int64_t j = 0; j < rows; ++j) o[j * R + r] = sums[j] += in[j * R + r];
-              }
-            }
-          });
+      threads::parallel_for((A + kRows - 1) / kRows, std::max<int64_t>(1, 4096 / (R * kRows)),
+                            [&](int64_t g0, int64_t g1) {
+                              for (int64_t g = g0; g < g1; ++g) {
+                                const int64_t a0 = g * kRows, rows = std::min(kRows, A - a0);
+                                const T* in = px + a0 * R;
+                                T* o = po + a0 * R;
+                                const int64_t first = reverse ? R - 1 : 0, step = reverse ? -1 : 1;
+                                T sums[kRows];
+                                for (int64_t j = 0; j < rows; ++j)
+                                  o[j * R + first] = sums[j] = in[j * R + first];
+                                for (int64_t i = 1, r = first + step; i < R; ++i, r += step) {
+                                  for (int64_t j = 0; j < rows; ++j)
+                                    o[j * R + r] = sums[j] += in[j * R + r];
+                                }
+                              }
+                            });
       return;
     }
     // Each column adds its r in order.
