@@ -78,7 +78,7 @@ cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_SANITIZ
   "${launcher[@]}"
 cmake --build build/sanitize -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/sanitize --output-on-failure -j"$jobs" --timeout 1800 -LE "slow|mpi"
+  ctest --test-dir build/sanitize --output-on-failure -j"$jobs" --timeout 1800 -LE mpi
 
 # The same build's extension under pytest: Python is not instrumented, so
 # the sanitizer runtimes are preloaded, and leaks are not checked (the
