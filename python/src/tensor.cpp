@@ -5,6 +5,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/variant.h>
 
 #include <algorithm>
 #include <array>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "autograd/backward.h"
@@ -20,6 +22,7 @@
 #include "engine/grad_mode.h"
 #include "engine/storage.h"
 #include "ops/cast.h"
+#include "ops/indexing.h"
 #include "ops/shape.h"
 #include "ops/views.h"
 #include "python/src/bind.h"
@@ -248,15 +251,23 @@ Tensor from_dlpack(nb::handle obj) {
 
 namespace {
 
-// t[key] for keys made of ints, slices with positive steps, None and one
-// Ellipsis, recorded through ops:: so that it is differentiable.
-Tensor index(const Tensor& t, nb::handle key) {
+// The items of an index key: a tuple's, or the key itself.
+std::vector<nb::handle> key_items(nb::handle key) {
   std::vector<nb::handle> items;
   if (nb::isinstance<nb::tuple>(key)) {
     for (nb::handle k : key) items.push_back(k);
   } else {
     items.push_back(key);
   }
+  return items;
+}
+
+// t[key] for keys made of ints, slices with positive steps, None, one
+// Ellipsis and integer tensors (torch's advanced indexing by one tensor:
+// index_select along that dim, the index's shape in its place), recorded
+// through ops:: so that it is differentiable.
+Tensor index(const Tensor& t, nb::handle key) {
+  const std::vector<nb::handle> items = key_items(key);
   int64_t consumed = 0;  // dims of t the key addresses
   for (nb::handle k : items) {
     if (!k.is_none() && k.ptr() != Py_Ellipsis) ++consumed;
@@ -285,13 +296,56 @@ Tensor index(const Tensor& t, nb::handle key) {
       }
       if (i < 0) i += n;
       out = ops::squeeze(ops::slice(out, dim, i, i + 1), dim);
+    } else if (nb::isinstance<Tensor>(k)) {
+      const Tensor ids = nb::cast<Tensor>(k);
+      REPRISE_CHECK(ids.dtype() == DType::i64 || ids.dtype() == DType::i32, "Tensor[]: index ",
+                    ids.describe(), " of ", t.describe(),
+                    ": expected integer indices (a bool mask selects a data-dependent number "
+                    "of elements: use where or masked_fill)");
+      Shape shape(out.shape().begin(), out.shape().begin() + dim);
+      shape.insert(shape.end(), ids.shape().begin(), ids.shape().end());
+      shape.insert(shape.end(), out.shape().begin() + dim + 1, out.shape().end());
+      out = ops::reshape(ops::index_select(out, dim, ops::reshape(ids, {-1})), shape);
+      dim += ids.dim();
     } else {
       REPRISE_FAIL("Tensor[]: index of type ", nb::cast<std::string>(nb::type_name(k.type())),
-                   " (reprise indexes by int, slice, None and ...; use index_select or "
-                   "gather for tensors)");
+                   " (reprise indexes by int, slice, None, ... and integer tensors)");
     }
   }
   return out;
+}
+
+// t[key] = value, in place and not recorded (as torch's on a tensor that
+// needs no gradient): a bool mask of t's shape (or one that broadcasts to
+// it) writes value where it is true; any key of ints, slices, None and
+// ... writes value (a scalar or a tensor that broadcasts) into that view.
+void assign(Tensor& t, nb::handle key, const std::variant<Tensor, double>& value) {
+  REPRISE_CHECK(!(t.requires_grad() && GradMode::enabled()), "Tensor[]=: ", t.describe(),
+                " requires grad, and an assignment is not recorded; assign under "
+                "reprise.no_grad(), or build the value with where or masked_fill");
+  const std::vector<nb::handle> items = key_items(key);
+  NoGradGuard no_grad;
+  if (items.size() == 1 && nb::isinstance<Tensor>(items[0]) &&
+      nb::cast<Tensor>(items[0]).dtype() == DType::boolean) {
+    const Tensor mask = nb::cast<Tensor>(items[0]);
+    const Tensor filled = std::holds_alternative<double>(value)
+                              ? ops::masked_fill(t, mask, std::get<double>(value))
+                              : ops::where(mask, std::get<Tensor>(value), t);
+    t.copy_(filled);
+    return;
+  }
+  for (nb::handle k : items) {
+    REPRISE_CHECK(!nb::isinstance<Tensor>(k), "Tensor[]=: assignment through a tensor index ",
+                  nb::cast<Tensor>(k).describe(), " into ", t.describe(),
+                  " is not supported (a bool mask is; for integer indices use index_add or "
+                  "scatter_add)");
+  }
+  Tensor view = index(t, key);
+  if (const double* v = std::get_if<double>(&value)) {
+    view.fill_(*v);
+  } else {
+    view.copy_(std::get<Tensor>(value));
+  }
 }
 
 nb::object item(const Tensor& t) {
@@ -442,6 +496,9 @@ void bind_tensor_properties(nb::class_<Tensor>& cls) {
       .def("__float__", [](const Tensor& t) { return nb::cast<double>(nb::float_(item(t))); })
       .def("__int__", [](const Tensor& t) { return nb::cast<int64_t>(nb::int_(item(t))); })
       .def("__getitem__", &index, arg("key"))
+      .def("__setitem__", &assign, arg("key"), arg("value"),
+           "t[key] = value in place, not recorded: a view by ints, slices, None and ..., or a "
+           "bool mask.")
       .def("item", &item, "The one element as a Python float, int or bool.")
       .def("tolist", [](const Tensor& t) { return numpy_view(host_readable(t)).attr("tolist")(); });
 }

@@ -214,3 +214,29 @@ def test_einsum_attention_scores():
     close(reprise.einsum("...d,...d", [qt, qt]), np.einsum("...d,...d", q, q))
     scores.sum().backward()
     close(qt.grad, np.broadcast_to(k.sum(2, keepdims=True), q.shape) / 8 ** 0.5)
+
+
+def test_assignment_and_tensor_indices():
+    x = reprise.zeros(3, 4)
+    x[:, 1:] = 1.0
+    x[0] = reprise.tensor([5.0, 6.0, 7.0, 8.0])
+    x[..., -1] = t([0.5, 0.25, 0.125]).float()
+    assert x.tolist() == [[5, 6, 7, 0.5], [0, 1, 1, 0.25], [0, 1, 1, 0.125]]
+    x[x > 4.0] = -1.0  # a bool mask, as logits[mask] = -inf
+    assert x.tolist() == [[-1, -1, -1, 0.5], [0, 1, 1, 0.25], [0, 1, 1, 0.125]]
+    # A tensor of indices selects along its dim, its shape in place of it.
+    rows = x[reprise.tensor([[2, 0], [1, 1]], dtype="i64")]
+    assert rows.shape == (2, 2, 4) and rows[0, 1].tolist() == [-1, -1, -1, 0.5]
+    assert x[:, reprise.tensor([3, 0], dtype="i64")].tolist() == [[0.5, -1], [0.25, 0], [0.125, 0]]
+    w = t(RNG.normal(size=(5, 3)), requires_grad=True)
+    w[reprise.tensor([4, 4, 0], dtype="i64")].sum().backward()
+    close(w.grad, [[1] * 3, [0] * 3, [0] * 3, [0] * 3, [2] * 3])
+    with pytest.raises(reprise.Error, match="requires grad"):
+        w[0] = 1.0
+    with reprise.no_grad():
+        w[0] = 1.0
+    assert w.tolist()[0] == [1.0, 1.0, 1.0]
+    with pytest.raises(reprise.Error, match="tensor index"):
+        x[reprise.tensor([0], dtype="i64")] = 2.0
+    with pytest.raises(reprise.Error, match="bool mask"):
+        x[x > 0]
