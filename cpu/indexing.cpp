@@ -239,9 +239,53 @@ Tensors CpuBackend::topk(const Tensor& x_in, int64_t k, int64_t dim, bool larges
 }
 
 // A full sort is the top R of R, kept in order; topk's order ties by
-// position, so equal keys keep theirs.
-Tensors CpuBackend::sort(const Tensor& x, int64_t dim, bool descending) {
-  return topk(x, x.size(dim), dim, descending, true);
+// position, so equal keys keep theirs. f32 and i32 lines sort faster as
+// one 64-bit integer per element whose order is topk's: the value's bits
+// mapped to an order-preserving key in the high half (NaN above every
+// number, -0 as +0, all inverted when descending), the position in the low
+// half, so that equal values tie by position.
+Tensors CpuBackend::sort(const Tensor& x_in, int64_t dim, bool descending) {
+  if ((x_in.dtype() != DType::f32 && x_in.dtype() != DType::i32) ||
+      x_in.size(dim) > int64_t(UINT32_MAX)) {
+    return topk(x_in, x_in.size(dim), dim, descending, true);
+  }
+  const Tensor x = x_in.contiguous();
+  Tensor values = Tensor::empty(x.shape(), x.dtype());
+  Tensor indices = Tensor::empty(x.shape(), DType::i64);
+  const int64_t R = x.size(dim);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  if (x.numel() == 0) return {values, indices};
+  const bool floats = x.dtype() == DType::f32;
+  const uint32_t* bits = static_cast<const uint32_t*>(x.raw_data());
+  auto key_of = [&](uint32_t b) -> uint32_t {
+    if (floats) {
+      if ((b & 0x7FFFFFFFu) > 0x7F800000u) return descending ? 0 : ~0u;  // NaN
+      if (b == 0x80000000u) b = 0;                                       // -0 is +0
+      b = (b & 0x80000000u) ? ~b : b | 0x80000000u;
+    } else {
+      b ^= 0x80000000u;  // i32: two's complement to offset binary
+    }
+    return descending ? ~b : b;
+  };
+  threads::parallel_for(outer * inner, std::max<int64_t>(1, 4096 / R), [&](int64_t m0, int64_t m1) {
+    std::vector<uint64_t> line(static_cast<size_t>(R));
+    for (int64_t m = m0; m < m1; ++m) {
+      const int64_t first = m / inner * R * inner + m % inner;
+      for (int64_t r = 0; r < R; ++r)
+        line[size_t(r)] = uint64_t(key_of(bits[first + r * inner])) << 32 | uint64_t(r);
+      std::sort(line.begin(), line.end());
+      uint32_t* out = static_cast<uint32_t*>(values.raw_data());
+      int64_t* ix = indices.data<int64_t>();
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t at = int64_t(line[size_t(r)] & 0xFFFFFFFFu);
+        out[first + r * inner] = bits[first + at * inner];
+        ix[first + r * inner] = at;
+      }
+    }
+  });
+  return {values, indices};
 }
 
 Tensor CpuBackend::embedding(const Tensor& weight_in, const Tensor& ids_in) {

@@ -203,6 +203,17 @@ TEST(Indexing, SortIsStableWithTiesAndNaNs) {
       }
     }
   }
+  // -0 equals +0 (they keep their order, and their bits); i32 and i64.
+  const Tensor zeros = Tensor::from_vector<float>({0.f, -0.f, 1.f, 0.f, -1.f}, {5});
+  for (bool descending : {false, true}) {
+    const ops::TopKResult z = ops::sort(zeros, 0, descending);
+    EXPECT_EQ(z.indices.to_vector<int64_t>(), descending ? std::vector<int64_t>{2, 0, 1, 3, 4}
+                                                         : std::vector<int64_t>{4, 0, 1, 3, 2});
+    EXPECT_TRUE(std::signbit(z.values.to_vector<float>()[2]));  // the -0, in place
+  }
+  EXPECT_EQ(
+      ops::sort(Tensor::from_vector<int32_t>({3, -7, 3, 0}, {4})).indices.to_vector<int64_t>(),
+      (std::vector<int64_t>{1, 3, 0, 2}));
   const ops::TopKResult ints = ops::sort(Tensor::from_vector<int64_t>({4, -1, 4, 0}, {4}), 0, true);
   EXPECT_EQ(ints.values.to_vector<int64_t>(), (std::vector<int64_t>{4, 4, 0, -1}));
   EXPECT_EQ(ints.indices.to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 3, 1}));
