@@ -3,11 +3,10 @@
 // from its row: the UnaryOp and BinaryOp enums and their names (below), the
 // functor each backend runs (engine/elementwise_dispatch.h), the registry
 // entries (ops/registry.cpp), the ops:: functions of x alone (ops/unary.h),
-// their Python bindings (python/src/ops.cpp), and the op case
-// (tests/cases/elementwise.cpp: gradient check, every CPU capability, the
-// CUDA simulator and device, and bench/ops/ops.cpp's timing beside
-// bench/ops/ops_torch.py). Adding an op is a functor pair in
-// engine/functors.h and a row here.
+// their Python bindings (python/src/ops.cpp), and the op case in
+// tests/cases/elementwise.cpp (gradient check, CPU capabilities, CUDA
+// simulator and device, bench/ops/ops.cpp beside bench/ops/ops_torch.py).
+// Adding an op is a functor pair in engine/functors.h and a row here.
 //
 // A row is X(name, Forward, Gradient, reads, lo, hi, doc):
 //   name      the enum value, the registered op's name and the ops:: function;
