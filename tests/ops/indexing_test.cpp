@@ -207,8 +207,9 @@ TEST(Indexing, SortIsStableWithTiesAndNaNs) {
   const Tensor zeros = Tensor::from_vector<float>({0.f, -0.f, 1.f, 0.f, -1.f}, {5});
   for (bool descending : {false, true}) {
     const ops::TopKResult z = ops::sort(zeros, 0, descending);
-    EXPECT_EQ(z.indices.to_vector<int64_t>(), descending ? std::vector<int64_t>{2, 0, 1, 3, 4}
-                                                         : std::vector<int64_t>{4, 0, 1, 3, 2});
+    const std::vector<int64_t> want =
+        descending ? std::vector<int64_t>{2, 0, 1, 3, 4} : std::vector<int64_t>{4, 0, 1, 3, 2};
+    EXPECT_EQ(z.indices.to_vector<int64_t>(), want);
     EXPECT_TRUE(std::signbit(z.values.to_vector<float>()[2]));  // the -0, in place
   }
   EXPECT_EQ(
