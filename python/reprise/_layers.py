@@ -1,6 +1,7 @@
 """The building blocks of reprise.nn in Python, torch.nn's names,
 arguments and initialisation, over reprise's ops: Linear, Embedding,
-LayerNorm, RMSNorm, Dropout.
+LayerNorm, RMSNorm, Dropout, and the activations as modules (GELU, ReLU,
+SiLU, Tanh, Sigmoid, Softmax, Identity).
 
 Initial values come from the stream 'init' of a reprise.Generator (default:
 the default generator), as the C++ models draw theirs, so a seed fixes
@@ -141,6 +142,52 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class GELU(Module):
+    """x Phi(x) (torch.nn.GELU): exact with approximate='none', else the
+    tanh approximation."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise Error(f"nn.GELU: approximate={approximate!r}: expected 'none' or 'tanh'")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class Softmax(Module):
+    """softmax over dim (torch.nn.Softmax)."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, dim=self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+def _activation(name: str, fn: Any, doc: str) -> type:
+    def forward(self: Module, x: Tensor) -> Tensor:
+        return fn(x)
+
+    return type(name, (Module,), {"forward": forward, "__doc__": doc,
+                                  "__module__": __name__})
+
+
+ReLU = _activation("ReLU", _core.relu, "max(x, 0) (torch.nn.ReLU).")
+SiLU = _activation("SiLU", _core.silu, "x sigmoid(x) (torch.nn.SiLU).")
+Tanh = _activation("Tanh", _core.tanh, "tanh(x) (torch.nn.Tanh).")
+Sigmoid = _activation("Sigmoid", _core.sigmoid, "1 / (1 + exp(-x)) (torch.nn.Sigmoid).")
+Identity = _activation("Identity", lambda x: x, "x itself (torch.nn.Identity).")
 
 
 Linear.register(_core.nn.Linear)

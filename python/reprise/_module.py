@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from . import _core
@@ -594,6 +594,53 @@ class Sequential(ModuleList):
         for m in self:
             x = m(x)
         return x
+
+
+class ModuleDict(Module):
+    """Modules by name (torch.nn.ModuleDict), in insertion order; each
+    records under its key, as an attribute would (nanoGPT's
+    `self.transformer = nn.ModuleDict(dict(wte=..., h=...))` names
+    transformer.wte.weight)."""
+
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None
+                 ) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._modules
+
+    def __getitem__(self, key: str) -> Module:
+        if key not in self._modules:
+            raise KeyError(key)
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.register_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        delattr(self, key)
+
+    def keys(self) -> Iterable[str]:
+        return self._modules.keys()
+
+    def values(self) -> Iterable[Module]:
+        return self._modules.values()
+
+    def items(self) -> Iterable[tuple[str, Module]]:
+        return self._modules.items()
+
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
+        pairs = modules.items() if isinstance(modules, Mapping) else modules
+        for key, module in pairs:
+            self[key] = module
 
 
 # ---- checkpointing -------------------------------------------------------------

@@ -9,9 +9,10 @@ import sys
 
 from ._core.nn import *  # noqa: F401,F403
 from . import _functional as functional
-from ._layers import Dropout, Embedding, LayerNorm, Linear, RMSNorm  # noqa: F401
-from ._module import (IncompatibleKeys, Module, ModuleList, Parameter,  # noqa: F401
-                      Sequential, checkpoint)
+from ._layers import (GELU, Dropout, Embedding, Identity, LayerNorm, Linear,  # noqa: F401
+                      ReLU, RMSNorm, Sigmoid, SiLU, Softmax, Tanh)
+from ._module import (IncompatibleKeys, Module, ModuleDict, ModuleList,  # noqa: F401
+                      Parameter, Sequential, checkpoint)
 
 # `import reprise.nn.functional as F` finds the module here: nn is one file,
 # not a package.

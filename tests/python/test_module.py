@@ -379,3 +379,44 @@ def test_parameters_count_as_parameter_memory_from_the_start():
     assert reprise.memory_stats()[kind].live - before == (16 * 32 + 32) * 4
     del layer
     assert reprise.memory_stats()[kind].live == before
+
+
+def test_module_dict_names_as_attributes_do_and_activations_are_modules():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(11, 4),
+                                                  h=nn.ModuleList([nn.Linear(4, 4)])))
+            self.transformer["act"] = nn.GELU()
+            self.head = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Identity())
+
+        def forward(self, ids):
+            x = self.transformer["act"](self.transformer.h[0](self.transformer["wte"](ids)))
+            return self.head(x)
+
+    net = Net()
+    names = [name for name, _ in net.named_parameters()]
+    assert names == ["transformer.wte.weight", "transformer.h.0.weight", "transformer.h.0.bias",
+                     "head.0.weight", "head.0.bias"]
+    assert list(net.transformer) == ["wte", "h", "act"] and "h" in net.transformer
+    assert len(net.transformer) == 3 and isinstance(net.transformer["h"], nn.ModuleList)
+    ids = reprise.tensor([[1, 2, 3]], dtype="i64")
+    y = net(ids)
+    assert y.shape == (1, 3, 3)
+    x = reprise.tensor(np.linspace(-2, 2, 9))
+    for module, expected in [(nn.ReLU(), np.maximum(np.linspace(-2, 2, 9), 0)),
+                             (nn.Tanh(), np.tanh(np.linspace(-2, 2, 9))),
+                             (nn.Sigmoid(), 1 / (1 + np.exp(-np.linspace(-2, 2, 9)))),
+                             (nn.SiLU(), np.linspace(-2, 2, 9) / (1 + np.exp(-np.linspace(-2, 2, 9)))),
+                             (nn.Softmax(dim=0), np.exp(np.linspace(-2, 2, 9))
+                              / np.exp(np.linspace(-2, 2, 9)).sum())]:
+        np.testing.assert_allclose(module(x).tolist(), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(nn.GELU(approximate="tanh")(x).tolist(),
+                               reprise.gelu(x).tolist(), rtol=0)
+    del net.transformer["act"]
+    assert "act" not in net.transformer
+    with pytest.raises(KeyError):
+        net.transformer["act"]
+    with pytest.raises(reprise.Error, match="approximate"):
+        nn.GELU("erf")
+    assert "GELU(approximate='tanh')" in repr(nn.GELU("tanh"))
