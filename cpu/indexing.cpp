@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/backend.h"
+#include "engine/lines_along.h"
 #include "engine/strided_loop.h"
 #include "engine/threads.h"
 
@@ -225,14 +226,11 @@ Tensors CpuBackend::topk(const Tensor& x_in, int64_t k, int64_t dim, bool larges
   shape[size_t(dim)] = k;
   Tensor values = Tensor::empty(shape, x.dtype());
   Tensor indices = Tensor::empty(shape, DType::i64);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const LinesAlong l = lines_along(x.shape(), dim);
   if (k > 0) {
     dispatch_arith(x.dtype(), "topk", [&]<class T>() {
       auto run = largest ? topk_rows<true, T> : topk_rows<false, T>;
-      run(x.data<T>(), values.data<T>(), indices.data<int64_t>(), outer, x.size(dim), inner, k,
-          sorted);
+      run(x.data<T>(), values.data<T>(), indices.data<int64_t>(), l.outer, l.n, l.inner, k, sorted);
     });
   }
   return {values, indices};
@@ -252,10 +250,8 @@ Tensors CpuBackend::sort(const Tensor& x_in, int64_t dim, bool descending) {
   const Tensor x = x_in.contiguous();
   Tensor values = Tensor::empty(x.shape(), x.dtype());
   Tensor indices = Tensor::empty(x.shape(), DType::i64);
-  const int64_t R = x.size(dim);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  const LinesAlong l = lines_along(x.shape(), dim);
+  const int64_t R = l.n, inner = l.inner;
   if (x.numel() == 0) return {values, indices};
   const bool floats = x.dtype() == DType::f32;
   const uint32_t* bits = static_cast<const uint32_t*>(x.raw_data());
@@ -269,22 +265,23 @@ Tensors CpuBackend::sort(const Tensor& x_in, int64_t dim, bool descending) {
     }
     return descending ? ~b : b;
   };
-  threads::parallel_for(outer * inner, std::max<int64_t>(1, 4096 / R), [&](int64_t m0, int64_t m1) {
-    std::vector<uint64_t> line(static_cast<size_t>(R));
-    for (int64_t m = m0; m < m1; ++m) {
-      const int64_t first = m / inner * R * inner + m % inner;
-      for (int64_t r = 0; r < R; ++r)
-        line[size_t(r)] = uint64_t(key_of(bits[first + r * inner])) << 32 | uint64_t(r);
-      std::sort(line.begin(), line.end());
-      uint32_t* out = static_cast<uint32_t*>(values.raw_data());
-      int64_t* ix = indices.data<int64_t>();
-      for (int64_t r = 0; r < R; ++r) {
-        const int64_t at = int64_t(line[size_t(r)] & 0xFFFFFFFFu);
-        out[first + r * inner] = bits[first + at * inner];
-        ix[first + r * inner] = at;
-      }
-    }
-  });
+  uint32_t* out = static_cast<uint32_t*>(values.raw_data());
+  int64_t* ix = indices.data<int64_t>();
+  threads::parallel_for(
+      l.outer * inner, std::max<int64_t>(1, 4096 / R), [&](int64_t m0, int64_t m1) {
+        std::vector<uint64_t> line(static_cast<size_t>(R));
+        for (int64_t m = m0; m < m1; ++m) {
+          const int64_t first = m / inner * R * inner + m % inner;
+          for (int64_t r = 0; r < R; ++r)
+            line[size_t(r)] = uint64_t(key_of(bits[first + r * inner])) << 32 | uint64_t(r);
+          std::sort(line.begin(), line.end());
+          for (int64_t r = 0; r < R; ++r) {
+            const int64_t at = int64_t(line[size_t(r)] & 0xFFFFFFFFu);
+            out[first + r * inner] = bits[first + at * inner];
+            ix[first + r * inner] = at;
+          }
+        }
+      });
   return {values, indices};
 }
 

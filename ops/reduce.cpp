@@ -6,6 +6,7 @@
 
 #include "autograd/tape.h"
 #include "engine/backend.h"
+#include "engine/lines_along.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
 #include "ops/check.h"
@@ -200,11 +201,8 @@ namespace {
 // The running sum along dim of x seen as (A, R, B), from the end when
 // reverse (a kernel call, not recorded).
 Tensor cumsum_kernel(const Tensor& x, int64_t dim, bool reverse) {
-  int64_t A = 1, B = 1;
-  for (int64_t d = 0; d < dim; ++d) A *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) B *= x.size(d);
-  const int64_t R = x.dim() == 0 ? 1 : x.size(dim);
-  return backend_of(x).cumsum_middle(x, A, R, B, reverse).view(x.shape());
+  const LinesAlong l = lines_along(x.shape(), dim);
+  return backend_of(x).cumsum_middle(x, l.outer, l.n, l.inner, reverse).view(x.shape());
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "cuda/kernels/rows.h"
 #include "cuda/kernels/strided.h"
 #include "engine/backend.h"
+#include "engine/lines_along.h"
 #include "engine/tensor.h"
 
 namespace reprise::cuda {
@@ -331,21 +332,16 @@ Tensors topk(const Exec& ex, const Tensor& x_in, int64_t k, int64_t dim, bool la
   shape[size_t(dim)] = k;
   Tensor values = Tensor::empty(shape, x.dtype(), ex.device());
   Tensor indices = Tensor::empty(shape, DType::i64, ex.device());
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
-  if (k == 0 || outer * inner == 0) return {values, indices};
+  const LinesAlong l = lines_along(x.shape(), dim);
+  const int64_t rows = l.outer * l.inner;
+  if (k == 0 || rows == 0) return {values, indices};
   dispatch_arith(x.dtype(), "topk", [&]<class T>() {
-    const int64_t rows = outer * inner, R = x.size(dim);
-    if (largest) {
-      ex.launch(TopkKernel<T, true>{x.data<T>(), values.data<T>(), indices.data<int64_t>(), rows, R,
-                                    inner, k, sorted},
+    auto run = [&]<bool Largest>() {
+      ex.launch(TopkKernel<T, Largest>{x.data<T>(), values.data<T>(), indices.data<int64_t>(), rows,
+                                       l.n, l.inner, k, sorted},
                 blocks_for(rows, 128));
-    } else {
-      ex.launch(TopkKernel<T, false>{x.data<T>(), values.data<T>(), indices.data<int64_t>(), rows,
-                                     R, inner, k, sorted},
-                blocks_for(rows, 128));
-    }
+    };
+    largest ? run.template operator()<true>() : run.template operator()<false>();
   });
   return {values, indices};
 }
@@ -427,25 +423,19 @@ Tensors sort(const Exec& ex, const Tensor& x_in, int64_t dim, bool descending) {
   const Tensor x = x_in.contiguous();
   Tensor values = Tensor::empty(x.shape(), x.dtype(), ex.device());
   Tensor indices = Tensor::empty(x.shape(), DType::i64, ex.device());
-  const int64_t R = x.size(dim);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
-  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
   if (x.numel() == 0) return {values, indices};
-  const int64_t lines = outer * inner;
-  Tensor buffer_values = Tensor::empty({lines, 2, R}, x.dtype(), ex.device());
-  Tensor buffer_indices = Tensor::empty({lines, 2, R}, DType::i64, ex.device());
+  const LinesAlong l = lines_along(x.shape(), dim);
+  const int64_t lines = l.outer * l.inner;
+  Tensor buffer_values = Tensor::empty({lines, 2, l.n}, x.dtype(), ex.device());
+  Tensor buffer_indices = Tensor::empty({lines, 2, l.n}, DType::i64, ex.device());
   dispatch_arith(x.dtype(), "sort", [&]<class T>() {
-    auto launch = [&](auto kernel) { ex.launch(kernel, std::min<int64_t>(lines, kMaxBlocks)); };
-    if (descending) {
-      launch(SortLinesKernel<T, true>{x.data<T>(), values.data<T>(), indices.data<int64_t>(),
-                                      buffer_values.data<T>(), buffer_indices.data<int64_t>(),
-                                      lines, R, inner});
-    } else {
-      launch(SortLinesKernel<T, false>{x.data<T>(), values.data<T>(), indices.data<int64_t>(),
-                                       buffer_values.data<T>(), buffer_indices.data<int64_t>(),
-                                       lines, R, inner});
-    }
+    auto run = [&]<bool Descending>() {
+      ex.launch(SortLinesKernel<T, Descending>{x.data<T>(), values.data<T>(),
+                                               indices.data<int64_t>(), buffer_values.data<T>(),
+                                               buffer_indices.data<int64_t>(), lines, l.n, l.inner},
+                std::min<int64_t>(lines, kMaxBlocks));
+    };
+    descending ? run.template operator()<true>() : run.template operator()<false>();
   });
   return {values, indices};
 }

@@ -345,7 +345,8 @@ void bind_indexing(nb::module_& m, nb::class_<Tensor>& cls) {
       },
       "(values, indices) of the k largest (or smallest) along dim.", arg("k"), arg("dim") = -1,
       arg("largest") = true, arg("sorted") = true);
-  // Always stable: `stable` is accepted for torch's signature.
+  // Always stable: `stable` is accepted, with torch's default, and a
+  // stable sort is also a correct unstable one.
   both(
       "sort",
       [](const Tensor& x, int64_t dim, bool descending, bool) {
@@ -354,14 +355,14 @@ void bind_indexing(nb::module_& m, nb::class_<Tensor>& cls) {
       },
       "(values, indices) of x sorted along dim; stable (equal values keep their order), NaN "
       "above every number.",
-      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = true);
+      arg("dim") = -1, arg("descending") = false, nb::kw_only(), arg("stable") = false);
   both(
       "argsort",
       [](const Tensor& x, int64_t dim, bool descending, bool) {
         return ops::argsort(x, dim, descending);
       },
       "sort's indices.", arg("dim") = -1, arg("descending") = false, nb::kw_only(),
-      arg("stable") = true);
+      arg("stable") = false);
   m.def(
       "einsum",
       [](const std::string& equation, nb::args operands) {
