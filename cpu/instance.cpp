@@ -5,7 +5,9 @@ REPRISE_CPU_BEGIN
 
 CpuCapability CpuBackend::capability() const {
 #if defined(REPRISE_CPU_LEVEL_AVX512)
-  return CpuCapability::avx512;
+  // One build serves both: avx512_bf16 only changes its bf16 products.
+  return cpu_capability() == CpuCapability::avx512_bf16 ? CpuCapability::avx512_bf16
+                                                        : CpuCapability::avx512;
 #elif defined(REPRISE_CPU_LEVEL_AVX2)
   return CpuCapability::avx2;
 #else

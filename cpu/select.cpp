@@ -21,6 +21,7 @@ Backend& cpu_backend() {
   switch (cpu_capability()) {
 #if defined(REPRISE_CPU_X86_LEVELS)
     case CpuCapability::avx512:
+    case CpuCapability::avx512_bf16:  // the avx512 build; its bf16 products ask which
       return cpu::avx512::instance();
     case CpuCapability::avx2:
       return cpu::avx2::instance();

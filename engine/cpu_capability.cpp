@@ -13,13 +13,16 @@
 namespace reprise {
 namespace {
 
+constexpr CpuCapability kAll[] = {CpuCapability::scalar, CpuCapability::avx2, CpuCapability::avx512,
+                                  CpuCapability::avx512_bf16};
+
 #if defined(__x86_64__)
 // The CPUID feature bits (Intel SDM vol. 2A, CPUID) and the register state
 // the OS saves (XGETBV's XCR0): a capability needs both. Read directly
 // rather than through __builtin_cpu_supports, whose feature names differ
 // between compilers (Clang 14 knows neither "f16c" nor "bmi2").
 struct X86Features {
-  bool avx2 = false, avx512 = false;
+  bool avx2 = false, avx512 = false, avx512_bf16 = false;
 };
 
 X86Features read_x86_features() {
@@ -38,6 +41,8 @@ X86Features read_x86_features() {
   X86Features f;
   f.avx2 = os_avx && avx2 && fma && f16c && bmi2;
   f.avx512 = f.avx2 && os_avx512 && avx512f && avx512dq && avx512bw && avx512vl;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return f;
+  f.avx512_bf16 = f.avx512 && (eax & (1u << 5));
   return f;
 }
 #endif
@@ -51,6 +56,8 @@ bool cpu_has(CpuCapability c) {
       return read_x86_features().avx2;
     case CpuCapability::avx512:
       return read_x86_features().avx512;
+    case CpuCapability::avx512_bf16:
+      return read_x86_features().avx512_bf16;
 #endif
     default:
       return false;
@@ -90,6 +97,8 @@ const char* to_string(CpuCapability c) {
       return "avx2";
     case CpuCapability::avx512:
       return "avx512";
+    case CpuCapability::avx512_bf16:
+      return "avx512_bf16";
   }
   return "?";
 }
@@ -97,7 +106,7 @@ const char* to_string(CpuCapability c) {
 const std::vector<CpuCapability>& supported_cpu_capabilities() {
   static const std::vector<CpuCapability> supported = [] {
     std::vector<CpuCapability> v;
-    for (CpuCapability c : {CpuCapability::scalar, CpuCapability::avx2, CpuCapability::avx512}) {
+    for (CpuCapability c : kAll) {
       if (cpu_has(c)) v.push_back(c);
     }
     return v;
@@ -122,10 +131,11 @@ void set_cpu_capability(CpuCapability c) {
 }
 
 CpuCapability parse_cpu_capability(std::string_view name, std::string_view who) {
-  for (CpuCapability c : {CpuCapability::scalar, CpuCapability::avx2, CpuCapability::avx512}) {
+  for (CpuCapability c : kAll) {
     if (name == to_string(c)) return c;
   }
-  REPRISE_FAIL(who, ": unknown CPU capability '", name, "'; expected scalar, avx2 or avx512");
+  REPRISE_FAIL(who, ": unknown CPU capability '", name,
+               "'; expected scalar, avx2, avx512 or avx512_bf16");
 }
 
 }  // namespace reprise

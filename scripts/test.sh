@@ -39,6 +39,7 @@ lower=()
 if has avx2 fma f16c bmi2; then
   lower+=(scalar)
   has avx512f avx512bw avx512dq avx512vl && lower+=(avx2)
+  has avx512f avx512bw avx512dq avx512vl avx512_bf16 && lower+=(avx512)
 fi
 for capability in "${lower[@]}"; do
   stage "release tests at CPU capability $capability"

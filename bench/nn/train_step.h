@@ -14,7 +14,10 @@
 //              steps (Linux)
 //   rss_peak_MiB the process's peak resident set after them: the model,
 //              its optimizer state and the steps
-// B = batch, T = sequence.
+// B = batch, T = sequence. With TRAIN_STEP_DTYPE=bf16 in the environment
+// the forward runs under torch.autocast's bf16 policy with bf16 attention
+// (nn::Autocast(bf16, bf16), what `--dtype bf16 --attention-dtype bf16`
+// trains with); train_step_torch.py --dtype bf16 sets it on both sides.
 
 #include <benchmark/benchmark.h>
 
@@ -22,12 +25,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/backward.h"
 #include "bench/support.h"
 #include "engine/memory_stats.h"
+#include "nn/autocast.h"
 #include "nn/checkpointing.h"
 #include "nn/hf.h"
 #include "nn/llama.h"
@@ -72,9 +78,17 @@ inline void train_step(benchmark::State& state, nn::LlamaForCausalLM& model,
   nn::LayerCheckpointing layers(checkpointing, model.dropout_generator(),
                                 nn::moe_block_of(model.config()));
   nn::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.1});
+  const char* dtype = std::getenv("TRAIN_STEP_DTYPE");
+  const bool bf16 = dtype != nullptr && std::string_view(dtype) == "bf16";
   auto step = [&] {
     opt.zero_grad();
-    Tensor loss = model.causal_lm_loss(model.forward(ids, layers.runner()), ids);
+    nn::CausalLMOutput out;
+    {
+      std::optional<nn::Autocast> precision;
+      if (bf16) precision.emplace(DType::bf16, DType::bf16);
+      out = model.forward(ids, layers.runner());
+    }
+    Tensor loss = model.causal_lm_loss(out, ids);
     autograd::backward(loss);
     opt.step();
     return loss.item<float>();

@@ -79,9 +79,16 @@ def load(model_dir, variant, policy):
     return model, opt
 
 
+def bf16():
+    """--dtype bf16: TRAIN_STEP_DTYPE=bf16 in the environment, which our bench
+    program and every fresh process of this script read."""
+    return os.environ.get("TRAIN_STEP_DTYPE") == "bf16"
+
+
 def step(model, opt, ids):
     opt.zero_grad(set_to_none=True)
-    loss = model(input_ids=ids, labels=ids).loss
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16()):
+        loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
     opt.step()
     return loss.item()
@@ -124,7 +131,9 @@ def peak_tensor_mib(model_dir, variant, policy, B, T):
     opt.zero_grad(set_to_none=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
                  with_stack=True) as prof:
-        model(input_ids=ids, labels=ids).loss.backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16()):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
         opt.step()
     live = peak = 0
     for _, action, (key, _), size in prof._memory_profile().timeline:
@@ -224,7 +233,8 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps, one_at
     with tempfile.TemporaryDirectory() as model_dir:
         model.save_pretrained(model_dir, safe_serialization=True)
         del model
-        print(f"torch {torch.__version__}, threads 2, B={B} T={T}, {rounds} alternating "
+        print(f"torch {torch.__version__}, threads 2, B={B} T={T}, "
+              f"{'bf16 autocast' if bf16() else 'f32'}, {rounds} alternating "
               f"rounds; medians of per-round mean step times (ms); ratio = ours / torch")
         counted = "eager" if "eager" in variants else next(iter(variants))
         flops = step_flops(load(model_dir, variants[counted], "none")[0], ids)
@@ -242,8 +252,8 @@ def compare(model, bench, model_env, cases, variants, B, T, rounds, reps, one_at
                 first = {v: step(*torch_runs[v], ids) for v in variants}
             ours = run_ours(bench, case, model_env, model_dir)  # its memory figures are printed below
             ours0 = ours["loss0"]
-            for v, l in first.items():
-                if abs(l - ours0) > 1e-4 * abs(l):
+            for v, l in first.items():  # bf16 products round: 1e-2
+                if abs(l - ours0) > (1e-2 if bf16() else 1e-4) * abs(l):
                     raise SystemExit(f"{label}/{v}: first loss {l} vs ours {ours0}")
             sides = {"ours": lambda: ours_seconds(bench, case, model_env, model_dir)}
             for v, kw in variants.items():
@@ -289,7 +299,10 @@ def main(make_model, model_env, cases, variants, B, T, one_at_a_time=False):
     parser.add_argument("--bench", required=True, help="the bench program (bench_*_step)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=3, help="torch steps per round (ours: 3)")
+    parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                        help="bf16: torch.autocast's bf16 policy on both sides (bf16 attention)")
     args = parser.parse_args()
+    os.environ["TRAIN_STEP_DTYPE"] = args.dtype
     torch.manual_seed(0)
     compare(make_model(), args.bench, model_env, cases, variants, B, T, args.rounds, args.reps,
             one_at_a_time)

@@ -1,13 +1,16 @@
 // GEMM throughput (counter GFLOP, shown per second: 2 M N K / time) of ops::matmul and ops::linear
-// in f32: 1024^3, and every product of one Llama example layer step, with
-// tokens = 8 x 256 = 2048, hidden 256, intermediate 688, vocab 256:
+// in f32, and as bf16/<case> in bf16 (cpu/gemm_bf16.cpp): 1024^3, every
+// product of one Llama example layer step, with tokens = 8 x 256 = 2048,
+// hidden 256, intermediate 688, vocab 256:
 //
 //   forward   y = x W^T            linear (2048, K) x (N, K)
 //   backward  dx = dy W            matmul (2048, N) @ (N, K)
 //             dW = dy^T x          matmul (2048, N)^T @ (2048, K), dy^T a view
 //
 // for (N, K) = (256, 256) (q, k, v, o and lm_head), (688, 256) (gate, up)
-// and (256, 688) (down). Each result is checked against f64 dot products
+// and (256, 688) (down), and the forward products of the SmolLM2-135M
+// shape (tokens 4 x 256 = 1024, hidden 576, kv 192, intermediate 1536,
+// vocabulary 49152). Each result is checked against f64 dot products
 // before timing. bench/ops/matmul_torch.py runs this beside PyTorch.
 #include "ops/matmul.h"
 
@@ -44,6 +47,11 @@ const Case kCases[] = {
     {"dw_qkvo_lm_head", 256, 256, 2048, Form::matmul_at},
     {"dw_gate_up", 688, 256, 2048, Form::matmul_at},
     {"dw_down", 256, 688, 2048, Form::matmul_at},
+    {"smol_q_o", 1024, 576, 576, Form::linear},
+    {"smol_k_v", 1024, 192, 576, Form::linear},
+    {"smol_gate_up", 1024, 1536, 576, Form::linear},
+    {"smol_down", 1024, 576, 1536, Form::linear},
+    {"smol_head", 1024, 49152, 576, Form::linear},
 };
 
 // The operands as stored (x and w for linear, a^T's buffer for matmul_at),
@@ -58,21 +66,21 @@ struct Operands {
   }
 };
 
-Operands make(const Case& c) {
-  if (c.form == Form::linear)
-    return {bench::lcg_tensor({c.M, c.K}, 1), bench::lcg_tensor({c.N, c.K}, 2), c.form};
-  if (c.form == Form::matmul_at)
-    return {bench::lcg_tensor({c.K, c.M}, 1), bench::lcg_tensor({c.K, c.N}, 2), c.form};
-  return {bench::lcg_tensor({c.M, c.K}, 1), bench::lcg_tensor({c.K, c.N}, 2), c.form};
+Operands make(const Case& c, DType dtype) {
+  const Shape sa = c.form == Form::matmul_at ? Shape{c.K, c.M} : Shape{c.M, c.K};
+  const Shape sb = c.form == Form::linear ? Shape{c.N, c.K} : Shape{c.K, c.N};
+  return {bench::lcg_tensor(sa, 1).to(dtype), bench::lcg_tensor(sb, 2).to(dtype), c.form};
 }
 
 // Checks 64 elements of c against f64 dot products of the logical
-// (M, K) and (K, N) operands: |error| <= 1e-5 * sum_k |a_ik b_kj|.
+// (M, K) and (K, N) operands: |error| <= 1e-5 * sum_k |a_ik b_kj|, plus
+// the one rounding of a bf16 result (2^-8 relative).
 void check(const Case& cs, const Operands& op, const Tensor& c) {
   Tensor la = op.form == Form::matmul_at ? op.a.transpose(0, 1) : op.a;
   Tensor lb = op.form == Form::linear ? op.b.transpose(0, 1) : op.b;
-  std::vector<float> av = la.to_vector<float>(), bv = lb.to_vector<float>(),
-                     cv = c.to_vector<float>();
+  std::vector<float> av = la.to(DType::f32).to_vector<float>(),
+                     bv = lb.to(DType::f32).to_vector<float>(),
+                     cv = c.to(DType::f32).to_vector<float>();
   for (int64_t p = 0; p < 64; ++p) {
     const int64_t i = (p * 7919) % cs.M, j = (p * 104729 + 17) % cs.N;
     double dot = 0, mag = 0;
@@ -82,7 +90,8 @@ void check(const Case& cs, const Operands& op, const Tensor& c) {
       mag += std::abs(t);
     }
     const double got = cv[size_t(i * cs.N + j)];
-    if (!(std::abs(got - dot) <= 1e-5 * mag)) {
+    const double rounding = c.dtype() == DType::bf16 ? std::ldexp(std::abs(dot), -8) : 0.0;
+    if (!(std::abs(got - dot) <= 1e-5 * mag + rounding)) {
       std::fprintf(stderr, "matmul bench %s: wrong element (%ld, %ld): %g vs %g\n", cs.name,
                    long(i), long(j), got, dot);
       std::abort();
@@ -90,8 +99,8 @@ void check(const Case& cs, const Operands& op, const Tensor& c) {
   }
 }
 
-void run_case(benchmark::State& state, const Case& c) {
-  const Operands op = make(c);
+void run_case(benchmark::State& state, const Case& c, DType dtype) {
+  const Operands op = make(c, dtype);
   check(c, op, op.run());
   for (auto _ : state) {
     Tensor out = op.run();
@@ -105,8 +114,13 @@ void run_case(benchmark::State& state, const Case& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (const Case& c : kCases) {
-    benchmark::RegisterBenchmark(c.name, run_case, c)->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (const Case& c : kCases) {
+      const std::string name = dtype == DType::bf16 ? std::string("bf16/") + c.name : c.name;
+      benchmark::RegisterBenchmark(name.c_str(), run_case, c, dtype)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,10 +1,13 @@
-"""Side-by-side: reprise's matmul/linear GEMM against PyTorch CPU, f32 GFLOP/s.
+"""Side-by-side: reprise's matmul/linear GEMM against PyTorch CPU, GFLOP/s.
 
-Cases are bench_matmul's (bench/ops/matmul.cpp): 1024^3 and every product of
+Cases are bench_matmul's (bench/ops/matmul.cpp): 1024^3, every product of
 one Llama example layer step (tokens 2048, hidden 256, intermediate 688,
 vocab 256), forward y = x W^T (F.linear), backward dx = dy W (dy @ W) and
-dW = dy^T x (dy.t() @ x, a transposed view). Both sides use --threads threads
-(default 2); torch's BLAS is MKL on the pip wheel (torch.__config__.show()).
+dW = dy^T x (dy.t() @ x, a transposed view), and the forward products of the
+SmolLM2-135M shape. A case named bf16/<case> multiplies bf16 operands into a
+bf16 result on both sides (torch: oneDNN's bf16 GEMM, as autocast calls it).
+Both sides use --threads threads (default 2); torch's BLAS is MKL on the pip
+wheel (torch.__config__.show()).
 
 The machine is shared, so each case alternates ours and theirs for several
 rounds (ours first in even rounds, theirs first in odd ones) and reports the
@@ -43,23 +46,33 @@ CASES = {
     "dw_qkvo_lm_head": (256, 256, 2048, "matmul_at"),
     "dw_gate_up": (688, 256, 2048, "matmul_at"),
     "dw_down": (256, 688, 2048, "matmul_at"),
+    "smol_q_o": (1024, 576, 576, "linear"),
+    "smol_k_v": (1024, 192, 576, "linear"),
+    "smol_gate_up": (1024, 1536, 576, "linear"),
+    "smol_down": (1024, 576, 1536, "linear"),
+    "smol_head": (1024, 49152, 576, "linear"),
 }
+CASES.update({f"bf16/{name}": dims for name, dims in list(CASES.items())})
 
 
-def torch_fn(M, N, K, form):
+def torch_fn(M, N, K, form, dtype):
+    def u(*shape):
+        return (torch.rand(*shape) * 2 - 1).to(dtype)
+
     if form == "linear":
-        x, w = torch.rand(M, K) * 2 - 1, torch.rand(N, K) * 2 - 1
+        x, w = u(M, K), u(N, K)
         return lambda: F.linear(x, w)
     if form == "matmul_at":
-        at, b = torch.rand(K, M) * 2 - 1, torch.rand(K, N) * 2 - 1
+        at, b = u(K, M), u(K, N)
         return lambda: at.t() @ b
-    a, b = torch.rand(M, K) * 2 - 1, torch.rand(K, N) * 2 - 1
+    a, b = u(M, K), u(K, N)
     return lambda: a @ b
 
 
 def time_torch(case, args):
     M, N, K, form = CASES[case]
-    wall, cpu = time_calls(torch_fn(M, N, K, form), args.min_time)
+    dtype = torch.bfloat16 if case.startswith("bf16/") else torch.float32
+    wall, cpu = time_calls(torch_fn(M, N, K, form, dtype), args.min_time)
     return 2 * M * N * K / (cpu if args.clock == "cpu" else wall) / 1e9
 
 
@@ -80,13 +93,14 @@ def main():
     parser.add_argument("--min-time", type=float, default=0.5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
-    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--cases", default=",".join(c for c in CASES if "/" not in c),
+                        help="comma-separated case names (bf16/<case> for bf16)")
     args = parser.parse_args()
     if args.clock == "cpu" and args.threads != 1:
         parser.error("--clock cpu times one thread: use it with --threads 1")
     torch.set_num_threads(args.threads)
     blas = "MKL" if torch.backends.mkl.is_available() else "non-MKL BLAS"
-    print(f"torch {torch.__version__} ({blas}), threads {args.threads}, f32, {args.clock} clock, "
+    print(f"torch {torch.__version__} ({blas}), threads {args.threads}, {args.clock} clock, "
           f"{args.rounds} alternating rounds, min time {args.min_time} s; GFLOP/s medians, "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| case | M x N x K | ours | torch | ours / torch |")

@@ -532,9 +532,9 @@ Peak machine_peak(int cores) {
   // The lanes of the capability the kernels run at (a forced lower one
   // lowers the peak too).
   const CpuCapability capability = cpu_capability();
-  const int lanes = capability == CpuCapability::avx512 ? 16
-                    : capability == CpuCapability::avx2 ? 8
-                                                        : 4;
+  const bool avx512 =
+      capability == CpuCapability::avx512 || capability == CpuCapability::avx512_bf16;
+  const int lanes = avx512 ? 16 : capability == CpuCapability::avx2 ? 8 : 4;
   Peak p;
   if (mhz <= 0) {
     p.how = "unknown (no clock in /proc/cpuinfo): MFU not shown";
@@ -545,7 +545,7 @@ Peak machine_peak(int cores) {
   std::snprintf(buf, sizeof buf,
                 "%.0f GFLOP/s f32 = %d cores x 2 FMA x %d lanes (%s) x 2 x %.2f GHz", p.flops / 1e9,
                 cores, lanes,
-                capability == CpuCapability::avx512 ? "AVX-512"
+                avx512                              ? "AVX-512"
                 : capability == CpuCapability::avx2 ? "AVX2"
                                                     : "SSE",
                 mhz / 1e3);

@@ -26,7 +26,8 @@ void bind_cpu(nb::module_& m) {
                            "bits, at different speeds.")
       .value("scalar", CpuCapability::scalar)
       .value("avx2", CpuCapability::avx2)
-      .value("avx512", CpuCapability::avx512);
+      .value("avx512", CpuCapability::avx512)
+      .value("avx512_bf16", CpuCapability::avx512_bf16);
   m.def("cpu_capability", &cpu_capability,
         "The capability the CPU kernels run: the best this CPU has, or a lower one named by "
         "REPRISE_CPU_CAPABILITY (read at first use).");
@@ -41,7 +42,7 @@ void bind_cpu(nb::module_& m) {
                 : parse_cpu_capability(nb::cast<std::string>(c), "set_cpu_capability"));
       },
       arg("capability"), nb::sig("def set_cpu_capability(capability: CpuCapability | str) -> None"),
-      "Selects the capability for later kernels ('scalar', 'avx2', 'avx512').");
+      "Selects the capability for later kernels ('scalar', 'avx2', 'avx512', 'avx512_bf16').");
   m.def(
       "cuda_matmul", [] { return std::string(to_string(cuda_matmul())); },
       "How CUDA products run: 'cublas' (cuBLASLt, the default) or 'fma_chain' (batch-invariant, "

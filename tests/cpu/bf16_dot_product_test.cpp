@@ -2,16 +2,20 @@
 // machine: AVX512-BF16's vdpbf16ps adds, per f32 lane j, the products of
 // the bf16 pairs (2j, 2j + 1) to the accumulator as two steps, the odd
 // element's product first, each rounded to nearest even, with denormal
-// inputs and results flushed to zero (Intel's pseudo-code; AMD Zen 4 does
-// the same). A bf16 product is exact in f32, so each step is one fused
-// multiply-add: that order is what an emulation on any other CPU must
-// follow to give the same bits. Skipped where the CPU lacks AVX512-BF16.
+// inputs read as zero and results that are tiny before rounding flushed to
+// zero (Intel's pseudo-code; AMD Zen 4 does the same). A bf16 product is
+// exact in f32, so each step is one fused multiply-add under the FPU's
+// denormals-are-zero and flush-to-zero modes, which flush the same way:
+// that is the emulation cpu/gemm_bf16.cpp runs on every other CPU.
+// Skipped where the CPU lacks AVX512-BF16.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
+
+#include "tests/support/bf16_product.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -22,17 +26,22 @@ namespace {
 
 float bf16_value(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 
-float flush(float f) { return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f; }
-
-// One lane of vdpbf16ps, emulated: acc + a1 b1, then + a0 b0, each step a
-// rounded FMA, denormals flushed on the way in and out.
-float dot_pair(float acc, uint16_t a0, uint16_t a1, uint16_t b0, uint16_t b1) {
-  const auto in = [](uint16_t h) { return flush(bf16_value(h)); };
-  const float odd = flush(std::fma(in(a1), in(b1), flush(acc)));
-  return flush(std::fma(in(a0), in(b0), odd));
+#if defined(__x86_64__)
+// acc + a1 b1, then + a0 b0, each step a hardware FMA. Never inlined, so
+// that its arithmetic stays inside the caller's FlushDenormals.
+__attribute__((target("fma"), noinline, noipa)) float fma_pair(float acc, uint16_t a0, uint16_t a1,
+                                                               uint16_t b0, uint16_t b1) {
+  const __m128 odd =
+      _mm_fmadd_ss(_mm_set_ss(bf16_value(a1)), _mm_set_ss(bf16_value(b1)), _mm_set_ss(acc));
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(bf16_value(a0)), _mm_set_ss(bf16_value(b0)), odd));
 }
 
-#if defined(__x86_64__)
+// One lane of vdpbf16ps, emulated.
+float dot_pair(float acc, uint16_t a0, uint16_t a1, uint16_t b0, uint16_t b1) {
+  const FlushDenormals flush;
+  return fma_pair(acc, a0, a1, b0, b1);
+}
+
 __attribute__((target("avx512f,avx512bf16"))) void dpbf16(const float* acc, const uint16_t* a,
                                                           const uint16_t* b, float* out) {
   const __m512bh va = (__m512bh)_mm512_loadu_si512(a), vb = (__m512bh)_mm512_loadu_si512(b);
@@ -62,15 +71,22 @@ TEST(Bf16DotProduct, TheInstructionAddsTheOddProductFirstWithDenormalsFlushed) {
     dpbf16(acc, a, b, got);
     for (int j = 0; j < 16; ++j) {
       const float want = dot_pair(acc[j], a[2 * j], a[2 * j + 1], b[2 * j], b[2 * j + 1]);
-      const float unflushed =
-          std::fma(bf16_value(a[2 * j]), bf16_value(b[2 * j]),
-                   std::fma(bf16_value(a[2 * j + 1]), bf16_value(b[2 * j + 1]), acc[j]));
+      const float unflushed = fma_pair(acc[j], a[2 * j], a[2 * j + 1], b[2 * j], b[2 * j + 1]);
       flushed += std::bit_cast<uint32_t>(unflushed) != std::bit_cast<uint32_t>(want);
       ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(want))
           << "lane " << j << " of round " << round;
     }
   }
   EXPECT_GT(flushed, 1000);
+
+  // A sum just below the smallest normal, 2^-126 - 2^-150, which would
+  // round up to it: tiny before rounding, so flushed to zero.
+  const float tiny = std::ldexp(1.0f, -75), smallest = std::ldexp(1.0f, -126);
+  float acc[16] = {smallest}, got[16];
+  uint16_t a[32] = {0, bf16_of(tiny)}, b[32] = {0, bf16_of(-tiny)};
+  dpbf16(acc, a, b, got);
+  EXPECT_EQ(std::bit_cast<uint32_t>(got[0]), 0u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(dot_pair(smallest, 0, a[1], 0, b[1])), 0u);
 #else
   GTEST_SKIP() << "not an x86-64 CPU";
 #endif

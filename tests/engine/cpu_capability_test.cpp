@@ -28,16 +28,18 @@ TEST(CpuCapability, EachSupportedOneDrivesTheCpuBackend) {
 }
 
 TEST(CpuCapability, NamesParseAndUnknownOnesAreErrors) {
-  for (CpuCapability c : {CpuCapability::scalar, CpuCapability::avx2, CpuCapability::avx512}) {
+  for (CpuCapability c : {CpuCapability::scalar, CpuCapability::avx2, CpuCapability::avx512,
+                          CpuCapability::avx512_bf16}) {
     EXPECT_EQ(parse_cpu_capability(to_string(c), "test"), c);
   }
-  testing::expect_error([] { parse_cpu_capability("avx1024", "REPRISE_CPU_CAPABILITY"); },
-                        {"REPRISE_CPU_CAPABILITY", "avx1024", "scalar, avx2 or avx512"});
+  testing::expect_error(
+      [] { parse_cpu_capability("avx1024", "REPRISE_CPU_CAPABILITY"); },
+      {"REPRISE_CPU_CAPABILITY", "avx1024", "scalar, avx2, avx512 or avx512_bf16"});
 }
 
 TEST(CpuCapability, OneThisCpuLacksIsAnErrorNamingIt) {
   const std::vector<CpuCapability>& s = supported_cpu_capabilities();
-  if (s.back() == CpuCapability::avx512) GTEST_SKIP() << "this CPU has every capability";
+  if (s.back() == CpuCapability::avx512_bf16) GTEST_SKIP() << "this CPU has every capability";
   const CpuCapability missing = CpuCapability(int(s.back()) + 1);
   testing::expect_error([&] { set_cpu_capability(missing); },
                         {"does not support", to_string(missing), "supported here"});

@@ -1,0 +1,279 @@
+// The CPU's bf16 matrix product. Its bits are defined by what AVX512-BF16's
+// dot-product instruction, vdpbf16ps, computes (Intel's pseudo-code,
+// confirmed on the machine by tests/cpu/bf16_dot_product_test.cpp), so that
+// every capability gives the same ones:
+//
+//   each output's sum, an f32, starts at +0 and takes k in pairs
+//   (2p, 2p + 1) in order, a zero padding an odd K; per pair it adds
+//   a(2p + 1) b(2p + 1), then a(2p) b(2p), each step one fused multiply-add
+//   (a product of two bf16 is exact in f32) rounded to nearest even, with
+//   denormal operands read as zero and results that are tiny before
+//   rounding flushed to zero. The sum rounds once to bf16 (nearest even).
+//
+// avx512_bf16 runs it on vdpbf16ps, two products per f32 lane per
+// instruction. Every other capability emulates it: f32 FMAs on the two
+// halves of each pair, under the FPU's denormals-are-zero and flush-to-zero
+// modes, which flush as the instruction does.
+//
+// Both run on one packing. A pair word holds a pair's two bf16 bit
+// patterns, k = 2p in its low half and 2p + 1 in its high one (the
+// instruction's operand layout). B is packed once per product into panels
+// of NR columns ((K / 2, NR) pair words each), A once per task into panels
+// of MR rows ((K / 2, MR)). k is not blocked: a tile's sums stay in
+// registers over all of K and round once at the end, while its B panel and
+// the task's A panels stream from L2.
+#include <bit>
+#include <cstring>
+
+#include "cpu/backend.h"
+#include "cpu/gemm_problem.h"
+#include "cpu/tile_product.h"
+#include "cpu/transpose.h"
+#include "engine/threads.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+REPRISE_CPU_BEGIN
+namespace {
+
+constexpr int64_t MR = kTileRows;
+constexpr int NR = kTileCols<float>, L = kLanes<float>, NP = NR / L;
+
+typedef uint32_t NativeU32 __attribute__((vector_size(kRegisterBytes)));
+typedef uint16_t NativeHalfU16 __attribute__((vector_size(kRegisterBytes / 2)));
+
+inline uint32_t pair_word(uint16_t even, uint16_t odd) {
+  return uint32_t(even) | uint32_t(odd) << 16;
+}
+
+// The FPU's denormals-are-zero and flush-to-zero modes, rounding to nearest
+// even, on this thread while it lives; the modes before come back after.
+class FlushDenormals {
+ public:
+#if defined(__x86_64__)
+  FlushDenormals() : saved_(_mm_getcsr()) {
+    constexpr unsigned kDaz = 1u << 6, kFtz = 1u << 15, kRounding = 3u << 13;
+    _mm_setcsr((saved_ | kDaz | kFtz) & ~kRounding);
+  }
+  ~FlushDenormals() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned saved_;
+#elif defined(__aarch64__)
+  FlushDenormals() {
+    __asm__ volatile("mrs %0, fpcr" : "=r"(saved_));
+    constexpr uint64_t kFz = 1u << 24, kRounding = 3u << 22;
+    const uint64_t modes = (saved_ | kFz) & ~kRounding;
+    __asm__ volatile("msr fpcr, %0" : : "r"(modes));
+  }
+  ~FlushDenormals() { __asm__ volatile("msr fpcr, %0" : : "r"(saved_)); }
+
+ private:
+  uint64_t saved_;
+#else
+#error "cpu/gemm_bf16.cpp: no denormal flushing for this architecture"
+#endif
+};
+
+// Packs pair words of `lines` (<= width) lines into dst (K / 2 rounded up,
+// width): dst[p * width + r] = the pair word of line r's values 2p and
+// 2p + 1 (0 past an odd K), zero for r >= lines. Value k of line r lies at
+// src[r * line_stride + k * k_stride]: an A panel's lines are its rows, a B
+// panel's its columns.
+void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t k_stride, int64_t lines,
+                int64_t K, int64_t width, uint32_t* dst) {
+  const int64_t full = K / 2, pairs = ceil_div(K, 2);
+  auto value = [&](int64_t r, int64_t k) { return src[r * line_stride + k * k_stride]; };
+  int64_t p = 0;
+  if (line_stride == 1) {  // the lines lie side by side at each k
+    for (; p < full; ++p) {
+      const uint16_t* even = src + 2 * p * k_stride;
+      const uint16_t* odd = even + k_stride;
+      uint32_t* out = dst + p * width;
+      for (int64_t r = 0; r < lines; ++r) out[r] = pair_word(even[r], odd[r]);
+      std::fill(out + lines, out + width, 0u);
+    }
+  } else if (k_stride == 1 && line_stride % 2 == 0) {
+    // Each line's pair words are contiguous 32-bit words: transposed in
+    // registers, L lines at a time (as bits: no arithmetic touches them).
+    const float* words = reinterpret_cast<const float*>(src);
+    for (int64_t g = 0; g < width; g += L) {
+      const int64_t n = std::min<int64_t>(L, width - g);
+      lines_by_k(words + g * line_stride / 2, line_stride / 2, std::clamp<int64_t>(lines - g, 0, L),
+                 full, [&](int64_t q, NativeF32 v) {
+                   store_first_native(reinterpret_cast<float*>(dst + q * width + g), v, n);
+                 });
+    }
+    p = full;
+  }
+  for (; p < pairs; ++p) {  // any other layout, and the last pair of an odd K
+    uint32_t* out = dst + p * width;
+    for (int64_t r = 0; r < lines; ++r)
+      out[r] = pair_word(value(r, 2 * p), 2 * p + 1 < K ? value(r, 2 * p + 1) : 0);
+    std::fill(out + lines, out + width, 0u);
+  }
+}
+
+// A tile's sums, rows [0, rows) and columns [0, cols) of acc, rounded to
+// bf16 (nearest even; a NaN stays a quiet NaN, as bfloat16's conversion
+// does) into c, rows ldc apart.
+template <int R>
+void store_rounded(const NativeF32 (&acc)[R][NP], int64_t rows, int64_t cols, uint16_t* c,
+                   int64_t ldc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int j = 0; j < NP && j * L < cols; ++j) {
+      const NativeU32 u = (NativeU32)acc[r][j];
+      const NativeU32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+      const NativeU32 nan = (NativeU32)((u & 0x7fffffffu) > 0x7f800000u);
+      const NativeU32 word = (rounded & ~nan) | (((u >> 16) | 0x40u) & nan);
+      const NativeHalfU16 h = __builtin_convertvector(word, NativeHalfU16);
+      std::memcpy(c + r * ldc + j * L, &h, size_t(std::min<int64_t>(L, cols - j * L)) * 2);
+    }
+  }
+}
+
+// R rows by NR columns of C from an A panel (pairs, MR) and a B panel
+// (pairs, NR), emulated: per pair, the high halves' FMA, then the low ones'.
+// The tiles are never inlined, so that no FMA moves out of the caller's
+// FlushDenormals.
+template <int R>
+__attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp,
+                                             uint16_t* c, int64_t ldc, int64_t rows, int64_t cols) {
+  NativeF32 acc[R][NP] = {};
+  const NativeU32 high = NativeU32{} + 0xffff0000u;
+  for (int64_t p = 0; p < pairs; ++p) {
+    NativeU32 bw[NP];
+    for (int j = 0; j < NP; ++j) std::memcpy(&bw[j], bp + p * NR + j * L, sizeof bw[j]);
+    NativeF32 b_odd[NP];
+    for (int j = 0; j < NP; ++j) b_odd[j] = (NativeF32)(bw[j] & high);
+    for (int r = 0; r < R; ++r) {
+      const NativeU32 aw = (NativeU32)splat_native(std::bit_cast<float>(ap[p * MR + r]));
+      const NativeF32 a_odd = (NativeF32)(aw & high);
+      for (int j = 0; j < NP; ++j) acc[r][j] = fma_native(a_odd, b_odd[j], acc[r][j]);
+    }
+    NativeF32 b_even[NP];
+    for (int j = 0; j < NP; ++j) b_even[j] = (NativeF32)(bw[j] << 16);
+    for (int r = 0; r < R; ++r) {
+      const NativeU32 aw = (NativeU32)splat_native(std::bit_cast<float>(ap[p * MR + r]));
+      const NativeF32 a_even = (NativeF32)(aw << 16);
+      for (int j = 0; j < NP; ++j) acc[r][j] = fma_native(a_even, b_even[j], acc[r][j]);
+    }
+  }
+  store_rounded<R>(acc, rows, cols, c, ldc);
+}
+
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+// The same tile on vdpbf16ps: one instruction per row and register of
+// columns per pair.
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma"), noinline)) void
+dot_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, uint16_t* c, int64_t ldc,
+         int64_t rows, int64_t cols) {
+  __m512 acc[R][NP];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    __m512bh bw[NP];
+    for (int j = 0; j < NP; ++j) bw[j] = (__m512bh)_mm512_loadu_si512(bp + p * NR + j * L);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh aw = (__m512bh)_mm512_set1_epi32(int(ap[p * MR + r]));
+      for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], aw, bw[j]);
+    }
+  }
+  NativeF32 sums[R][NP];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < NP; ++j) sums[r][j] = acc[r][j];
+  }
+  store_rounded<R>(sums, rows, cols, c, ldc);
+}
+#endif
+
+using Tile = void (*)(int64_t, const uint32_t*, const uint32_t*, uint16_t*, int64_t, int64_t,
+                      int64_t);
+
+// The tiles for full panels and for the short ones at the end of M (and
+// for products of a few rows, one token's projections while generating).
+struct Tiles {
+  Tile full, four, one;
+
+  Tile for_rows(int64_t rows) const { return rows > 4 ? full : rows > 1 ? four : one; }
+};
+
+Tiles tiles_for_capability() {
+#if defined(REPRISE_CPU_LEVEL_AVX512)
+  if (cpu_capability() == CpuCapability::avx512_bf16)
+    return {dot_tile<int(MR)>, dot_tile<4>, dot_tile<1>};
+#endif
+  return {emulated_tile<int(MR)>, emulated_tile<4>, emulated_tile<1>};
+}
+
+struct Plan : TaskGrid {
+  int64_t pairs;       // K / 2 rounded up
+  int64_t packed_per;  // packed B per matrix: pairs * panels * NR pair words
+};
+
+}  // namespace
+
+Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
+  const ProductShapes shapes = product_shapes(a_in.shape(), b_in.shape());
+  Tensor out = Tensor::empty(shapes.out, DType::bf16);
+  if (out.numel() == 0) return out;
+  if (a_in.size(-1) == 0) return out.zero_();
+
+  NoGradGuard no_grad;  // the views below are plumbing
+  const Tensor a = gemm_readable(a_in), b = gemm_readable(b_in);
+  const Problem p = problem_of(a, b);
+  const auto* pa = static_cast<const uint16_t*>(a.raw_data());
+  const auto* pb = static_cast<const uint16_t*>(b.raw_data());
+  auto* pc = static_cast<uint16_t*>(out.raw_data());
+
+  const int nt = threads::num_threads();
+  Plan s{TaskGrid(p, nt, NR)};
+  s.pairs = ceil_div(p.K, 2);
+  s.packed_per = s.pairs * s.panels * NR;
+  const int64_t tasks = p.batch * s.tm * s.tn;
+  const int64_t a_size = round_up(s.mb * s.pairs, 16);  // one thread's A panels
+  const bool serial = tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
+  const int workers = serial ? 1 : nt;
+  const Tiles tiles = tiles_for_capability();
+  AlignedBuffer<uint32_t> packed(p.batch * s.packed_per), a_bufs(workers * a_size);
+
+  // Every B panel of the batch.
+  threads::claim_tasks(workers, p.batch * s.panels, [&](int, int64_t t) {
+    const int64_t bi = t / s.panels, j0 = t % s.panels * NR;
+    const Matrix<uint16_t> bm = matrix_of(p.b, pb, bi);
+    const int64_t line_stride = bm.row_major ? 1 : bm.outer, k_stride = bm.row_major ? bm.outer : 1;
+    pack_pairs(bm.data + j0 * line_stride, line_stride, k_stride, std::min<int64_t>(NR, p.N - j0),
+               p.K, NR, packed.data.get() + bi * s.packed_per + t % s.panels * s.pairs * NR);
+  });
+  // Each task's A panels, then each of its B panels against each of them.
+  threads::claim_tasks(workers, tasks, [&](int thread, int64_t t) {
+    const FlushDenormals flush;  // for the emulation (vdpbf16ps flushes in any mode)
+    const int64_t per = s.tm * s.tn, bi = t / per, r = t % per / s.tn;
+    const int64_t i0 = s.row_begin(r, p.M), j0 = t % s.tn * s.nb;
+    const int64_t m = s.row_begin(r + 1, p.M) - i0, n = std::min(s.nb, p.N - j0);
+    const Matrix<uint16_t> am = matrix_of(p.a, pa, bi);
+    const int64_t line_stride = am.row_major ? am.outer : 1, k_stride = am.row_major ? 1 : am.outer;
+    uint32_t* a_buf = a_bufs.data.get() + thread * a_size;
+    for (int64_t i = 0; i < m; i += MR) {
+      pack_pairs(am.data + (i0 + i) * line_stride, line_stride, k_stride,
+                 std::min<int64_t>(MR, m - i), p.K, MR, a_buf + i * s.pairs);
+    }
+    const uint32_t* block = packed.data.get() + bi * s.packed_per;
+    uint16_t* cm = pc + bi * p.M * p.N;
+    for (int64_t j = 0; j < n; j += NR) {
+      const uint32_t* bp = block + (j0 + j) / NR * s.pairs * NR;
+      for (int64_t i = 0; i < m; i += MR) {
+        const int64_t rows = std::min<int64_t>(MR, m - i);
+        tiles.for_rows(rows)(s.pairs, a_buf + i * s.pairs, bp, cm + (i0 + i) * p.N + j0 + j, p.N,
+                             rows, std::min<int64_t>(NR, n - j));
+      }
+    }
+  });
+  return out;
+}
+
+REPRISE_CPU_END
