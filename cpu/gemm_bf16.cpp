@@ -18,10 +18,13 @@
 // Both run on one packing. A pair word holds a pair's two bf16 bit
 // patterns, k = 2p in its low half and 2p + 1 in its high one (the
 // instruction's operand layout). B is packed once per product into panels
-// of NR columns ((K / 2, NR) pair words each), A once per task into panels
-// of MR rows ((K / 2, MR)). k is not blocked: a tile's sums stay in
-// registers over all of K and round once at the end, while its B panel and
-// the task's A panels stream from L2.
+// of NR columns ((pairs, NR) pair words each), A once per task into panels
+// of MR rows ((pairs, MR)). Up to kMostPairs pairs of k a tile's sums stay
+// in registers over all of K and round once at the end, while its B panel
+// and the task's A panels stream from L2. A deeper K (the tied head's
+// backward, 49152 deep) is cut into blocks: a block after the first
+// reloads the f32 sums the one before left in a scratch tile and carries
+// on, so each sum still runs over k in order and rounds once.
 #include <bit>
 #include <cstring>
 
@@ -129,8 +132,34 @@ void store_rounded(const NativeF32 (&acc)[R][NP], int64_t rows, int64_t cols, ui
       const NativeU32 nan = (NativeU32)((u & 0x7fffffffu) > 0x7f800000u);
       const NativeU32 word = (rounded & ~nan) | (((u >> 16) | 0x40u) & nan);
       const NativeHalfU16 h = __builtin_convertvector(word, NativeHalfU16);
-      std::memcpy(c + r * ldc + j * L, &h, size_t(std::min<int64_t>(L, cols - j * L)) * 2);
+      uint16_t* dst = c + r * ldc + j * L;
+      if (cols - j * L >= L) {
+        std::memcpy(dst, &h, sizeof h);  // a fixed size: no call
+      } else {
+        uint16_t lanes[L];
+        std::memcpy(lanes, &h, sizeof h);
+        std::copy_n(lanes, cols - j * L, dst);
+      }
     }
+  }
+}
+
+// Where a tile's sums go: rows [0, rows) and columns [0, cols) of C (rows
+// ldc apart), rounded, or, before the last block of k, carry_out (R x NR
+// f32, rows NR apart) unrounded. carry_in: the sums of the blocks before,
+// or null for the first.
+struct Out {
+  uint16_t* c;
+  int64_t ldc, rows, cols;
+  const float* carry_in;
+  float* carry_out;
+};
+
+template <int R>
+REPRISE_CPU_INLINE void finish(const NativeF32 (&acc)[R][NP], const Out& out) {
+  if (out.carry_out == nullptr) return store_rounded<R>(acc, out.rows, out.cols, out.c, out.ldc);
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < NP; ++j) store_native(out.carry_out + r * NR + j * L, acc[r][j]);
   }
 }
 
@@ -140,8 +169,13 @@ void store_rounded(const NativeF32 (&acc)[R][NP], int64_t rows, int64_t cols, ui
 // FlushDenormals.
 template <int R>
 __attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp,
-                                             uint16_t* c, int64_t ldc, int64_t rows, int64_t cols) {
+                                             const Out& out) {
   NativeF32 acc[R][NP] = {};
+  if (out.carry_in != nullptr) {
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < NP; ++j) acc[r][j] = load_native(out.carry_in + r * NR + j * L);
+    }
+  }
   const NativeU32 high = NativeU32{} + 0xffff0000u;
   for (int64_t p = 0; p < pairs; ++p) {
     NativeU32 bw[NP];
@@ -161,7 +195,7 @@ __attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap, 
       for (int j = 0; j < NP; ++j) acc[r][j] = fma_native(a_even, b_even[j], acc[r][j]);
     }
   }
-  store_rounded<R>(acc, rows, cols, c, ldc);
+  finish<R>(acc, out);
 }
 
 #if defined(REPRISE_CPU_LEVEL_AVX512)
@@ -169,11 +203,13 @@ __attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap, 
 // columns per pair.
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma"), noinline)) void
-dot_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, uint16_t* c, int64_t ldc,
-         int64_t rows, int64_t cols) {
+dot_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, const Out& out) {
   __m512 acc[R][NP];
   for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < NP; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NP; ++j) {
+      acc[r][j] = out.carry_in != nullptr ? _mm512_loadu_ps(out.carry_in + r * NR + j * L)
+                                          : _mm512_setzero_ps();
+    }
   }
   for (int64_t p = 0; p < pairs; ++p) {
     __m512bh bw[NP];
@@ -187,12 +223,11 @@ dot_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, uint16_t* c, int
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < NP; ++j) sums[r][j] = acc[r][j];
   }
-  store_rounded<R>(sums, rows, cols, c, ldc);
+  finish<R>(sums, out);
 }
 #endif
 
-using Tile = void (*)(int64_t, const uint32_t*, const uint32_t*, uint16_t*, int64_t, int64_t,
-                      int64_t);
+using Tile = void (*)(int64_t, const uint32_t*, const uint32_t*, const Out&);
 
 // The tiles for full panels and for the short ones at the end of M (and
 // for products of a few rows, one token's projections while generating).
@@ -210,9 +245,44 @@ Tiles tiles_for_capability() {
   return {emulated_tile<int(MR)>, emulated_tile<4>, emulated_tile<1>};
 }
 
+// Most bytes of packed B one column block of tasks reads: the row blocks
+// run one column block after another, so its B panels stay in the last
+// level cache while every row block passes over them (a wide product, the
+// tied LM head's 49152 columns, would otherwise stream all of B from
+// memory once per row block). Not for a deep K, where a block would be a
+// few panels wide and each task's A (all of K) would be packed again for
+// each of many blocks.
+constexpr int64_t kColumnBlockBytes = int64_t(2) << 20;
+constexpr int64_t kMinBlockPanels = 8;
+
+// Most pairs of k per block, and most columns of a task when k is cut
+// into blocks (its scratch tiles: at most kRowBlock x kBlockedColumns f32).
+constexpr int64_t kMostPairs = 768;
+constexpr int64_t kBlockedColumns = 2048;
+
 struct Plan : TaskGrid {
   int64_t pairs;       // K / 2 rounded up
+  int64_t kcp;         // pairs per block of k (the last block may be shorter)
+  int64_t blocks;      // blocks of k
   int64_t packed_per;  // packed B per matrix: pairs * panels * NR pair words
+
+  Plan(const Problem& p, int threads) : TaskGrid(p, threads, NR) {
+    pairs = ceil_div(p.K, 2);
+    blocks = ceil_div(pairs, kMostPairs);
+    kcp = ceil_div(pairs, blocks);
+    packed_per = pairs * panels * NR;
+    int64_t most = kColumnBlockBytes / (kcp * NR * 4) * NR;
+    if (most < kMinBlockPanels * NR) most = p.N;
+    if (blocks > 1) most = std::min(most, kBlockedColumns);
+    if (nb > most) {
+      nb = most;
+      tn = ceil_div(p.N, nb);
+    }
+  }
+  // Task t's matrix, row block and column block: column blocks outer.
+  int64_t matrix(int64_t t) const { return t / (tm * tn); }
+  int64_t row_block(int64_t t) const { return t % (tm * tn) % tm; }
+  int64_t column_block(int64_t t) const { return t % (tm * tn) / tm; }
 };
 
 }  // namespace
@@ -231,45 +301,61 @@ Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
   auto* pc = static_cast<uint16_t*>(out.raw_data());
 
   const int nt = threads::num_threads();
-  Plan s{TaskGrid(p, nt, NR)};
-  s.pairs = ceil_div(p.K, 2);
-  s.packed_per = s.pairs * s.panels * NR;
+  const Plan s(p, nt);
   const int64_t tasks = p.batch * s.tm * s.tn;
-  const int64_t a_size = round_up(s.mb * s.pairs, 16);  // one thread's A panels
+  const int64_t a_size = round_up(s.mb * s.kcp, 16);  // one thread's A panels of a block
+  // One thread's scratch tiles between blocks of k: MR x NR per tile.
+  const int64_t carry_size = s.blocks > 1 ? s.mb * round_up(s.nb, NR) : 0;
   const bool serial = tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
   const int workers = serial ? 1 : nt;
   const Tiles tiles = tiles_for_capability();
   AlignedBuffer<uint32_t> packed(p.batch * s.packed_per), a_bufs(workers * a_size);
+  AlignedBuffer<float> carries(std::max<int64_t>(1, workers * carry_size));
 
-  // Every B panel of the batch.
-  threads::claim_tasks(workers, p.batch * s.panels, [&](int, int64_t t) {
-    const int64_t bi = t / s.panels, j0 = t % s.panels * NR;
+  // Every B panel of every block of the batch: block kb's panels follow
+  // each other from pair kb * kcp on, (pairs of the block, NR) each.
+  threads::claim_tasks(workers, p.batch * s.blocks * s.panels, [&](int, int64_t t) {
+    const int64_t bi = t / (s.blocks * s.panels), kb = t / s.panels % s.blocks, pj = t % s.panels;
+    const int64_t p0 = kb * s.kcp, np = std::min(s.kcp, s.pairs - p0), j0 = pj * NR;
     const Matrix<uint16_t> bm = matrix_of(p.b, pb, bi);
     const int64_t line_stride = bm.row_major ? 1 : bm.outer, k_stride = bm.row_major ? bm.outer : 1;
-    pack_pairs(bm.data + j0 * line_stride, line_stride, k_stride, std::min<int64_t>(NR, p.N - j0),
-               p.K, NR, packed.data.get() + bi * s.packed_per + t % s.panels * s.pairs * NR);
+    pack_pairs(bm.data + j0 * line_stride + 2 * p0 * k_stride, line_stride, k_stride,
+               std::min<int64_t>(NR, p.N - j0), std::min(2 * np, p.K - 2 * p0), NR,
+               packed.data.get() + bi * s.packed_per + p0 * s.panels * NR + pj * np * NR);
   });
-  // Each task's A panels, then each of its B panels against each of them.
+  // Each task, block by block of k: its A panels, then each of its B
+  // panels against each of them.
   threads::claim_tasks(workers, tasks, [&](int thread, int64_t t) {
     const FlushDenormals flush;  // for the emulation (vdpbf16ps flushes in any mode)
-    const int64_t per = s.tm * s.tn, bi = t / per, r = t % per / s.tn;
-    const int64_t i0 = s.row_begin(r, p.M), j0 = t % s.tn * s.nb;
+    const int64_t bi = s.matrix(t), r = s.row_block(t);
+    const int64_t i0 = s.row_begin(r, p.M), j0 = s.column_block(t) * s.nb;
     const int64_t m = s.row_begin(r + 1, p.M) - i0, n = std::min(s.nb, p.N - j0);
     const Matrix<uint16_t> am = matrix_of(p.a, pa, bi);
     const int64_t line_stride = am.row_major ? am.outer : 1, k_stride = am.row_major ? 1 : am.outer;
     uint32_t* a_buf = a_bufs.data.get() + thread * a_size;
-    for (int64_t i = 0; i < m; i += MR) {
-      pack_pairs(am.data + (i0 + i) * line_stride, line_stride, k_stride,
-                 std::min<int64_t>(MR, m - i), p.K, MR, a_buf + i * s.pairs);
-    }
-    const uint32_t* block = packed.data.get() + bi * s.packed_per;
+    float* carry = carries.data.get() + thread * carry_size;
     uint16_t* cm = pc + bi * p.M * p.N;
-    for (int64_t j = 0; j < n; j += NR) {
-      const uint32_t* bp = block + (j0 + j) / NR * s.pairs * NR;
+    for (int64_t kb = 0; kb < s.blocks; ++kb) {
+      const int64_t p0 = kb * s.kcp, np = std::min(s.kcp, s.pairs - p0);
       for (int64_t i = 0; i < m; i += MR) {
-        const int64_t rows = std::min<int64_t>(MR, m - i);
-        tiles.for_rows(rows)(s.pairs, a_buf + i * s.pairs, bp, cm + (i0 + i) * p.N + j0 + j, p.N,
-                             rows, std::min<int64_t>(NR, n - j));
+        pack_pairs(am.data + (i0 + i) * line_stride + 2 * p0 * k_stride, line_stride, k_stride,
+                   std::min<int64_t>(MR, m - i), std::min(2 * np, p.K - 2 * p0), MR,
+                   a_buf + i * np);
+      }
+      const uint32_t* block = packed.data.get() + bi * s.packed_per + p0 * s.panels * NR;
+      for (int64_t j = 0; j < n; j += NR) {
+        const uint32_t* bp = block + (j0 + j) / NR * np * NR;
+        for (int64_t i = 0; i < m; i += MR) {
+          const int64_t rows = std::min<int64_t>(MR, m - i);
+          float* scratch = carry + (i / MR * round_up(s.nb, NR) / NR + j / NR) * MR * NR;
+          const Out out{.c = cm + (i0 + i) * p.N + j0 + j,
+                        .ldc = p.N,
+                        .rows = rows,
+                        .cols = std::min<int64_t>(NR, n - j),
+                        .carry_in = kb > 0 ? scratch : nullptr,
+                        .carry_out = kb + 1 < s.blocks ? scratch : nullptr};
+          tiles.for_rows(rows)(np, a_buf + i * np, bp, out);
+        }
       }
     }
   });

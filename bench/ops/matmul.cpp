@@ -10,7 +10,7 @@
 // for (N, K) = (256, 256) (q, k, v, o and lm_head), (688, 256) (gate, up)
 // and (256, 688) (down), and the forward products of the SmolLM2-135M
 // shape (tokens 4 x 256 = 1024, hidden 576, kv 192, intermediate 1536,
-// vocabulary 49152). Each result is checked against f64 dot products
+// vocabulary 49152) with the tied head's two backward products. Each result is checked against f64 dot products
 // before timing. bench/ops/matmul_torch.py runs this beside PyTorch.
 #include "ops/matmul.h"
 
@@ -52,6 +52,8 @@ const Case kCases[] = {
     {"smol_gate_up", 1024, 1536, 576, Form::linear},
     {"smol_down", 1024, 576, 1536, Form::linear},
     {"smol_head", 1024, 49152, 576, Form::linear},
+    {"smol_dx_head", 1024, 576, 49152, Form::matmul},
+    {"smol_dw_head", 49152, 576, 1024, Form::matmul_at},
 };
 
 // The operands as stored (x and w for linear, a^T's buffer for matmul_at),

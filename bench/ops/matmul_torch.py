@@ -4,7 +4,7 @@ Cases are bench_matmul's (bench/ops/matmul.cpp): 1024^3, every product of
 one Llama example layer step (tokens 2048, hidden 256, intermediate 688,
 vocab 256), forward y = x W^T (F.linear), backward dx = dy W (dy @ W) and
 dW = dy^T x (dy.t() @ x, a transposed view), and the forward products of the
-SmolLM2-135M shape. A case named bf16/<case> multiplies bf16 operands into a
+SmolLM2-135M shape with the tied head's backward products. A case named bf16/<case> multiplies bf16 operands into a
 bf16 result on both sides (torch: oneDNN's bf16 GEMM, as autocast calls it).
 Both sides use --threads threads (default 2); torch's BLAS is MKL on the pip
 wheel (torch.__config__.show()).
@@ -51,6 +51,8 @@ CASES = {
     "smol_gate_up": (1024, 1536, 576, "linear"),
     "smol_down": (1024, 576, 1536, "linear"),
     "smol_head": (1024, 49152, 576, "linear"),
+    "smol_dx_head": (1024, 576, 49152, "matmul"),
+    "smol_dw_head": (49152, 576, 1024, "matmul_at"),
 }
 CASES.update({f"bf16/{name}": dims for name, dims in list(CASES.items())})
 
