@@ -37,13 +37,13 @@ void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const T
 }
 
 Tensor CpuBackend::swiglu(const Tensor& gate, const Tensor& up) {
-  return dispatch_float(gate.dtype(), "swiglu", [&]<class T>() {
+  return dispatch_float_or_bf16(gate.dtype(), "swiglu", [&]<class T>() {
     return map_new<T, 2>({gate, up}, fn::Swiglu{});
   });
 }
 
 Tensors CpuBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy) {
-  return dispatch_float(dy.dtype(), "swiglu", [&]<class T>() {
+  return dispatch_float_or_bf16(dy.dtype(), "swiglu", [&]<class T>() {
     auto [dgate, dup] =
         map_n_new<T, 2, 3>({dy, gate, up}, [](auto d, auto g, auto u) REPRISE_CPU_LAMBDA {
           return std::array{fn::Swiglu::dgate(g, u, d), fn::Swiglu::dup(g, u, d)};

@@ -44,9 +44,6 @@ namespace {
 constexpr int64_t MR = kTileRows;
 constexpr int NR = kTileCols<float>, L = kLanes<float>, NP = NR / L;
 
-typedef uint32_t NativeU32 __attribute__((vector_size(kRegisterBytes)));
-typedef uint16_t NativeHalfU16 __attribute__((vector_size(kRegisterBytes / 2)));
-
 inline uint32_t pair_word(uint16_t even, uint16_t odd) {
   return uint32_t(even) | uint32_t(odd) << 16;
 }
@@ -120,18 +117,13 @@ void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t k_stride, int6
 }
 
 // A tile's sums, rows [0, rows) and columns [0, cols) of acc, rounded to
-// bf16 (nearest even; a NaN stays a quiet NaN, as bfloat16's conversion
-// does) into c, rows ldc apart.
+// bf16 (cpu/vec.h's round_to_bf16) into c, rows ldc apart.
 template <int R>
 void store_rounded(const NativeF32 (&acc)[R][NP], int64_t rows, int64_t cols, uint16_t* c,
                    int64_t ldc) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int j = 0; j < NP && j * L < cols; ++j) {
-      const NativeU32 u = (NativeU32)acc[r][j];
-      const NativeU32 rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-      const NativeU32 nan = (NativeU32)((u & 0x7fffffffu) > 0x7f800000u);
-      const NativeU32 word = (rounded & ~nan) | (((u >> 16) | 0x40u) & nan);
-      const NativeHalfU16 h = __builtin_convertvector(word, NativeHalfU16);
+      const NativeBf16 h = round_to_bf16(acc[r][j]);
       uint16_t* dst = c + r * ldc + j * L;
       if (cols - j * L >= L) {
         std::memcpy(dst, &h, sizeof h);  // a fixed size: no call
@@ -176,21 +168,21 @@ __attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap, 
       for (int j = 0; j < NP; ++j) acc[r][j] = load_native(out.carry_in + r * NR + j * L);
     }
   }
-  const NativeU32 high = NativeU32{} + 0xffff0000u;
+  const NativeU32Lanes high = NativeU32Lanes{} + 0xffff0000u;
   for (int64_t p = 0; p < pairs; ++p) {
-    NativeU32 bw[NP];
+    NativeU32Lanes bw[NP];
     for (int j = 0; j < NP; ++j) std::memcpy(&bw[j], bp + p * NR + j * L, sizeof bw[j]);
     NativeF32 b_odd[NP];
     for (int j = 0; j < NP; ++j) b_odd[j] = (NativeF32)(bw[j] & high);
     for (int r = 0; r < R; ++r) {
-      const NativeU32 aw = (NativeU32)splat_native(std::bit_cast<float>(ap[p * MR + r]));
+      const NativeU32Lanes aw = (NativeU32Lanes)splat_native(std::bit_cast<float>(ap[p * MR + r]));
       const NativeF32 a_odd = (NativeF32)(aw & high);
       for (int j = 0; j < NP; ++j) acc[r][j] = fma_native(a_odd, b_odd[j], acc[r][j]);
     }
     NativeF32 b_even[NP];
     for (int j = 0; j < NP; ++j) b_even[j] = (NativeF32)(bw[j] << 16);
     for (int r = 0; r < R; ++r) {
-      const NativeU32 aw = (NativeU32)splat_native(std::bit_cast<float>(ap[p * MR + r]));
+      const NativeU32Lanes aw = (NativeU32Lanes)splat_native(std::bit_cast<float>(ap[p * MR + r]));
       const NativeF32 a_even = (NativeF32)(aw << 16);
       for (int j = 0; j < NP; ++j) acc[r][j] = fma_native(a_even, b_even[j], acc[r][j]);
     }

@@ -3,8 +3,11 @@
 // one shape with any strides (engine/strided_loop.h walks the runs and
 // spreads them over threads). Contiguous float runs go 16 lanes at a time
 // (cpu/vec.h) with a zero-padded last step; other runs go one element at a
-// time through the same functor, which gives the same bits.
+// time through the same functor, which gives the same bits. bf16 operands
+// are stored bf16 and computed in f32: each value widened (exactly), each
+// result rounded once.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <type_traits>
@@ -14,6 +17,31 @@
 #include "engine/tensor.h"
 
 REPRISE_CPU_BEGIN
+
+// The type a stored T computes in.
+template <class T>
+using ComputeType = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
+
+// 16 lanes of T from p (the first n, the rest 0) as ComputeType<T>, and
+// back (the first n stored).
+template <class T>
+REPRISE_CPU_INLINE auto load_lanes(const T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return load_bf16(p, n);
+  } else {
+    return n >= 16 ? V16<T>::load(p) : V16<T>::load_first(p, n);
+  }
+}
+template <class T, class V>
+REPRISE_CPU_INLINE void store_lanes(T* p, const V& v, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    store_bf16(p, v, n);
+  } else if (n >= 16) {
+    v.store(p);
+  } else {
+    v.store_first(p, n);
+  }
+}
 
 // out[m][j] = f(in[0][j], ..., in[N-1][j])[m] over one run of n elements,
 // for M outputs from one pass over the inputs; st[m] is out[m]'s stride,
@@ -29,27 +57,22 @@ void run_map_n(const std::array<T*, M>& out, const std::array<const T*, N>& in, 
     }
     (std::make_index_sequence<N>());
   };
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16>) {
     if (unit) {
-      int64_t j = 0;
-      for (; j + 16 <= n; j += 16) {
-        const auto ys =
-            apply([j](const T* p, size_t) REPRISE_CPU_LAMBDA { return V16<T>::load(p + j); });
-        for (size_t m = 0; m < M; ++m) ys[m].store(out[m] + j);
-      }
-      if (j < n) {
-        const int64_t rest = n - j;
-        const auto ys = apply([j, rest](const T* p, size_t)
-                                  REPRISE_CPU_LAMBDA { return V16<T>::load_first(p + j, rest); });
-        for (size_t m = 0; m < M; ++m) ys[m].store_first(out[m] + j, rest);
+      for (int64_t j = 0; j < n; j += 16) {
+        const int64_t lanes = std::min<int64_t>(16, n - j);
+        const auto ys = apply([j, lanes](const T* p, size_t)
+                                  REPRISE_CPU_LAMBDA { return load_lanes(p + j, lanes); });
+        for (size_t m = 0; m < M; ++m) store_lanes(out[m] + j, ys[m], lanes);
       }
       return;
     }
   }
+  using C = ComputeType<T>;
   for (int64_t j = 0; j < n; ++j) {
     const auto ys =
-        apply([&](const T* p, size_t i) REPRISE_CPU_LAMBDA { return p[j * st[M + i]]; });
-    for (size_t m = 0; m < M; ++m) out[m][j * st[m]] = ys[m];
+        apply([&](const T* p, size_t i) REPRISE_CPU_LAMBDA { return C(p[j * st[M + i]]); });
+    for (size_t m = 0; m < M; ++m) out[m][j * st[m]] = T(ys[m]);
   }
 }
 

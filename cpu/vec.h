@@ -494,4 +494,50 @@ REPRISE_CPU_INLINE T fold_max(V16<T> v) {
   return x[0];
 }
 
+// bf16 bits for one register of f32 lanes, and the conversions: widening
+// is exact; rounding is to nearest, ties to even, a NaN staying a quiet NaN
+// (engine/half.h's bfloat16, lane by lane).
+typedef uint16_t NativeBf16 __attribute__((vector_size(kRegisterBytes / 2)));
+typedef uint32_t NativeU32Lanes __attribute__((vector_size(kRegisterBytes)));
+
+REPRISE_CPU_INLINE NativeF32 widen_bf16(NativeBf16 h) {
+  return (NativeF32)(__builtin_convertvector(h, NativeU32Lanes) << 16);
+}
+REPRISE_CPU_INLINE NativeBf16 round_to_bf16(NativeF32 v) {
+  const NativeU32Lanes u = (NativeU32Lanes)v;
+  const NativeU32Lanes rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const NativeU32Lanes nan = (NativeU32Lanes)((u & 0x7fffffffu) > 0x7f800000u);
+  return __builtin_convertvector((rounded & ~nan) | (((u >> 16) | 0x40u) & nan), NativeBf16);
+}
+
+// 16 lanes of bf16 widened to f32 (the first n, the rest 0), and 16 lanes
+// of f32 rounded to bf16 (the first n stored).
+REPRISE_CPU_INLINE V16<float> load_bf16(const bfloat16* p, int64_t n = 16) {
+  constexpr int L = kLanes<float>;
+  V16<float> r;
+  for (int i = 0; i < V16<float>::kParts; ++i) {
+    NativeBf16 h{};
+    const int64_t count = n - i * L;
+    if (count >= L) {
+      std::memcpy(&h, p + i * L, sizeof h);
+    } else if (count > 0) {
+      std::memcpy(&h, p + i * L, size_t(count) * sizeof(bfloat16));
+    }
+    r.p[i] = widen_bf16(h);
+  }
+  return r;
+}
+REPRISE_CPU_INLINE void store_bf16(bfloat16* p, V16<float> v, int64_t n = 16) {
+  constexpr int L = kLanes<float>;
+  for (int i = 0; i < V16<float>::kParts; ++i) {
+    const NativeBf16 h = round_to_bf16(v.p[i]);
+    const int64_t count = n - i * L;
+    if (count >= L) {
+      std::memcpy(static_cast<void*>(p + i * L), &h, sizeof h);
+    } else if (count > 0) {
+      std::memcpy(static_cast<void*>(p + i * L), &h, size_t(count) * sizeof(bfloat16));
+    }
+  }
+}
+
 REPRISE_CPU_END

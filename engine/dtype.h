@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "engine/error.h"
 #include "engine/half.h"
@@ -90,6 +91,14 @@ decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
   }
   REPRISE_FAIL(op, ": expected a tensor of dtype f32 or f64, got ", dtype_name(t),
                " (cast it with ops::cast first)");
+}
+
+// f32, f64 and bf16: the ops that also keep bf16 activations (swiglu)
+// compute a bf16 tensor's values in f32 and round each result once.
+template <class F>
+decltype(auto) dispatch_float_or_bf16(DType t, const char* op, F&& f) {
+  if (t == DType::bf16) return f.template operator()<bfloat16>();
+  return dispatch_float(t, op, std::forward<F>(f));
 }
 
 // f32, f64, bf16, f16: every floating type (storage; 16-bit values compute

@@ -44,6 +44,10 @@ Tensor autocast_linear(const Tensor& x, const Tensor& w) {
   return ops::cast(ops::linear(autocast_operand(x), autocast_operand(w)), w.dtype());
 }
 
+Tensor autocast_product(const Tensor& x, const Tensor& w) {
+  return ops::linear(autocast_operand(x), autocast_operand(w));
+}
+
 Tensor autocast_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const ops::AttentionOptions& options) {
   const DType dt = current_attention;

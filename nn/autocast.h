@@ -3,9 +3,12 @@
 // with bf16: inside an Autocast scope, every projection (Linear, the tied
 // LM head, an MoE layer's routed and shared experts) multiplies 16-bit
 // copies of its operands, accumulates in f32, rounds the product once to
-// 16 bits and widens it back, exactly, to its weight's dtype. Everything
-// else (embedding, norms, RoPE, attention, SwiGLU, softmax, loss, the MoE
-// router) computes in the model's dtype, so with f32 parameters:
+// 16 bits and widens it back, exactly, to its weight's dtype. The
+// exception, as in torch: the gate and up products of a dense bf16 MLP
+// stay bf16 and SwiGLU runs on them (in f32, rounding once), so SwiGLU and
+// down_proj save bf16. Everything else (embedding, norms, RoPE, attention,
+// softmax, loss, the MoE router) computes in the model's dtype, so with
+// f32 parameters:
 //   - the parameters stay f32 (the master weights, and the optimizer's
 //     state with them); each forward casts them to bf16 as recorded ops, so
 //     their gradients come back through the cast as f32;
@@ -61,6 +64,10 @@ Tensor autocast_operand(const Tensor& t);
 // x: (..., K), w: (N, K) -> (..., N) in w's dtype: ops::linear of the
 // autocast operands.
 Tensor autocast_linear(const Tensor& x, const Tensor& w);
+
+// The same product left in the 16-bit dtype, as torch.autocast leaves a
+// product for the ops after it; outside a 16-bit scope, ops::linear.
+Tensor autocast_product(const Tensor& x, const Tensor& w);
 
 // ops::scaled_dot_product_attention (q: (B, Hq, T, D), k: (B, Hkv, S, D),
 // v: (B, Hkv, S, Dv) -> (B, Hq, T, Dv) in q's dtype) on copies of q, k, v in

@@ -97,7 +97,13 @@ SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate
 
 Tensor SwiGluMLP::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  auto project = [](const Tensor& in, const Linear* layer) { return layer->project(in); };
+  // Under bf16 autocast the gate and up products stay bf16 for SwiGLU; a
+  // biased MLP widens them, as every other projection does.
+  const bool keep_bf16 = autocast_dtype() == DType::bf16 && !gate_proj.bias().defined();
+  auto project = [&](const Tensor& in, const Linear* layer) {
+    return keep_bf16 && layer != &down_proj ? autocast_product(in, layer->weight())
+                                            : layer->project(in);
+  };
   return swiglu_ffn(autocast_operand(x), &gate_proj, &up_proj, &down_proj,
                     {"gate_proj", "up_proj", "down_proj"}, project);
 }

@@ -1,6 +1,7 @@
 // swiglu: silu(gate) * up in one pass, and both gradients in one pass, with
 // the math of silu followed by mul (engine/functors.h fn::Swiglu), so the
-// bits match the two-op form.
+// bits match the two-op form. bf16 operands (the MLP's activations under
+// bf16 autocast) compute in f32 and round each result once.
 #include "ops/swiglu.h"
 
 #include "autograd/tape.h"
@@ -15,7 +16,10 @@ using autograd::Tensors;
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
   constexpr const char* kName = "swiglu";
-  detail::check_float(kName, gate);
+  REPRISE_CHECK(gate.defined() && up.defined(), kName, ": undefined input");
+  const DType dt = gate.dtype();
+  REPRISE_CHECK(dt == DType::f32 || dt == DType::f64 || dt == DType::bf16, kName,
+                ": expected tensors of dtype f32, f64 or bf16, got gate ", gate.describe());
   detail::check_same_dtype_device(kName, gate, up);
   REPRISE_CHECK(gate.shape() == up.shape(), kName, ": gate ", gate.describe(), " and up ",
                 up.describe(), " must have the same shape");

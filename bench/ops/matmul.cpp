@@ -10,8 +10,8 @@
 // for (N, K) = (256, 256) (q, k, v, o and lm_head), (688, 256) (gate, up)
 // and (256, 688) (down), and the forward products of the SmolLM2-135M
 // shape (tokens 4 x 256 = 1024, hidden 576, kv 192, intermediate 1536,
-// vocabulary 49152) with the tied head's two backward products. Each result is checked against f64 dot products
-// before timing. bench/ops/matmul_torch.py runs this beside PyTorch.
+// vocabulary 49152) with the tied head's two backward products. Each result is checked against f64
+// dot products before timing. bench/ops/matmul_torch.py runs this beside PyTorch.
 #include "ops/matmul.h"
 
 #include <benchmark/benchmark.h>

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "cuda/kernel.h"
 #include "cuda/kernels/strided.h"
@@ -70,6 +71,28 @@ struct SwigluDup {
   }
 };
 
+// f on 16-bit operands: each value widened to f32 (exactly), f computed in
+// f32, the result rounded once to the operands' type (the CPU's loops do
+// the same).
+template <class F>
+struct InF32 {
+  F f;
+  template <class T, class... Ts>
+  REPRISE_HD T operator()(T x, Ts... xs) const {
+    return T(f(float(x), float(xs)...));
+  }
+};
+
+// f as it applies to stored T: itself, or in f32 for bf16.
+template <class T, class F>
+auto on_storage(F f) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return InF32<F>{f};
+  } else {
+    return f;
+  }
+}
+
 // out = f(ins...) for tensors of out's shape.
 template <class T, int N, class F, class Exec, class Out = T>
 void map_into(const Exec& ex, const Tensor& out, const std::array<Tensor, N>& ins, F f) {
@@ -122,16 +145,16 @@ void binary(const Exec& ex, BinaryOp op, const Tensor& out, const Tensor& a, con
 
 template <class Exec>
 Tensor swiglu(const Exec& ex, const Tensor& gate, const Tensor& up) {
-  return dispatch_float(gate.dtype(), "swiglu", [&]<class T>() {
-    return map_new<T, 2>(ex, {gate, up}, fn::Swiglu{});
+  return dispatch_float_or_bf16(gate.dtype(), "swiglu", [&]<class T>() {
+    return map_new<T, 2>(ex, {gate, up}, on_storage<T>(fn::Swiglu{}));
   });
 }
 
 template <class Exec>
 Tensors swiglu_backward(const Exec& ex, const Tensor& gate, const Tensor& up, const Tensor& dy) {
-  return dispatch_float(dy.dtype(), "swiglu", [&]<class T>() {
-    return Tensors{map_new<T, 3>(ex, {dy, gate, up}, SwigluDgate{}),
-                   map_new<T, 3>(ex, {dy, gate, up}, SwigluDup{})};
+  return dispatch_float_or_bf16(dy.dtype(), "swiglu", [&]<class T>() {
+    return Tensors{map_new<T, 3>(ex, {dy, gate, up}, on_storage<T>(SwigluDgate{})),
+                   map_new<T, 3>(ex, {dy, gate, up}, on_storage<T>(SwigluDup{}))};
   });
 }
 

@@ -510,16 +510,17 @@ std::string spoken_list(const std::vector<std::string>& items) {
 // ---- the machine's peak ------------------------------------------------------
 
 struct Peak {
-  double flops = 0;  // f32 FLOP/s; 0 when unknown
+  double flops = 0;  // FLOP/s of the projections' dtype; 0 when unknown
   std::string how;
 };
 
-// cores x 2 FMA pipes x f32 lanes x 2 flops per FMA x clock. The clock is
+// cores x 2 FMA pipes x f32 lanes x 2 flops per FMA x clock, twice that for
+// bf16 products on vdpbf16ps (two multiply-adds per lane). The clock is
 // /proc/cpuinfo's "cpu MHz" of the first CPU; the lanes are 16 with
 // AVX-512, 8 with AVX2. (Zen 4 issues 512-bit FMAs as two 256-bit halves, so
 // there the true peak is half of this for AVX-512 code; the figure is the
 // conventional one.)
-Peak machine_peak(int cores) {
+Peak machine_peak(int cores, DType dtype) {
   std::ifstream in("/proc/cpuinfo");
   double mhz = 0;
   for (std::string line; std::getline(in, line);) {
@@ -540,15 +541,16 @@ Peak machine_peak(int cores) {
     p.how = "unknown (no clock in /proc/cpuinfo): MFU not shown";
     return p;
   }
-  p.flops = double(cores) * 2 * lanes * 2 * mhz * 1e6;
+  const bool dot = dtype == DType::bf16 && capability == CpuCapability::avx512_bf16;
+  p.flops = double(cores) * 2 * lanes * 2 * mhz * 1e6 * (dot ? 2 : 1);
   char buf[200];
   std::snprintf(buf, sizeof buf,
-                "%.0f GFLOP/s f32 = %d cores x 2 FMA x %d lanes (%s) x 2 x %.2f GHz", p.flops / 1e9,
-                cores, lanes,
+                "%.0f GFLOP/s %s = %d cores x 2 FMA x %d lanes (%s) x 2%s x %.2f GHz",
+                p.flops / 1e9, dot ? "bf16" : "f32", cores, lanes,
                 avx512                              ? "AVX-512"
                 : capability == CpuCapability::avx2 ? "AVX2"
                                                     : "SSE",
-                mhz / 1e3);
+                dot ? " x 2 (vdpbf16ps)" : "", mhz / 1e3);
   p.how = buf;
   return p;
 }
@@ -947,7 +949,7 @@ Session open_session(const Program& program, const FlagTable& table, const Optio
 
   const nn::TrainConfig& c = s.config();
   s.entropy = nn::corpus_entropy();
-  s.peak = o.device.is_cpu() ? machine_peak(threads::num_threads() * world.size())
+  s.peak = o.device.is_cpu() ? machine_peak(threads::num_threads() * world.size(), c.dtype)
                              : device_peak(o.device, c.dtype);
   s.flops_per_token = s.trainer->model().training_flops_per_token(c.seq);
   const double lines = double(std::count(s.data->text().begin(), s.data->text().end(), '\n'));
@@ -1027,6 +1029,16 @@ void print_run_and_compute(const Session& s) {
               to_string(s.o.device).c_str(), dtype_name(c.dtype));
   if (c.attention_dtype != DType::f32)
     std::printf("         attention in %s\n", dtype_name(c.attention_dtype));
+  if (c.dtype == DType::bf16 && s.o.device.is_cpu()) {
+    if (cpu_capability() == CpuCapability::avx512_bf16) {
+      std::printf("         bf16 products on the dot-product instruction (vdpbf16ps)\n");
+    } else {
+      std::printf(
+          "         bf16 products emulated at %s (no AVX512-BF16 in use): the same bits, "
+          "at about the f32 product's speed (avx512) or half of it (avx2, scalar)\n",
+          to_string(cpu_capability()));
+    }
+  }
   std::printf("peak     %s\n", s.peak.how.c_str());
   if (s.resumed) {
     std::printf("resumed  from %s at step %lld\n", s.o.resume.c_str(),

@@ -81,10 +81,10 @@ TEST_F(GemmBf16, EveryElementIsThePairedChain) {
   };
   // Rows of 1, 4 and 12-row tiles, odd K, column panels cut short, K cut
   // into blocks (more than 1536 deep).
-  for (Dims d : {Dims{1, 1, 1, 1}, Dims{1, 1, 301, 70}, Dims{2, 3, 17, 33}, Dims{1, 4, 600, 530},
-                 Dims{1, 5, 40, 16}, Dims{1, 13, 257, 33}, Dims{3, 25, 601, 70},
-                 Dims{1, 300, 5, 530}, Dims{2, 12, 256, 32}, Dims{1, 520, 300, 97},
-                 Dims{1, 30, 1601, 40}, Dims{2, 3, 3001, 35}}) {
+  for (Dims d :
+       {Dims{1, 1, 1, 1}, Dims{1, 1, 301, 70}, Dims{2, 3, 17, 33}, Dims{1, 4, 600, 530},
+        Dims{1, 5, 40, 16}, Dims{1, 13, 257, 33}, Dims{3, 25, 601, 70}, Dims{1, 300, 5, 530},
+        Dims{2, 12, 256, 32}, Dims{1, 520, 300, 97}, Dims{1, 30, 1601, 40}, Dims{2, 3, 3001, 35}}) {
     Tensor a = spread_bf16({d.batch, d.M, d.K}, 81);
     Tensor b = spread_bf16({d.batch, d.K, d.N}, 82);
     const std::vector<uint16_t> expected = paired_chains(a, b);
