@@ -301,7 +301,11 @@ def main(make_model, model_env, cases, variants, B, T, one_at_a_time=False):
     parser.add_argument("--reps", type=int, default=3, help="torch steps per round (ours: 3)")
     parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
                         help="bf16: torch.autocast's bf16 policy on both sides (bf16 attention)")
+    parser.add_argument("--cases", default=",".join(label for label, _, _ in cases),
+                        help="comma-separated checkpointing cases to run")
     args = parser.parse_args()
+    wanted = args.cases.split(",")
+    cases = [c for c in cases if c[0] in wanted]
     os.environ["TRAIN_STEP_DTYPE"] = args.dtype
     torch.manual_seed(0)
     compare(make_model(), args.bench, model_env, cases, variants, B, T, args.rounds, args.reps,
