@@ -115,7 +115,7 @@ struct Plan : TaskGrid {
 
   template <class T>
   static Plan of(const Problem& p, int threads) {
-    Plan s{TaskGrid(p, threads, kTileCols<T>)};
+    Plan s{TaskGrid(p, threads, kTileCols<T>, p.K * kTileCols<T> * int64_t(sizeof(T)))};
     s.kc = ceil_div(p.K, ceil_div(p.K, KC));
     s.packed_per = p.K * s.panels * kTileCols<T>;
     return s;
@@ -139,8 +139,8 @@ template <class T>
 void output_task(const Problem& p, const Plan& s, const T* a, const T* packed, T* c, T* a_buf,
                  int64_t t) {
   constexpr int64_t NR = kTileCols<T>;
-  const int64_t per = s.tm * s.tn, bi = t / per, r = t % per / s.tn;
-  const int64_t i0 = s.row_begin(r, p.M), j0 = t % s.tn * s.nb;
+  const int64_t bi = s.matrix(t), r = s.row_block(t);
+  const int64_t i0 = s.row_begin(r, p.M), j0 = s.column_block(t) * s.nb;
   const int64_t m = s.row_begin(r + 1, p.M) - i0, n = std::min(s.nb, p.N - j0);
   const Matrix<T> am = matrix_of(p.a, a, bi);
   T* cm = c + bi * p.M * p.N;
@@ -198,7 +198,7 @@ void run_product(const Problem& p, const T* a, const T* b, T* c) {
   const int nt = threads::num_threads();
   const Plan s = Plan::of<T>(p, nt);
   const int64_t pack_tasks = p.batch * ceil_div(p.K, s.kc) * s.panels;
-  const int64_t tasks = p.batch * s.tm * s.tn;
+  const int64_t tasks = s.tasks(p.batch);
   const int64_t a_size = round_up(s.mb * s.kc, 16);  // one thread's packed rows of A
   const bool serial = tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
   const int workers = serial ? 1 : nt;

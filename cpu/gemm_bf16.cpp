@@ -237,16 +237,6 @@ Tiles tiles_for_capability() {
   return {emulated_tile<int(MR)>, emulated_tile<4>, emulated_tile<1>};
 }
 
-// Most bytes of packed B one column block of tasks reads: the row blocks
-// run one column block after another, so its B panels stay in the last
-// level cache while every row block passes over them (a wide product, the
-// tied LM head's 49152 columns, would otherwise stream all of B from
-// memory once per row block). Not for a deep K, where a block would be a
-// few panels wide and each task's A (all of K) would be packed again for
-// each of many blocks.
-constexpr int64_t kColumnBlockBytes = int64_t(2) << 20;
-constexpr int64_t kMinBlockPanels = 8;
-
 // Most pairs of k per block, and most columns of a task when k is cut
 // into blocks (its scratch tiles: at most kRowBlock x kBlockedColumns f32).
 constexpr int64_t kMostPairs = 768;
@@ -258,23 +248,14 @@ struct Plan : TaskGrid {
   int64_t blocks;      // blocks of k
   int64_t packed_per;  // packed B per matrix: pairs * panels * NR pair words
 
-  Plan(const Problem& p, int threads) : TaskGrid(p, threads, NR) {
+  Plan(const Problem& p, int threads)
+      : TaskGrid(p, threads, NR, ceil_div(p.K, 2) * NR * int64_t(sizeof(uint32_t))) {
     pairs = ceil_div(p.K, 2);
     blocks = ceil_div(pairs, kMostPairs);
     kcp = ceil_div(pairs, blocks);
     packed_per = pairs * panels * NR;
-    int64_t most = kColumnBlockBytes / (kcp * NR * 4) * NR;
-    if (most < kMinBlockPanels * NR) most = p.N;
-    if (blocks > 1) most = std::min(most, kBlockedColumns);
-    if (nb > most) {
-      nb = most;
-      tn = ceil_div(p.N, nb);
-    }
+    if (blocks > 1) cap_columns(kBlockedColumns, p.N);
   }
-  // Task t's matrix, row block and column block: column blocks outer.
-  int64_t matrix(int64_t t) const { return t / (tm * tn); }
-  int64_t row_block(int64_t t) const { return t % (tm * tn) % tm; }
-  int64_t column_block(int64_t t) const { return t % (tm * tn) / tm; }
 };
 
 }  // namespace
@@ -294,7 +275,7 @@ Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
 
   const int nt = threads::num_threads();
   const Plan s(p, nt);
-  const int64_t tasks = p.batch * s.tm * s.tn;
+  const int64_t tasks = s.tasks(p.batch);
   const int64_t a_size = round_up(s.mb * s.kcp, 16);  // one thread's A panels of a block
   // One thread's scratch tiles between blocks of k: MR x NR per tile.
   const int64_t carry_size = s.blocks > 1 ? s.mb * round_up(s.nb, NR) : 0;

@@ -135,17 +135,26 @@ inline Problem problem_of(const Tensor& a, const Tensor& b) {
 // The tasks of outputs: row blocks of about kRowBlock rows, cut finer (down
 // to kMinRowBlock rows, then by columns) until the batch has kMinTasks
 // tasks, then into a multiple of the thread count where the rows allow,
-// with the row panels (of kTileRows rows) shared out evenly. (The bits do
-// not depend on the grid, so it may depend on the thread count.)
+// with the row panels (of kTileRows rows) shared out evenly. Column blocks
+// hold at most kColumnBlockBytes of packed B, and tasks run column block
+// after column block, each block's row blocks one after another: they
+// share its B panels while those are in the last level cache (a wide
+// product, the tied LM head's 49152 columns, would otherwise stream all of
+// B from memory once per row block). Not when a block would be fewer than
+// kMinBlockPanels panels wide (a deep K): each task packs its rows of A
+// again for each column block. (The bits do not depend on the grid, so it
+// may depend on the thread count.)
 struct TaskGrid {
   static constexpr int64_t kRowBlock = 192, kMinRowBlock = 48, kMinTasks = 8;
+  static constexpr int64_t kColumnBlockBytes = int64_t(4) << 20, kMinBlockPanels = 8;
 
   int64_t panels;      // column panels: ceil(N / nr)
   int64_t row_panels;  // row panels: ceil(M / kTileRows)
   int64_t tm, tn;      // tasks per matrix along M and N
   int64_t mb, nb;      // most rows (a multiple of kTileRows) and columns (of nr) of a task
 
-  TaskGrid(const Problem& p, int threads, int64_t nr) {
+  // panel_bytes: the packed B of one column panel, all of K.
+  TaskGrid(const Problem& p, int threads, int64_t nr, int64_t panel_bytes) {
     panels = ceil_div(p.N, nr);
     row_panels = ceil_div(p.M, kTileRows);
     int64_t m_tasks = ceil_div(p.M, kRowBlock), n_tasks = 1;
@@ -161,9 +170,23 @@ struct TaskGrid {
     while ((p.batch * m_tasks * n_tasks) % threads != 0 && m_tasks < row_panels) ++m_tasks;
     tm = std::min(m_tasks, row_panels);
     nb = ceil_div(panels, n_tasks) * nr;
+    const int64_t block_panels = kColumnBlockBytes / panel_bytes;
+    if (block_panels >= kMinBlockPanels) nb = std::min(nb, block_panels * nr);
     tn = ceil_div(p.N, nb);
     mb = ceil_div(row_panels, tm) * kTileRows;
   }
+
+  // Caps the columns of a task at `most` (a multiple of nr).
+  void cap_columns(int64_t most, int64_t N) {
+    nb = std::min(nb, most);
+    tn = ceil_div(N, nb);
+  }
+
+  int64_t tasks(int64_t batch) const { return batch * tm * tn; }
+  // Task t's matrix, row block and column block: column blocks outer.
+  int64_t matrix(int64_t t) const { return t / (tm * tn); }
+  int64_t row_block(int64_t t) const { return t % (tm * tn) % tm; }
+  int64_t column_block(int64_t t) const { return t % (tm * tn) / tm; }
 
   // The first row of row block r, which row_begin(r + 1) ends: the blocks
   // share the row panels out evenly.
