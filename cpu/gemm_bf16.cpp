@@ -11,13 +11,16 @@
 //   rounding flushed to zero. The sum rounds once to bf16 (nearest even).
 //
 // avx512_bf16 runs it on vdpbf16ps, two products per f32 lane per
-// instruction. Every other capability emulates it: f32 FMAs on the two
-// halves of each pair, under the FPU's denormals-are-zero and flush-to-zero
-// modes, which flush as the instruction does.
+// instruction. Every other capability emulates it on the f32 GEMM's FMA
+// kernel (cpu/tile_product.h), with each pair's values widened (exactly)
+// and laid out odd element first, under the FPU's denormals-are-zero and
+// flush-to-zero modes, which flush as the instruction does: at the f32
+// GEMM's speed.
 //
-// Both run on one packing. A pair word holds a pair's two bf16 bit
+// Both pack the same way. A pair word holds a pair's two bf16 bit
 // patterns, k = 2p in its low half and 2p + 1 in its high one (the
-// instruction's operand layout). B is packed once per product into panels
+// instruction's operand layout); the emulation splits each panel of words
+// into f32 rows (split_pairs). B is packed once per product into panels
 // of NR columns ((pairs, NR) pair words each), A once per task into panels
 // of MR rows ((pairs, MR)). Up to kMostPairs pairs of k a tile's sums stay
 // in registers over all of K and round once at the end, while its B panel
@@ -155,38 +158,40 @@ REPRISE_CPU_INLINE void finish(const NativeF32 (&acc)[R][NP], const Out& out) {
   }
 }
 
-// R rows by NR columns of C from an A panel (pairs, MR) and a B panel
-// (pairs, NR), emulated: per pair, the high halves' FMA, then the low ones'.
-// The tiles are never inlined, so that no FMA moves out of the caller's
+// The emulation's panels: each pair word of a (pairs, width) panel split
+// into two f32 rows, the odd element's value (the word's high half, exact
+// as f32) then the even one's: a (2 * pairs, width) f32 panel whose k
+// order is the instruction's.
+void split_pairs(const uint32_t* words, int64_t pairs, int64_t width, float* dst) {
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint32_t* w = words + p * width;
+    float* odd = dst + 2 * p * width;
+    float* even = odd + width;
+    for (int64_t r = 0; r < width; ++r) {
+      odd[r] = std::bit_cast<float>(w[r] & 0xffff0000u);
+      even[r] = std::bit_cast<float>(w[r] << 16);
+    }
+  }
+}
+
+// R rows by NR columns of C from a split A panel (2 * pairs, MR) and a
+// split B panel (2 * pairs, NR), emulated: the FMA chain over the split k
+// order (cpu/tile_product.h's kernel, as the f32 GEMM runs it). The tiles
+// are never inlined, so that no FMA moves out of the caller's
 // FlushDenormals.
 template <int R>
-__attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp,
-                                             const Out& out) {
+__attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap_words,
+                                             const uint32_t* bp_words, const Out& out) {
+  const auto* ap = reinterpret_cast<const float*>(ap_words);
+  const auto* bp = reinterpret_cast<const float*>(bp_words);
   NativeF32 acc[R][NP] = {};
   if (out.carry_in != nullptr) {
     for (int r = 0; r < R; ++r) {
       for (int j = 0; j < NP; ++j) acc[r][j] = load_native(out.carry_in + r * NR + j * L);
     }
   }
-  const NativeU32Lanes high = NativeU32Lanes{} + 0xffff0000u;
-  for (int64_t p = 0; p < pairs; ++p) {
-    NativeU32Lanes bw[NP];
-    for (int j = 0; j < NP; ++j) std::memcpy(&bw[j], bp + p * NR + j * L, sizeof bw[j]);
-    NativeF32 b_odd[NP];
-    for (int j = 0; j < NP; ++j) b_odd[j] = (NativeF32)(bw[j] & high);
-    for (int r = 0; r < R; ++r) {
-      const NativeU32Lanes aw = (NativeU32Lanes)splat_native(std::bit_cast<float>(ap[p * MR + r]));
-      const NativeF32 a_odd = (NativeF32)(aw & high);
-      for (int j = 0; j < NP; ++j) acc[r][j] = fma_native(a_odd, b_odd[j], acc[r][j]);
-    }
-    NativeF32 b_even[NP];
-    for (int j = 0; j < NP; ++j) b_even[j] = (NativeF32)(bw[j] << 16);
-    for (int r = 0; r < R; ++r) {
-      const NativeU32Lanes aw = (NativeU32Lanes)splat_native(std::bit_cast<float>(ap[p * MR + r]));
-      const NativeF32 a_even = (NativeF32)(aw << 16);
-      for (int j = 0; j < NP; ++j) acc[r][j] = fma_native(a_even, b_even[j], acc[r][j]);
-    }
-  }
+  tile_fma<float, R, NP>(
+      2 * pairs, [ap](int r, int64_t k) { return ap[k * MR + r]; }, bp, NR, acc);
   finish<R>(acc, out);
 }
 
@@ -223,8 +228,11 @@ using Tile = void (*)(int64_t, const uint32_t*, const uint32_t*, const Out&);
 
 // The tiles for full panels and for the short ones at the end of M (and
 // for products of a few rows, one token's projections while generating).
+// split: the panels are the emulation's (split_pairs), two 32-bit words
+// per pair and line.
 struct Tiles {
   Tile full, four, one;
+  bool split;
 
   Tile for_rows(int64_t rows) const { return rows > 4 ? full : rows > 1 ? four : one; }
 };
@@ -232,9 +240,9 @@ struct Tiles {
 Tiles tiles_for_capability() {
 #if defined(REPRISE_CPU_LEVEL_AVX512)
   if (cpu_capability() == CpuCapability::avx512_bf16)
-    return {dot_tile<int(MR)>, dot_tile<4>, dot_tile<1>};
+    return {dot_tile<int(MR)>, dot_tile<4>, dot_tile<1>, false};
 #endif
-  return {emulated_tile<int(MR)>, emulated_tile<4>, emulated_tile<1>};
+  return {emulated_tile<int(MR)>, emulated_tile<4>, emulated_tile<1>, true};
 }
 
 // Most pairs of k per block, and most columns of a task when k is cut
@@ -275,26 +283,40 @@ Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
 
   const int nt = threads::num_threads();
   const Plan s(p, nt);
+  const Tiles tiles = tiles_for_capability();
+  const int64_t words = tiles.split ? 2 : 1;  // 32-bit words per pair and line of a panel
   const int64_t tasks = s.tasks(p.batch);
-  const int64_t a_size = round_up(s.mb * s.kcp, 16);  // one thread's A panels of a block
+  const int64_t a_size = round_up(s.mb * s.kcp * words, 16);  // one thread's A panels of a block
   // One thread's scratch tiles between blocks of k: MR x NR per tile.
   const int64_t carry_size = s.blocks > 1 ? s.mb * round_up(s.nb, NR) : 0;
+  // One thread's pair words of a panel before the emulation splits them.
+  const int64_t unsplit_size = tiles.split ? round_up(NR * s.kcp, 16) : 0;
   const bool serial = tasks == 1 || double(p.batch) * p.M * p.N * p.K < kParallelMacs;
   const int workers = serial ? 1 : nt;
-  const Tiles tiles = tiles_for_capability();
-  AlignedBuffer<uint32_t> packed(p.batch * s.packed_per), a_bufs(workers * a_size);
+  AlignedBuffer<uint32_t> packed(p.batch * s.packed_per * words), a_bufs(workers * a_size);
+  AlignedBuffer<uint32_t> unsplit(std::max<int64_t>(1, workers * unsplit_size));
   AlignedBuffer<float> carries(std::max<int64_t>(1, workers * carry_size));
+
+  // A panel of `lines` lines (src as pack_pairs reads it) at dst: pair
+  // words, or for the emulation their split f32 rows.
+  auto pack = [&](int thread, const uint16_t* src, int64_t line_stride, int64_t k_stride,
+                  int64_t lines, int64_t K, int64_t width, int64_t np, uint32_t* dst) {
+    if (!tiles.split) return pack_pairs(src, line_stride, k_stride, lines, K, width, dst);
+    uint32_t* w = unsplit.data.get() + thread * unsplit_size;
+    pack_pairs(src, line_stride, k_stride, lines, K, width, w);
+    split_pairs(w, np, width, reinterpret_cast<float*>(dst));
+  };
 
   // Every B panel of every block of the batch: block kb's panels follow
   // each other from pair kb * kcp on, (pairs of the block, NR) each.
-  threads::claim_tasks(workers, p.batch * s.blocks * s.panels, [&](int, int64_t t) {
+  threads::claim_tasks(workers, p.batch * s.blocks * s.panels, [&](int thread, int64_t t) {
     const int64_t bi = t / (s.blocks * s.panels), kb = t / s.panels % s.blocks, pj = t % s.panels;
     const int64_t p0 = kb * s.kcp, np = std::min(s.kcp, s.pairs - p0), j0 = pj * NR;
     const Matrix<uint16_t> bm = matrix_of(p.b, pb, bi);
     const int64_t line_stride = bm.row_major ? 1 : bm.outer, k_stride = bm.row_major ? bm.outer : 1;
-    pack_pairs(bm.data + j0 * line_stride + 2 * p0 * k_stride, line_stride, k_stride,
-               std::min<int64_t>(NR, p.N - j0), std::min(2 * np, p.K - 2 * p0), NR,
-               packed.data.get() + bi * s.packed_per + p0 * s.panels * NR + pj * np * NR);
+    pack(thread, bm.data + j0 * line_stride + 2 * p0 * k_stride, line_stride, k_stride,
+         std::min<int64_t>(NR, p.N - j0), std::min(2 * np, p.K - 2 * p0), NR, np,
+         packed.data.get() + (bi * s.packed_per + p0 * s.panels * NR + pj * np * NR) * words);
   });
   // Each task, block by block of k: its A panels, then each of its B
   // panels against each of them.
@@ -311,13 +333,13 @@ Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
     for (int64_t kb = 0; kb < s.blocks; ++kb) {
       const int64_t p0 = kb * s.kcp, np = std::min(s.kcp, s.pairs - p0);
       for (int64_t i = 0; i < m; i += MR) {
-        pack_pairs(am.data + (i0 + i) * line_stride + 2 * p0 * k_stride, line_stride, k_stride,
-                   std::min<int64_t>(MR, m - i), std::min(2 * np, p.K - 2 * p0), MR,
-                   a_buf + i * np);
+        pack(thread, am.data + (i0 + i) * line_stride + 2 * p0 * k_stride, line_stride, k_stride,
+             std::min<int64_t>(MR, m - i), std::min(2 * np, p.K - 2 * p0), MR, np,
+             a_buf + i * np * words);
       }
-      const uint32_t* block = packed.data.get() + bi * s.packed_per + p0 * s.panels * NR;
+      const uint32_t* block = packed.data.get() + (bi * s.packed_per + p0 * s.panels * NR) * words;
       for (int64_t j = 0; j < n; j += NR) {
-        const uint32_t* bp = block + (j0 + j) / NR * np * NR;
+        const uint32_t* bp = block + (j0 + j) / NR * np * NR * words;
         for (int64_t i = 0; i < m; i += MR) {
           const int64_t rows = std::min<int64_t>(MR, m - i);
           float* scratch = carry + (i / MR * round_up(s.nb, NR) / NR + j / NR) * MR * NR;
@@ -327,7 +349,7 @@ Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
                         .cols = std::min<int64_t>(NR, n - j),
                         .carry_in = kb > 0 ? scratch : nullptr,
                         .carry_out = kb + 1 < s.blocks ? scratch : nullptr};
-          tiles.for_rows(rows)(np, a_buf + i * np, bp, out);
+          tiles.for_rows(rows)(np, a_buf + i * np * words, bp, out);
         }
       }
     }

@@ -1034,8 +1034,8 @@ void print_run_and_compute(const Session& s) {
       std::printf("         bf16 products on the dot-product instruction (vdpbf16ps)\n");
     } else {
       std::printf(
-          "         bf16 products emulated at %s (no AVX512-BF16 in use): the same bits, "
-          "at about the f32 product's speed (avx512) or half of it (avx2, scalar)\n",
+          "         bf16 products emulated at %s (no AVX512-BF16 in use): the same bits at the "
+          "f32 product's speed, half the dot-product instruction's\n",
           to_string(cpu_capability()));
     }
   }
