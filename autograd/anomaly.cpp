@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::autograd {
 namespace {

@@ -1,9 +1,8 @@
 #pragma once
 // OpInfo describes one op for the tape: its name, whether it draws random
-// numbers, whether it has a gradient, and its cost from the shapes it ran
-// on. reprise's ops are declared once each in ops/registry.cpp and
-// registered by name (autograd/op_registry.h); the recompute planner reads
-// the costs.
+// numbers, and its cost from the shapes it ran on. reprise's ops are declared once each in
+// ops/registry.cpp and registered by name (autograd/op_registry.h); the recompute planner reads the
+// costs.
 
 #include <vector>
 
@@ -18,9 +17,8 @@ using CostFn = double (*)(const std::vector<Tensor>& inputs, const std::vector<T
 struct OpInfo {
   const char* name;
   bool is_random = false;
-  bool differentiable = true;  // has a backward rule for its floating inputs
-  CostFn flops = nullptr;      // floating-point operations; default: one per output element
-  CostFn bytes = nullptr;      // bytes read and written; default: every input and output once
+  CostFn flops = nullptr;  // floating-point operations; default: one per output element
+  CostFn bytes = nullptr;  // bytes read and written; default: every input and output once
   // Its backward takes the f32 sum of several gradients for a bf16 or f16
   // output as it is (autograd/backward.h), instead of that sum rounded to
   // the output's dtype: a cast from a wider float, whose backward converts

@@ -41,21 +41,28 @@ option(REPRISE_NATIVE "Tune the build for the CPU that builds it (-march=native)
 set(REPRISE_OPT_FLAGS -ffp-contract=off $<$<BOOL:${REPRISE_NATIVE}>:-march=native>
     $<$<CONFIG:Release>:-O3>)
 
-# reprise_add_layer(<layer> SOURCES ... DEPENDS ...)
+# reprise_add_layer(<layer> [SOURCES ...] [DEPENDS ...])
 # Declares reprise_<layer> (alias reprise::<layer>); headers are included from
-# the repository root as "<layer>/<file>.h".
+# the repository root as "<layer>/<file>.h". A layer without sources is
+# header-only (an interface library).
 function(reprise_add_layer layer)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
   set(target reprise_${layer})
-  add_library(${target} ${ARG_SOURCES})
+  if(ARG_SOURCES)
+    add_library(${target} ${ARG_SOURCES})
+    set(scope PUBLIC)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:${REPRISE_WARNINGS}> ${REPRISE_OPT_FLAGS})
+  else()
+    add_library(${target} INTERFACE)
+    set(scope INTERFACE)
+  endif()
   add_library(reprise::${layer} ALIAS ${target})
-  target_include_directories(${target} PUBLIC
+  target_include_directories(${target} ${scope}
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<INSTALL_INTERFACE:include/reprise>)
-  target_compile_features(${target} PUBLIC cxx_std_20)
-  target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:${REPRISE_WARNINGS}> ${REPRISE_OPT_FLAGS})
-  target_link_libraries(${target} PUBLIC ${ARG_DEPENDS})
+  target_compile_features(${target} ${scope} cxx_std_20)
+  target_link_libraries(${target} ${scope} ${ARG_DEPENDS})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${layer})
   set_property(GLOBAL APPEND PROPERTY REPRISE_LAYER_TARGETS ${target})
   install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/

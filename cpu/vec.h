@@ -20,10 +20,10 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/hd.h"
 #include "cpu/level.h"
 #include "engine/elementwise_ops.h"
 #include "engine/half.h"
-#include "engine/hd.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

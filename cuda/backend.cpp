@@ -7,11 +7,11 @@
 #include <map>
 #include <mutex>
 
+#include "base/error.h"
 #include "cuda/device_memory.h"
 #include "cuda/pinned.h"
 #include "cuda/runtime.h"
 #include "cuda/stream.h"
-#include "engine/error.h"
 
 namespace reprise {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::cuda {
 namespace {

@@ -40,7 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/hd.h"
+#include "base/hd.h"
 
 namespace reprise::cuda {
 

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::cuda {
 

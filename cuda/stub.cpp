@@ -3,8 +3,8 @@
 #include <map>
 #include <mutex>
 
+#include "base/error.h"
 #include "engine/backend.h"
-#include "engine/error.h"
 
 namespace reprise {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise {
 namespace {

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/half.h"
 
 namespace reprise {

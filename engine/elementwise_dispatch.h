@@ -9,8 +9,8 @@
 
 #include <type_traits>
 
+#include "base/error.h"
 #include "engine/elementwise_ops.h"
-#include "engine/error.h"
 #include "engine/functors.h"
 
 namespace reprise {

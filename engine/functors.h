@@ -25,9 +25,9 @@
 #include <limits>
 #include <type_traits>
 
+#include "base/hd.h"
 #include "engine/elementwise_ops.h"
 #include "engine/half.h"
-#include "engine/hd.h"
 
 namespace reprise::fn {
 

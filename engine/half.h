@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "engine/hd.h"
+#include "base/hd.h"
 
 namespace reprise {
 

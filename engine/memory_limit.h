@@ -20,8 +20,8 @@
 #include <string_view>
 #include <utility>
 
+#include "base/error.h"
 #include "engine/device.h"
-#include "engine/error.h"
 #include "engine/memory_stats.h"
 
 namespace reprise {

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise {
 

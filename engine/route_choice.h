@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "engine/hd.h"
+#include "base/hd.h"
 
 namespace reprise::route {
 

@@ -2,8 +2,8 @@
 
 #include <new>
 
+#include "base/error.h"
 #include "engine/backend.h"
-#include "engine/error.h"
 #include "engine/memory_limit.h"
 
 namespace reprise {

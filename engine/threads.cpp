@@ -17,7 +17,7 @@
 #include <immintrin.h>
 #endif
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::threads {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/threads.h"
 #include "fuzz/files.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 using namespace reprise;
 

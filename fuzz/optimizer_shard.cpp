@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/threads.h"
 #include "fuzz/files.h"
 #include "fuzz/signed_json.h"

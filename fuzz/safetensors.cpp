@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 using namespace reprise;
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/json.h"
 #include "nn/signed_metadata.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/threads.h"
 #include "fuzz/files.h"
 #include "fuzz/seeds.h"

@@ -5,7 +5,7 @@
 #include <limits>
 #include <utility>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/unicode.h"
 
 namespace reprise::io {

@@ -1,6 +1,6 @@
 #include "io/decode_stream.h"
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::io {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/bpe.h"
 #include "io/unicode.h"
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/read_file.h"
 
 namespace reprise::io {

@@ -5,7 +5,7 @@
 #include <set>
 #include <system_error>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/unicode.h"
 
 namespace reprise::json {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <utility>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::io {
 

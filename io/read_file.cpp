@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::io {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/unicode.h"
 
 namespace reprise::io {

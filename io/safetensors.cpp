@@ -13,7 +13,7 @@
 #include <optional>
 #include <set>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/json.h"
 #include "io/write_file.h"
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <set>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/json.h"
 #include "io/read_file.h"
 #include "io/write_file.h"

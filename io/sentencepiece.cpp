@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/protobuf.h"
 #include "io/read_file.h"
 #include "io/unicode.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/bpe.h"
 #include "io/unicode.h"
 

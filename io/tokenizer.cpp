@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/hf_tokenizer.h"
 #include "io/sentencepiece.h"
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::io {
 

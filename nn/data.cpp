@@ -5,7 +5,7 @@
 #include <optional>
 #include <sstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/threads.h"
 #include "rng/words.h"
 

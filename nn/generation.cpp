@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "nn/kv_cache.h"
 
 namespace reprise::nn {

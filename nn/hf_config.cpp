@@ -7,7 +7,7 @@
 #include <fstream>
 #include <set>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::nn {
 namespace {

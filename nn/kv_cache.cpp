@@ -1,6 +1,6 @@
 #include "nn/kv_cache.h"
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "ops/indexing.h"
 
 namespace reprise::nn {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/grad_mode.h"
 #include "nn/kv_cache.h"
 #include "nn/routing.h"

@@ -5,7 +5,7 @@
 #include <numbers>
 #include <sstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::nn {
 

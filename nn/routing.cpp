@@ -5,7 +5,7 @@
 #include <thread>
 #include <utility>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/safetensors.h"
 
 namespace reprise::nn {

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "rng/distributions.h"
 #include "rng/words.h"
 

@@ -1,7 +1,7 @@
 #include "nn/signed_metadata.h"
 
 #include "autograd/verifier.h"
-#include "engine/error.h"
+#include "base/error.h"
 #include "nn/train_config.h"
 
 namespace reprise::nn {

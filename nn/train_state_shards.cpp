@@ -6,7 +6,7 @@
 #include <set>
 #include <utility>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "nn/signed_metadata.h"
 #include "nn/train_config.h"
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <map>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/views.h"

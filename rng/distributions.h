@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/hd.h"
+#include "base/hd.h"
 
 namespace reprise::rng {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::rng {
 namespace {

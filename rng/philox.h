@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "engine/hd.h"
+#include "base/hd.h"
 
 namespace reprise::rng {
 

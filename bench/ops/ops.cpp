@@ -128,11 +128,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark((c.name + "/fwd").c_str(), forward, c)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
-    if (c.op->differentiable) {
-      benchmark::RegisterBenchmark((c.name + "/fwd_bwd").c_str(), forward_backward, c)
-          ->Unit(benchmark::kMicrosecond)
-          ->UseRealTime();
-    }
+    benchmark::RegisterBenchmark((c.name + "/fwd_bwd").c_str(), forward_backward, c)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

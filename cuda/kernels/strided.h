@@ -8,8 +8,8 @@
 #include <array>
 #include <cstdint>
 
-#include "engine/error.h"
-#include "engine/hd.h"
+#include "base/error.h"
+#include "base/hd.h"
 #include "engine/strided_loop.h"
 #include "engine/tensor.h"
 

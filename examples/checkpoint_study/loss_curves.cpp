@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace study {
 

@@ -46,8 +46,8 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/device.h"
-#include "engine/error.h"
 #include "engine/threads.h"
 #include "fsdp.h"
 #include "io/write_file.h"

@@ -7,7 +7,7 @@
 #include <ctime>
 
 #include "autograd/backward.h"
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/grad_mode.h"
 #include "engine/memory_stats.h"
 #include "nn/autocast.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/threads.h"
 #include "examples/common/train_cli.h"
 #include "io/byte_tokenizer.h"

@@ -476,7 +476,6 @@ void bind_op_registry(nb::module_& m) {
   nb::class_<autograd::OpInfo>(m, "OpInfo", "A registered op.")
       .def_prop_ro("name", [](const autograd::OpInfo& op) { return std::string(op.name); })
       .def_ro("is_random", &autograd::OpInfo::is_random)
-      .def_ro("differentiable", &autograd::OpInfo::differentiable)
       .def("__repr__", [](const autograd::OpInfo& op) {
         return "<reprise.OpInfo " + std::string(op.name) + ">";
       });

@@ -3,7 +3,7 @@
 // simpler in Python (no_grad as a decorator, conversions to NumPy and
 // PyTorch types).
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "python/src/bind.h"
 
 NB_MODULE(_core, m) {

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/backend.h"
-#include "engine/error.h"
 #include "engine/threads.h"
 #include "rng/distributions.h"
 #include "rng/philox.h"

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise {
 namespace {

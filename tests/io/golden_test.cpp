@@ -7,7 +7,7 @@
 #include <cmath>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::testing {
 namespace {

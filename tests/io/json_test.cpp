@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::json {
 namespace {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/temp_dir.h"
 

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::io {
 namespace {

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/json.h"
 #include "io/read_file.h"
 #include "tests/support/expect_error.h"

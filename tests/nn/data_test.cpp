@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 
 namespace reprise::nn {
 namespace {

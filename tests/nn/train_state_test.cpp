@@ -15,7 +15,7 @@
 #include <limits>
 
 #include "autograd/verifier.h"
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/json.h"
 #include "io/safetensors.h"
 #include "nn/hf.h"

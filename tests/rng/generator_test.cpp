@@ -7,8 +7,8 @@
 
 #include <vector>
 
+#include "base/error.h"
 #include "engine/backend.h"
-#include "engine/error.h"
 #include "ops/random.h"
 #include "rng/distributions.h"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "engine/shape.h"
 
 #if defined(__x86_64__)

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "engine/error.h"
+#include "base/error.h"
 #include "io/safetensors.h"
 
 namespace reprise::testing {
