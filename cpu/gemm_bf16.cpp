@@ -197,9 +197,12 @@ __attribute__((noinline)) void emulated_tile(int64_t pairs, const uint32_t* ap_w
 
 #if defined(REPRISE_CPU_LEVEL_AVX512)
 // The same tile on vdpbf16ps: one instruction per row and register of
-// columns per pair.
+// columns per pair. Its target is the level's (cpu/level.h) and BF16, so
+// that the level's inline helpers may be inlined into it.
 template <int R>
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma"), noinline)) void
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,f16c,bmi,bmi2,"
+                      "lzcnt,popcnt"),
+               noinline)) void
 dot_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, const Out& out) {
   __m512 acc[R][NP];
   for (int r = 0; r < R; ++r) {
