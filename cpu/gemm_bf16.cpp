@@ -7,8 +7,9 @@
 //   (2p, 2p + 1) in order, a zero padding an odd K; per pair it adds
 //   a(2p + 1) b(2p + 1), then a(2p) b(2p), each step one fused multiply-add
 //   (a product of two bf16 is exact in f32) rounded to nearest even, with
-//   denormal operands read as zero and results that are tiny before
-//   rounding flushed to zero. The sum rounds once to bf16 (nearest even).
+//   denormal operands read as zero and tiny results flushed to zero as the
+//   FPU's flush-to-zero mode flushes them (on Zen 4: tiny before rounding).
+//   The sum rounds once to bf16 (nearest even).
 //
 // avx512_bf16 runs it on vdpbf16ps, two products per f32 lane per
 // instruction. Every other capability emulates it on the f32 GEMM's FMA
