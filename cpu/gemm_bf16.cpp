@@ -123,20 +123,11 @@ void pack_pairs(const uint16_t* src, int64_t line_stride, int64_t k_stride, int6
 // A tile's sums, rows [0, rows) and columns [0, cols) of acc, rounded to
 // bf16 (cpu/vec.h's round_to_bf16) into c, rows ldc apart.
 template <int R>
-void store_rounded(const NativeF32 (&acc)[R][NP], int64_t rows, int64_t cols, uint16_t* c,
+void store_rounded(const NativeF32 (&acc)[R][NP], int64_t rows, int64_t cols, bfloat16* c,
                    int64_t ldc) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int j = 0; j < NP && j * L < cols; ++j) {
-      const NativeBf16 h = round_to_bf16(acc[r][j]);
-      uint16_t* dst = c + r * ldc + j * L;
-      if (cols - j * L >= L) {
-        std::memcpy(dst, &h, sizeof h);  // a fixed size: no call
-      } else {
-        uint16_t lanes[L];
-        std::memcpy(lanes, &h, sizeof h);
-        std::copy_n(lanes, cols - j * L, dst);
-      }
-    }
+    for (int j = 0; j < NP && j * L < cols; ++j)
+      store_first_bf16(c + r * ldc + j * L, acc[r][j], cols - j * L);
   }
 }
 
@@ -145,7 +136,7 @@ void store_rounded(const NativeF32 (&acc)[R][NP], int64_t rows, int64_t cols, ui
 // f32, rows NR apart) unrounded. carry_in: the sums of the blocks before,
 // or null for the first.
 struct Out {
-  uint16_t* c;
+  bfloat16* c;
   int64_t ldc, rows, cols;
   const float* carry_in;
   float* carry_out;
@@ -283,7 +274,7 @@ Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
   const Problem p = problem_of(a, b);
   const auto* pa = static_cast<const uint16_t*>(a.raw_data());
   const auto* pb = static_cast<const uint16_t*>(b.raw_data());
-  auto* pc = static_cast<uint16_t*>(out.raw_data());
+  auto* pc = static_cast<bfloat16*>(out.raw_data());
 
   const int nt = threads::num_threads();
   const Plan s(p, nt);
@@ -333,7 +324,7 @@ Tensor bf16_product(const Tensor& a_in, const Tensor& b_in) {
     const int64_t line_stride = am.row_major ? am.outer : 1, k_stride = am.row_major ? 1 : am.outer;
     uint32_t* a_buf = a_bufs.data.get() + thread * a_size;
     float* carry = carries.data.get() + thread * carry_size;
-    uint16_t* cm = pc + bi * p.M * p.N;
+    bfloat16* cm = pc + bi * p.M * p.N;
     for (int64_t kb = 0; kb < s.blocks; ++kb) {
       const int64_t p0 = kb * s.kcp, np = std::min(s.kcp, s.pairs - p0);
       for (int64_t i = 0; i < m; i += MR) {

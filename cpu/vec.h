@@ -527,17 +527,19 @@ REPRISE_CPU_INLINE V16<float> load_bf16(const bfloat16* p, int64_t n = 16) {
   }
   return r;
 }
+// The first n lanes of v (all of them for n >= its lanes) rounded to bf16
+// at p.
+REPRISE_CPU_INLINE void store_first_bf16(bfloat16* p, NativeF32 v, int64_t n) {
+  const NativeBf16 h = round_to_bf16(v);
+  if (n >= kLanes<float>) {
+    std::memcpy(static_cast<void*>(p), &h, sizeof h);  // a fixed size: no call
+  } else if (n > 0) {
+    std::memcpy(static_cast<void*>(p), &h, size_t(n) * sizeof(bfloat16));
+  }
+}
 REPRISE_CPU_INLINE void store_bf16(bfloat16* p, V16<float> v, int64_t n = 16) {
   constexpr int L = kLanes<float>;
-  for (int i = 0; i < V16<float>::kParts; ++i) {
-    const NativeBf16 h = round_to_bf16(v.p[i]);
-    const int64_t count = n - i * L;
-    if (count >= L) {
-      std::memcpy(static_cast<void*>(p + i * L), &h, sizeof h);
-    } else if (count > 0) {
-      std::memcpy(static_cast<void*>(p + i * L), &h, size_t(count) * sizeof(bfloat16));
-    }
-  }
+  for (int i = 0; i < V16<float>::kParts; ++i) store_first_bf16(p + i * L, v.p[i], n - i * L);
 }
 
 REPRISE_CPU_END

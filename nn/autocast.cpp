@@ -39,13 +39,13 @@ Tensor autocast_operand(const Tensor& t) {
   return ops::cast(t, current);
 }
 
-Tensor autocast_linear(const Tensor& x, const Tensor& w) {
-  if (!is_16bit_float(current)) return ops::linear(x, w);
-  return ops::cast(ops::linear(autocast_operand(x), autocast_operand(w)), w.dtype());
-}
-
 Tensor autocast_product(const Tensor& x, const Tensor& w) {
   return ops::linear(autocast_operand(x), autocast_operand(w));
+}
+
+Tensor autocast_linear(const Tensor& x, const Tensor& w) {
+  if (!is_16bit_float(current)) return ops::linear(x, w);
+  return ops::cast(autocast_product(x, w), w.dtype());
 }
 
 Tensor autocast_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 
@@ -17,36 +16,10 @@
 #include "ops/matmul.h"
 #include "tests/support/bf16_product.h"
 #include "tests/support/capabilities.h"
+#include "tests/support/gradcheck.h"
 
 namespace reprise::testing {
 namespace {
-
-// The definition's bf16 bits of a @ b.
-std::vector<uint16_t> paired_chains(const Tensor& a, const Tensor& b);
-
-std::vector<uint16_t> bits_of(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  std::vector<uint16_t> bits(size_t(c.numel()));
-  std::memcpy(bits.data(), c.raw_data(), bits.size() * 2);
-  return bits;
-}
-
-std::vector<uint16_t> paired_chains(const Tensor& a, const Tensor& b) {
-  return bits_of(bf16_reference_product(a, b));
-}
-
-// Equal bits, or both NaN.
-::testing::AssertionResult same_bits(const std::vector<uint16_t>& actual,
-                                     const std::vector<uint16_t>& expected) {
-  if (actual.size() != expected.size()) return ::testing::AssertionFailure() << "sizes differ";
-  const auto nan = [](uint16_t h) { return (h & 0x7fff) > 0x7f80; };
-  for (size_t i = 0; i < actual.size(); ++i) {
-    if (actual[i] != expected[i] && !(nan(actual[i]) && nan(expected[i])))
-      return ::testing::AssertionFailure() << "element " << i << ": bits " << std::hex << actual[i]
-                                           << " vs the paired chain's " << expected[i];
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // bf16 values with exponents spread over 2^-20 .. 2^20, every 23rd one
 // denormal and every 31st a signed zero, so that cancellation, rounding
@@ -87,7 +60,7 @@ TEST_F(GemmBf16, EveryElementIsThePairedChain) {
         Dims{2, 12, 256, 32}, Dims{1, 520, 300, 97}, Dims{1, 30, 1601, 40}, Dims{2, 3, 3001, 35}}) {
     Tensor a = spread_bf16({d.batch, d.M, d.K}, 81);
     Tensor b = spread_bf16({d.batch, d.K, d.N}, 82);
-    const std::vector<uint16_t> expected = paired_chains(a, b);
+    const Tensor expected = bf16_reference_product(a, b);
     Tensor a_cm = a.transpose(1, 2).contiguous().transpose(1, 2);
     Tensor b_cm = b.transpose(1, 2).contiguous().transpose(1, 2);
     for_each_capability([&](CpuCapability c) {
@@ -95,7 +68,7 @@ TEST_F(GemmBf16, EveryElementIsThePairedChain) {
         threads::set_num_threads(nt);
         for (const Tensor& x : {a, a_cm}) {
           for (const Tensor& y : {b, b_cm}) {
-            EXPECT_TRUE(same_bits(bits_of(ops::matmul(x, y)), expected))
+            EXPECT_TRUE(same_bits(ops::matmul(x, y), expected))
                 << d.batch << "x" << d.M << "x" << d.K << "x" << d.N << ", " << to_string(c) << ", "
                 << nt << " threads, a strides " << to_string(x.strides()) << ", b strides "
                 << to_string(y.strides());
@@ -111,11 +84,10 @@ TEST_F(GemmBf16, EveryElementIsThePairedChain) {
 TEST_F(GemmBf16, FoldedBatchAndLinearAreThePairedChain) {
   Tensor a = spread_bf16({4, 50, 301}, 83);
   Tensor b = spread_bf16({301, 90}, 84);
-  const std::vector<uint16_t> expected =
-      paired_chains(a.reshape({1, 200, 301}), b.reshape({1, 301, 90}));
+  const Tensor expected = bf16_reference_product(a, b);
   for_each_capability([&](CpuCapability c) {
-    EXPECT_TRUE(same_bits(bits_of(ops::matmul(a, b)), expected)) << to_string(c);
-    EXPECT_TRUE(same_bits(bits_of(ops::linear(a, b.transpose(0, 1).contiguous())), expected))
+    EXPECT_TRUE(same_bits(ops::matmul(a, b), expected)) << to_string(c);
+    EXPECT_TRUE(same_bits(ops::linear(a, b.transpose(0, 1).contiguous()), expected))
         << to_string(c);
   });
 }
@@ -130,9 +102,9 @@ TEST_F(GemmBf16, NonFiniteValuesPropagateAsTheChainDoes) {
     a.select(0, 0).select(0, 1).select(0, 5).fill_(std::numeric_limits<double>::infinity());
     a.select(0, 0).select(0, M - 1).select(0, 20).fill_(std::numeric_limits<double>::quiet_NaN());
     b.select(0, 0).select(0, 7).select(0, 34).fill_(-std::numeric_limits<double>::infinity());
-    const std::vector<uint16_t> expected = paired_chains(a, b);
+    const Tensor expected = bf16_reference_product(a, b);
     for_each_capability([&](CpuCapability c) {
-      EXPECT_TRUE(same_bits(bits_of(ops::matmul(a, b)), expected)) << to_string(c) << ", M " << M;
+      EXPECT_TRUE(same_bits(ops::matmul(a, b), expected)) << to_string(c) << ", M " << M;
     });
   }
 }
