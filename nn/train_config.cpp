@@ -32,48 +32,71 @@ std::optional<DType> run_dtype_named(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// The shortest text that reads back as v.
+std::string shortest(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+namespace train_setting {
+
+namespace {
+
+bool in(const Range& r, double v) {
+  return (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
+}
+
+// ">= 1", "> 0", "in [0, 1)".
+std::string wording(const Range& r) {
+  if (std::isinf(r.hi)) return (r.lo_open ? "> " : ">= ") + shortest(r.lo);
+  return std::string("in ") + (r.lo_open ? "(" : "[") + shortest(r.lo) + ", " + shortest(r.hi) +
+         (r.hi_open ? ")" : "]");
+}
+
+}  // namespace
+
+void check(const char* name, int64_t value, const Range& range) {
+  REPRISE_CHECK(in(range, double(value)), "TrainConfig: ", name, " must be ", wording(range),
+                ", got ", value);
+}
+
+void check(const char* name, double value, const Range& range) {
+  REPRISE_CHECK(std::isfinite(value) && in(range, value), "TrainConfig: ", name, " must be ",
+                wording(range), ", got ", value);
+}
+
+void check(const char* name, DType value, RunDType) {
+  REPRISE_CHECK(run_dtype_named(dtype_name(value)), "TrainConfig: ", name,
+                " must be f32 or bf16, got ", dtype_name(value));
+}
+
+}  // namespace train_setting
+
 void TrainConfig::validate() const {
   model.validate();
-  REPRISE_CHECK(steps >= 1, "TrainConfig: steps must be >= 1, got ", steps);
-  REPRISE_CHECK(batch >= 1, "TrainConfig: batch must be >= 1, got ", batch);
-  REPRISE_CHECK(grad_accum >= 1, "TrainConfig: grad_accum must be >= 1, got ", grad_accum);
-  REPRISE_CHECK(seq >= 2 && seq <= model.max_position_embeddings,
-                "TrainConfig: seq must be in [2, max_position_embeddings = ",
-                model.max_position_embeddings, "], got ", seq);
-  REPRISE_CHECK(lr > 0 && std::isfinite(lr), "TrainConfig: lr must be > 0, got ", lr);
-  REPRISE_CHECK(min_lr >= 0 && min_lr <= lr, "TrainConfig: min_lr must be in [0, lr = ", lr,
-                "], got ", min_lr);
-  // A warmup longer than the run is allowed: the whole run warms up.
-  REPRISE_CHECK(warmup >= 0, "TrainConfig: warmup must be >= 0, got ", warmup);
-  REPRISE_CHECK(weight_decay >= 0, "TrainConfig: weight_decay must be >= 0, got ", weight_decay);
-  REPRISE_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
-                "TrainConfig: betas must be in [0, 1), got ", beta1, " and ", beta2);
-  REPRISE_CHECK(grad_clip >= 0, "TrainConfig: grad_clip must be >= 0 (0: off), got ", grad_clip);
-  REPRISE_CHECK(run_dtype_named(dtype_name(dtype)), "TrainConfig: dtype must be f32 or bf16, got ",
-                dtype_name(dtype));
-  REPRISE_CHECK(run_dtype_named(dtype_name(attention_dtype)),
-                "TrainConfig: attention_dtype must be f32 or bf16, got ",
-                dtype_name(attention_dtype));
+#define REPRISE_CHECK_SETTING(type, name, default_value, check_as, ...) \
+  train_setting::check(#name, name, train_setting::check_as);
+  REPRISE_TRAIN_SETTINGS(REPRISE_CHECK_SETTING)
+#undef REPRISE_CHECK_SETTING
+  // What the rows cannot say alone.
+  REPRISE_CHECK(seq <= model.max_position_embeddings,
+                "TrainConfig: seq must be at most the model's max_position_embeddings = ",
+                model.max_position_embeddings, ", got ", seq);
+  REPRISE_CHECK(min_lr <= lr, "TrainConfig: min_lr must be at most lr = ", lr, ", got ", min_lr);
   checkpointing.validate();
 }
 
 json::Value TrainConfig::to_json() const {
   json::Value v = json::Object{};
   v.set("model", llama_config_to_json(model));
-  v.set("steps", steps);
-  v.set("batch", batch);
-  v.set("grad_accum", grad_accum);
-  v.set("seq", seq);
-  v.set("lr", lr);
-  v.set("min_lr", min_lr);
-  v.set("warmup", warmup);
-  v.set("weight_decay", weight_decay);
-  v.set("beta1", beta1);
-  v.set("beta2", beta2);
-  v.set("grad_clip", grad_clip);
-  v.set("seed", std::to_string(seed));  // a string: JSON integers here stop at int64
-  v.set("dtype", dtype_name(dtype));
-  v.set("attention_dtype", dtype_name(attention_dtype));
+#define REPRISE_WRITE_SETTING(type, name, ...) v.set(#name, setting_json(name));
+  REPRISE_TRAIN_SETTINGS(REPRISE_WRITE_SETTING)
+#undef REPRISE_WRITE_SETTING
   checkpointing.write_json(v);
   return v;
 }
@@ -120,27 +143,35 @@ namespace {
 
 using train_json::field, train_json::int_field, train_json::parse_u64, train_json::string_field;
 
-double real_field(const json::Value& v, const char* key, const std::string& where) {
+// A setting's stored value (setting_json's forms) into `out`.
+void read_setting(const json::Value& v, const char* key, const std::string& where, int64_t& out) {
+  out = int_field(v, key, where);
+}
+
+void read_setting(const json::Value& v, const char* key, const std::string& where, double& out) {
   const json::Value& f = field(v, key, where);
   REPRISE_CHECK(f.is_number(), where, ": field \"", key, "\" must be a number, got ",
                 json::kind_name(f.kind()));
-  return f.as_double();
+  out = f.as_double();
 }
 
-// A TrainConfig dtype (run_dtype_named).
-DType dtype_field(const json::Value& v, const char* key, const std::string& where) {
+void read_setting(const json::Value& v, const char* key, const std::string& where, uint64_t& out) {
+  out = parse_u64(string_field(v, key, where), 10, where + " " + key);
+}
+
+void read_setting(const json::Value& v, const char* key, const std::string& where, DType& out) {
   const std::string& name = string_field(v, key, where);
   const std::optional<DType> dtype = run_dtype_named(name);
   REPRISE_CHECK(dtype, where, ": field \"", key, "\" must be \"f32\" or \"bf16\", got \"", name,
                 "\"");
-  return *dtype;
+  out = *dtype;
 }
 
-// The shortest text that reads back as v.
-std::string shortest(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
+template <class T>
+void read_setting(const json::Value& v, const char* key, const std::string& where,
+                  IfAbsent if_absent, T& out) {
+  if (if_absent == IfAbsent::defaulted && v.is_object() && v.find(key) == nullptr) return;
+  read_setting(v, key, where, out);
 }
 
 template <class T>
@@ -160,23 +191,10 @@ void differ(std::vector<std::string>& out, const char* name, const T& a, const T
 TrainConfig TrainConfig::from_json(const json::Value& v, const std::string& where) {
   TrainConfig c;
   c.model = llama_config_from_json(field(v, "model", where), where + " model");
-  c.steps = int_field(v, "steps", where);
-  c.batch = int_field(v, "batch", where);
-  // Checkpoints from before gradient accumulation have no field: 1.
-  if (v.find("grad_accum") != nullptr) c.grad_accum = int_field(v, "grad_accum", where);
-  c.seq = int_field(v, "seq", where);
-  c.lr = real_field(v, "lr", where);
-  c.min_lr = real_field(v, "min_lr", where);
-  c.warmup = int_field(v, "warmup", where);
-  c.weight_decay = real_field(v, "weight_decay", where);
-  c.beta1 = real_field(v, "beta1", where);
-  c.beta2 = real_field(v, "beta2", where);
-  c.grad_clip = real_field(v, "grad_clip", where);
-  c.seed = parse_u64(string_field(v, "seed", where), 10, where + " seed");
-  // Checkpoints from before mixed precision have no field: f32.
-  if (v.find("dtype") != nullptr) c.dtype = dtype_field(v, "dtype", where);
-  if (v.find("attention_dtype") != nullptr)
-    c.attention_dtype = dtype_field(v, "attention_dtype", where);
+#define REPRISE_READ_SETTING(type, name, default_value, check, on_resume, if_absent, ...) \
+  read_setting(v, #name, where, IfAbsent::if_absent, c.name);
+  REPRISE_TRAIN_SETTINGS(REPRISE_READ_SETTING)
+#undef REPRISE_READ_SETTING
   c.checkpointing = CheckpointConfig::read_json(v, where);
   return c;
 }
@@ -185,20 +203,10 @@ std::vector<std::string> TrainConfig::run_differences(const TrainConfig& o) cons
   std::vector<std::string> out;
   if (!(model == o.model))
     out.push_back("model (" + model.describe() + ") vs (" + o.model.describe() + ")");
-  differ(out, "steps", steps, o.steps);
-  differ(out, "batch", batch, o.batch);
-  differ(out, "grad_accum", grad_accum, o.grad_accum);
-  differ(out, "seq", seq, o.seq);
-  differ(out, "lr", lr, o.lr);
-  differ(out, "min_lr", min_lr, o.min_lr);
-  differ(out, "warmup", warmup, o.warmup);
-  differ(out, "weight_decay", weight_decay, o.weight_decay);
-  differ(out, "beta1", beta1, o.beta1);
-  differ(out, "beta2", beta2, o.beta2);
-  differ(out, "grad_clip", grad_clip, o.grad_clip);
-  differ(out, "seed", seed, o.seed);
-  differ(out, "dtype", dtype, o.dtype);
-  differ(out, "attention_dtype", attention_dtype, o.attention_dtype);
+#define REPRISE_DIFFER_SETTING(type, name, default_value, check, on_resume, ...) \
+  if (OnResume::on_resume == OnResume::kept) differ(out, #name, name, o.name);
+  REPRISE_TRAIN_SETTINGS(REPRISE_DIFFER_SETTING)
+#undef REPRISE_DIFFER_SETTING
   return out;
 }
 

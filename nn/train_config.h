@@ -15,6 +15,7 @@
 #include "io/json.h"
 #include "nn/checkpointing.h"
 #include "nn/model_config.h"
+#include "nn/train_settings.h"
 
 namespace reprise::nn {
 
@@ -32,25 +33,13 @@ std::optional<DType> run_dtype_named(std::string_view name);
 struct TrainConfig {
   // What is computed: a resumed run must agree on all of these.
   LlamaConfig model = default_train_model();
-  int64_t steps = 250;     // the schedule's length
-  int64_t batch = 16;      // sequences per micro-batch and process
-  int64_t grad_accum = 1;  // micro-batches per step and process
-  int64_t seq = 128;
-  double lr = 3e-3;  // peak, after warmup
-  double min_lr = 3e-4;
-  int64_t warmup = 20;
-  double weight_decay = 0.1;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double grad_clip = 1.0;  // global L2 norm; 0: no clipping
-  uint64_t seed = 1;
-  // The precision of the projections (nn/autocast.h): f32, or bf16 copies
-  // of their operands with the f32 parameters as master weights. The
-  // forward runs under Autocast(dtype, attention_dtype).
-  DType dtype = DType::f32;
-  // Attention's: f32 (our kernel), or bf16 copies of q, k, v (cuDNN's fused
-  // attention on a GPU).
-  DType attention_dtype = DType::f32;
+  // The run's settings (nn/train_settings.h): schedule, batch, AdamW,
+  // seed, and the precision of the projections and of attention
+  // (nn/autocast.h; the forward runs under Autocast(dtype,
+  // attention_dtype), with the f32 parameters as master weights).
+#define REPRISE_TRAIN_SETTING_MEMBER(type, name, default_value, ...) type name = default_value;
+  REPRISE_TRAIN_SETTINGS(REPRISE_TRAIN_SETTING_MEMBER)
+#undef REPRISE_TRAIN_SETTING_MEMBER
 
   // How it is computed: a resumed run may change it, since recompute
   // replays the recorded forward exactly (except with rng_replay fresh or
@@ -63,7 +52,8 @@ struct TrainConfig {
   // Raises an Error naming `where` and the field when one is missing or has
   // the wrong type.
   static TrainConfig from_json(const json::Value& v, const std::string& where);
-  // The fields that must agree on resume and do not: "lr 0.003 vs 0.01", ...
+  // The fields that must agree on resume and do not (the model and each
+  // setting kept on resume): "lr 0.003 vs 0.01", ...
   std::vector<std::string> run_differences(const TrainConfig& other) const;
 };
 

@@ -105,15 +105,21 @@ auto usage_checked(F parse) -> decltype(parse()) {
 // The parsers of the flags whose values are not plain numbers or text,
 // and how the resolved config shows them. Each raises a UsageError naming
 // `flag` and the value when it is not what is expected.
-uint64_t parse_seed(const std::string& flag, const std::string& v) {
-  return uint64_t(parse_count(flag, v));
-}
-json::Value show_seed(uint64_t seed) { return std::to_string(seed); }  // as TrainConfig's JSON
-
-DType parse_run_dtype(const std::string& flag, const std::string& v) {
-  const std::optional<DType> dtype = nn::run_dtype_named(v);
-  if (!dtype) throw UsageError(flag + ": expected f32 or bf16, got '" + v + "'");
-  return *dtype;
+// A run setting's value (nn/train_settings.h), by its type.
+template <class T>
+T parse_setting(const std::string& flag, const std::string& v) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return parse_int(flag, v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return parse_real(flag, v);
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    return uint64_t(parse_count(flag, v));
+  } else {
+    static_assert(std::is_same_v<T, DType>);
+    const std::optional<DType> dtype = nn::run_dtype_named(v);
+    if (!dtype) throw UsageError(flag + ": expected f32 or bf16, got '" + v + "'");
+    return *dtype;
+  }
 }
 DType parse_export_dtype(const std::string& flag, const std::string& v) {
   const std::optional<DType> dtype = v == "f16" ? DType::f16 : nn::run_dtype_named(v);
@@ -203,40 +209,36 @@ FlagTable data_flags() {
   };
 }
 
-// The run: its schedule, optimizer, precision and dropout (TrainConfig).
+// A row of nn/train_settings.h as a flag: --grad-clip sets grad_clip. A
+// setting kept on resume is a run flag, one that may change a compute flag.
+template <class T>
+Flag setting_flag(std::string name, T nn::TrainConfig::*field, nn::OnResume on_resume,
+                  const char* value, const char* help) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return {"--" + name,
+          value,
+          on_resume == nn::OnResume::kept ? Section::run : Section::compute,
+          help,
+          {[field](Options& o, const std::string& flag, const std::string& v) {
+             o.config.*field = parse_setting<T>(flag, v);
+           },
+           [field](const Options& o) { return nn::setting_json(o.config.*field); }}};
+}
+
+// The run: its settings (TrainConfig's rows) and dropout.
 FlagTable run_flags() {
-  using S = Section;
-  using nn::TrainConfig, nn::LlamaConfig;
-  return {
-      {"--steps", "N", S::run, "schedule length in optimizer steps",
-       parsed(&TrainConfig::steps, parse_int)},
-      {"--batch", "N", S::run, "sequences per micro-batch and process",
-       parsed(&TrainConfig::batch, parse_int)},
-      {"--grad-accum", "N", S::run, "micro-batches per step and process, gradients summed",
-       parsed(&TrainConfig::grad_accum, parse_int)},
-      {"--seq", "N", S::run, "tokens per sequence", parsed(&TrainConfig::seq, parse_int)},
-      {"--lr", "X", S::run, "peak learning rate", parsed(&TrainConfig::lr, parse_real)},
-      {"--min-lr", "X", S::run, "final learning rate of the cosine decay",
-       parsed(&TrainConfig::min_lr, parse_real)},
-      {"--warmup", "N", S::run, "linear warmup steps", parsed(&TrainConfig::warmup, parse_int)},
-      {"--weight-decay", "X", S::run, "AdamW decoupled weight decay on projections and head",
-       parsed(&TrainConfig::weight_decay, parse_real)},
-      {"--grad-clip", "X", S::run, "clip the global gradient L2 norm to X; 0: off",
-       parsed(&TrainConfig::grad_clip, parse_real)},
-      {"--seed", "N", S::run, "seed of the run's generator: init, data order, dropout",
-       parsed(&TrainConfig::seed, parse_seed, show_seed)},
-      {"--dtype", "D", S::run,
-       "f32 | bf16: precision of the projections; bf16 multiplies bf16 copies of activations "
-       "and weights, accumulating in f32, with f32 master weights and optimizer state",
-       parsed(&TrainConfig::dtype, parse_run_dtype, show_dtype)},
-      {"--attention-dtype", "D", S::run,
-       "f32 | bf16: attention on f32 q, k, v (our kernel) or on bf16 copies (cuDNN's fused "
-       "attention on a GPU)",
-       parsed(&TrainConfig::attention_dtype, parse_run_dtype, show_dtype)},
-      {"--dropout", "P", S::run, "residual dropout", parsed(&LlamaConfig::dropout, parse_real)},
-      {"--attn-dropout", "P", S::run, "attention-weight dropout",
-       parsed(&LlamaConfig::attention_dropout, parse_real)},
-  };
+  FlagTable table;
+#define REPRISE_SETTING_FLAG(type, name, default_value, check, on_resume, if_absent, value, help) \
+  table.push_back(                                                                                \
+      setting_flag(#name, &nn::TrainConfig::name, nn::OnResume::on_resume, value, help));
+  REPRISE_TRAIN_SETTINGS(REPRISE_SETTING_FLAG)
+#undef REPRISE_SETTING_FLAG
+  using nn::LlamaConfig;
+  table.push_back({"--dropout", "P", Section::run, "residual dropout",
+                   parsed(&LlamaConfig::dropout, parse_real)});
+  table.push_back({"--attn-dropout", "P", Section::run, "attention-weight dropout",
+                   parsed(&LlamaConfig::attention_dropout, parse_real)});
+  return table;
 }
 
 // The model's sizes (LlamaConfig), which --init-from takes from its folder.

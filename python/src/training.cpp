@@ -209,27 +209,19 @@ void bind_train_config(nb::module_& m) {
   m.def("default_train_model", &nn::default_train_model,
         "llama_train's default model: hidden 128, 4 layers, 4 heads (2 kv) of 32, ffn 352, "
         "vocab 256.");
-  nb::class_<nn::TrainConfig>(m, "TrainConfig",
-                              "llama_train's run: the model, schedule, AdamW and seed (a resumed "
-                              "run must keep them) and the checkpointing (which may change).")
-      .def("__init__", &init_from_kwargs<nn::TrainConfig>)
+  nb::class_<nn::TrainConfig> cls(m, "TrainConfig",
+                                  "llama_train's run: the model, schedule, AdamW and seed (a "
+                                  "resumed run must keep them) and the checkpointing (which may "
+                                  "change).");
+  cls.def("__init__", &init_from_kwargs<nn::TrainConfig>)
       .def_rw("model", &nn::TrainConfig::model)
-      .def_rw("steps", &nn::TrainConfig::steps)
-      .def_rw("batch", &nn::TrainConfig::batch)
-      .def_rw("grad_accum", &nn::TrainConfig::grad_accum)
-      .def_rw("seq", &nn::TrainConfig::seq)
-      .def_rw("lr", &nn::TrainConfig::lr)
-      .def_rw("min_lr", &nn::TrainConfig::min_lr)
-      .def_rw("warmup", &nn::TrainConfig::warmup)
-      .def_rw("weight_decay", &nn::TrainConfig::weight_decay)
-      .def_rw("beta1", &nn::TrainConfig::beta1)
-      .def_rw("beta2", &nn::TrainConfig::beta2)
-      .def_rw("grad_clip", &nn::TrainConfig::grad_clip)
-      .def_rw("seed", &nn::TrainConfig::seed)
-      .def_rw("dtype", &nn::TrainConfig::dtype)
-      .def_rw("attention_dtype", &nn::TrainConfig::attention_dtype)
-      .def_rw("checkpointing", &nn::TrainConfig::checkpointing)
-      .def("validate", &nn::TrainConfig::validate)
+      .def_rw("checkpointing", &nn::TrainConfig::checkpointing);
+  // One property per row of nn/train_settings.h, its help as the doc.
+#define REPRISE_BIND_SETTING(type, name, default_value, check, on_resume, if_absent, value, help) \
+  cls.def_rw(#name, &nn::TrainConfig::name, help);
+  REPRISE_TRAIN_SETTINGS(REPRISE_BIND_SETTING)
+#undef REPRISE_BIND_SETTING
+  cls.def("validate", &nn::TrainConfig::validate)
       .def("run_differences", &nn::TrainConfig::run_differences, arg("other"));
 }
 
