@@ -49,6 +49,7 @@
 #include "base/error.h"
 #include "engine/device.h"
 #include "engine/threads.h"
+#include "examples/common/cli.h"
 #include "fsdp.h"
 #include "io/write_file.h"
 #include "loss_curves.h"
@@ -67,35 +68,7 @@ using namespace reprise;
 using autograd::RngReplay;
 using autograd::Verify;
 
-constexpr const char* kUsage =
-    R"(usage: checkpoint_study [--out DIR] [--quick] [--threads N] [--device D] [--dtype T]
-
-Runs the activation-checkpointing scenarios (policy x RNG replay mode x verifier
-x recompute noise x router saved or recomputed) on a small Llama and a small
-MoE with dropout, prints the table, trains the Llama with correct and with
-fresh recompute randomness, and checks the claims.
-
-  --out DIR     write DIR/table.md, DIR/table.csv and DIR/loss_curves.csv
-  --quick       a tiny model and a few steps (a smoke test: seconds)
-  --threads N   CPU threads (1; times are process CPU time, so more threads
-                add their synchronisation to the step time)
-  --device D    cpu, cuda or cuda:N: where the models run (cpu); on a GPU
-                step times are wall time, the device waited for
-  --dtype T     f32 | bf16: precision of the projections (f32); bf16 runs them
-                on bf16 copies of activations and weights with f32 masters
-  --model DIR   the model of a Hugging Face folder (config.json; its weights when
-                it has them) instead of the built-in ones; any family, with a
-                vocabulary of at least 256 (the data is bytes)
-  --train-steps N  also measure the MoE models after N steps of training (0)
-  --fsdp        under mpiexec with 2 or more processes: the Llama with its weights
-                split over them (--shard parameters) under none, full and op-SAC
-                checkpointing: the bytes gathered, those a replay gathers again,
-                the peaks, and the losses against replicated weights
-  --load-balance-coeff X  with --train-steps and a model with a routing bias
-                (DeepSeek-V3): train once more with auxiliary-loss-free balancing
-                at X (0.001)
-  --help        this text
-)";
+using cli::UsageError;
 
 struct Options {
   std::string out;
@@ -107,68 +80,84 @@ struct Options {
   int64_t train_steps = 0;
   double load_balance_coeff = 1e-3;
   bool fsdp = false;
+  bool help = false;
 };
 
-// A bad command line: exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+enum class Section { study, model, session };
 
-Options parse_flags(int argc, char** argv, bool& help) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(a + ": missing value");
-      return argv[++i];
-    };
-    if (a == "--help") {
-      help = true;
-    } else if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--fsdp") {
-      o.fsdp = true;
-    } else if (a == "--out") {
-      o.out = value();
-    } else if (a == "--threads") {
-      const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 4096)
-        throw UsageError("--threads: expected an integer in [1, 4096], got '" + v + "'");
-      o.threads = int(n);
-    } else if (a == "--device") {
-      const std::string v = value();
-      try {
-        o.device = parse_device(v, "--device");
-      } catch (const Error& e) {
-        throw UsageError(e.what());
-      }
-    } else if (a == "--model") {
-      o.model_dir = value();
-    } else if (a == "--train-steps") {
-      const std::string v = value();
-      char* end = nullptr;
-      const long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 0 || n > 1'000'000)
-        throw UsageError("--train-steps: expected an integer in [0, 1000000], got '" + v + "'");
-      o.train_steps = n;
-    } else if (a == "--load-balance-coeff") {
-      const std::string v = value();
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !std::isfinite(x) || x <= 0)
-        throw UsageError("--load-balance-coeff: expected a positive number, got '" + v + "'");
-      o.load_balance_coeff = x;
-    } else if (a == "--dtype") {
-      const std::string v = value();
-      const std::optional<DType> dtype = nn::run_dtype_named(v);
-      if (!dtype) throw UsageError("--dtype: expected f32 or bf16, got '" + v + "'");
-      o.dtype = *dtype;
-    } else {
-      throw UsageError("unknown flag '" + a + "'");
-    }
-  }
+using Flag = cli::Flag<Options, Section>;
+
+int64_t parse_train_steps(const std::string& flag, const std::string& v) {
+  const int64_t n = cli::parse_count(flag, v);
+  if (n > 1'000'000) throw UsageError(flag + ": at most 1000000, got " + v);
+  return n;
+}
+
+double parse_coeff(const std::string& flag, const std::string& v) {
+  const double x = cli::parse_real(flag, v);
+  if (x <= 0) throw UsageError(flag + ": expected a positive number, got '" + v + "'");
+  return x;
+}
+
+std::vector<Flag> flags() {
+  using S = Section;
+  using cli::parsed, cli::text, cli::switch_on;
+  return {
+      {"--out", "DIR", S::study,
+       "write DIR/table.md, DIR/table.csv and DIR/loss_curves.csv (with --fsdp, DIR/fsdp.md)",
+       text(&Options::out)},
+      {"--quick", "", S::study, "a tiny model and a few steps (a smoke test: seconds)",
+       switch_on(&Options::quick)},
+      {"--fsdp", "", S::study,
+       "under mpiexec with 2 or more processes: the Llama with its weights split over them "
+       "(--shard parameters) under none, full and op-SAC checkpointing: the bytes gathered, those "
+       "a replay gathers again, the peaks, and the losses against replicated weights",
+       switch_on(&Options::fsdp)},
+      {"--model", "DIR", S::model,
+       "the model of a Hugging Face folder (config.json; its weights when it has them) instead "
+       "of the built-in ones; any family, with a vocabulary of at least 256 (the data is bytes)",
+       text(&Options::model_dir)},
+      {"--train-steps", "N", S::model, "also measure the MoE models after N steps of training",
+       parsed(&Options::train_steps, parse_train_steps)},
+      {"--load-balance-coeff", "X", S::model,
+       "with --train-steps and a model with a routing bias (DeepSeek-V3): train once more with "
+       "auxiliary-loss-free balancing at X",
+       parsed(&Options::load_balance_coeff, parse_coeff)},
+      {"--dtype", "D", S::model,
+       "f32 | bf16: precision of the projections; bf16 runs them on bf16 copies of activations "
+       "and weights with f32 masters",
+       parsed(&Options::dtype, cli::parse_run_dtype, cli::show_dtype)},
+      {"--threads", "N", S::session,
+       "CPU threads; times are process CPU time, so more threads add their synchronisation to "
+       "the step time",
+       parsed(&Options::threads, cli::parse_threads)},
+      {"--device", "D", S::session,
+       "cpu, cuda or cuda:N: where the models run; on a GPU step times are wall time, the "
+       "device waited for",
+       parsed(&Options::device, cli::parse_device_flag, cli::show_device)},
+      {"--help", "", S::session, "this text", {switch_on(&Options::help).set, nullptr}},
+  };
+}
+
+std::string usage() {
+  const std::vector<cli::SectionText<Section>> sections = {
+      {Section::study, "study"}, {Section::model, "models"}, {Section::session, "session"}};
+  return cli::usage(R"(usage: checkpoint_study [flags]
+       mpiexec -np R checkpoint_study --fsdp [--out DIR] [--quick] [--threads N]
+
+Runs the activation-checkpointing scenarios (policy x RNG replay mode x verifier
+x recompute noise x router saved or recomputed) on a small Llama and a small
+MoE with dropout, prints the table, trains the Llama with correct and with
+fresh recompute randomness, and checks the claims (exit 1 when one fails).
+
+)",
+                    flags(), sections, Options{});
+}
+
+// The command line's options, checked.
+Options parse_flags(int argc, char** argv) {
+  const Options o = cli::parse(flags(), argc, argv);
+  if (o.help) return o;
   if (o.model_dir.empty() && o.train_steps > 0) throw UsageError("--train-steps needs --model");
   if (o.fsdp && (!o.model_dir.empty() || !o.device.is_cpu() || o.dtype != DType::f32))
     throw UsageError("--fsdp runs the built-in Llama in f32 on the CPU");
@@ -861,20 +850,12 @@ int run_fsdp(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    bool help = false;
-    const Options o = parse_flags(argc, argv, help);
-    if (help) {
-      std::fputs(kUsage, stdout);
+  return cli::run_main("checkpoint_study", [&] {
+    const Options o = parse_flags(argc, argv);
+    if (o.help) {
+      std::fputs(usage().c_str(), stdout);
       return 0;
     }
     return o.fsdp ? run_fsdp(o) : run(o);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "checkpoint_study: %s\n(checkpoint_study --help lists the flags)\n",
-                 e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "checkpoint_study: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -6,6 +6,8 @@
 
 namespace reprise::train_cli {
 
+using cli::UsageError;
+
 std::vector<ConfigEntry> read_config_file(const std::string& path, const FlagTable& table) {
   toml::table file;
   try {
@@ -26,7 +28,7 @@ std::vector<ConfigEntry> read_config_file(const std::string& path, const FlagTab
                        " (every key is a flag, at the top level)");
     }
     const std::string flag = "--" + name;
-    const Flag* f = find_flag(table, flag);
+    const Flag* f = cli::find_flag(table, flag);
     if (f == nullptr || f->section == Section::command_line)
       throw UsageError("--config " + where +
                        ": unknown key (the keys are the long flags without their dashes)");

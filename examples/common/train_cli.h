@@ -9,10 +9,12 @@
 // logged step. run_program() does everything else, the same way for every
 // trainer.
 //
-// Each flag is one row of a table (Flag): its name, the value it takes, its
-// section, its help and where its value goes. The usage text, the config
-// file's keys (examples/common/config_file.h), the resolved config and what
-// a resume or --init-from may change all come from the rows.
+// Each flag is one row of a table (Flag, examples/common/cli.h): its name,
+// the value it takes, its section, its help and where its value goes. The
+// usage text, the config file's keys (examples/common/config_file.h), the
+// resolved config and what a resume or --init-from may change all come from
+// the rows. The run's settings (nn/train_settings.h) are rows there, and
+// become flags here.
 //
 // Under an MPI launcher (mpirun -np N <trainer> ...) the N processes train
 // one model (parallel/process_group.h): --batch is per process, rank 0
@@ -21,12 +23,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
+#include "examples/common/cli.h"
 #include "io/json.h"
 #include "nn/hf.h"
 #include "nn/llama.h"
@@ -34,18 +36,6 @@
 #include "parallel/process_group.h"
 
 namespace reprise::train_cli {
-
-// A bad command line: the program exits with status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Flag values. Each raises a UsageError naming `flag` and the value when it
-// is not what is expected.
-int64_t parse_int(const std::string& flag, const std::string& v);
-int64_t parse_positive(const std::string& flag, const std::string& v);  // >= 1
-int64_t parse_count(const std::string& flag, const std::string& v);     // >= 0
-double parse_real(const std::string& flag, const std::string& v);       // finite
 
 // What a command line asks for: the run's config and this session's options.
 struct Options {
@@ -85,36 +75,13 @@ enum class Section {
   processes,     // several processes
 };
 
-// How a flag reads its value into the options, and shows it.
-struct Setting {
-  // Parses `value`, given to `flag` ("" for a switch), into `o`; raises a
-  // UsageError (or an Error) for a bad value.
-  std::function<void(Options& o, const std::string& flag, const std::string& value)> set;
-  // The value `o` holds, as the resolved config shows it and usage() its
-  // default; null for a flag that holds none (--help).
-  std::function<json::Value(const Options& o)> get;
-};
-
-// One flag of a trainer: the one place it is declared. Its usage line, its
+// One flag of a trainer (examples/common/cli.h): its usage line, its
 // config-file key (the name without its dashes), its entry in the resolved
 // config and its parsing all come from this row.
-struct Flag {
-  std::string name;   // "--lr"
-  std::string value;  // what usage() shows it takes ("X", "FILE"); empty: a switch, without one
-  Section section;
-  std::string help;  // its usage text; usage() adds the default
-  Setting setting;
-  // The default as usage() words it, where the default options' value
-  // does not say it ("REPRISE_NUM_THREADS or all cores").
-  std::string default_note = {};
-
-  bool takes_value() const { return !value.empty(); }
-};
+using Setting = cli::Setting<Options>;
+using Flag = cli::Flag<Options, Section>;
 // A program's flags, in usage order.
 using FlagTable = std::vector<Flag>;
-
-// The flag named `name` ("--lr"), or nullptr.
-const Flag* find_flag(const FlagTable& table, std::string_view name);
 
 // The part of the options that holds members of Root: the options
 // themselves, the run's config, or its model's, checkpointing's or MoE
@@ -131,7 +98,8 @@ auto& root_of(O& o) {
     return o.config.checkpointing;
   } else {
     static_assert(std::is_same_v<Root, nn::MoeConfig>);
-    if (!o.config.model.moe) throw UsageError("the model has no MoE layers (a dense Llama run)");
+    if (!o.config.model.moe)
+      throw cli::UsageError("the model has no MoE layers (a dense Llama run)");
     return *o.config.model.moe;
   }
 }
@@ -151,11 +119,6 @@ Setting parsed(T Root::*field, T (*parse)(const std::string& flag, const std::st
             return show(root_of<Root>(o).*field);
           }};
 }
-// Text (a path), kept as given.
-Setting text(std::string Options::*field);
-// A switch: given, it sets `field`.
-Setting switch_on(bool Options::*field);
-
 // What a program adds to a logged step: `columns` are appended to the step
 // line (" | aux 0.012"), `lines` are printed under it and `metrics` are
 // appended to the step's JSONL object. The hook runs right after the step,

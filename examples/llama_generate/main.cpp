@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <iostream>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -17,7 +16,7 @@
 
 #include "base/error.h"
 #include "engine/threads.h"
-#include "examples/common/train_cli.h"
+#include "examples/common/cli.h"
 #include "io/byte_tokenizer.h"
 #include "io/decode_stream.h"
 #include "io/tokenizer.h"
@@ -28,113 +27,112 @@
 namespace reprise {
 namespace {
 
-using train_cli::UsageError;
+using cli::UsageError;
 
-constexpr const char* kUsage = R"(usage: llama_generate --model DIR [flags]
+struct Options {
+  std::string model, tokenizer, prompt_ids;
+  std::optional<std::string> prompt;
+  bool no_special_tokens = false, show_ids = false, help = false;
+  int64_t max_new_tokens = nn::GenerationOptions{}.max_new_tokens;
+  double temperature = nn::SamplingOptions{}.temperature;
+  int64_t top_k = nn::SamplingOptions{}.top_k;
+  double top_p = nn::SamplingOptions{}.top_p;
+  uint64_t seed = nn::GenerationOptions{}.seed;
+  int threads = 0;
+
+  nn::GenerationOptions generation() const {
+    nn::GenerationOptions gen;
+    gen.max_new_tokens = max_new_tokens;
+    gen.sampling = {.temperature = temperature, .top_k = top_k, .top_p = top_p};
+    gen.seed = seed;
+    return gen;
+  }
+};
+
+enum class Section { model, prompt, sampling, session };
+
+using Flag = cli::Flag<Options, Section>;
+
+// --prompt: text, which may be empty (an empty prompt is not all of stdin).
+cli::Setting<Options> prompt_text() {
+  return {[](Options& o, const std::string&, const std::string& value) { o.prompt = value; },
+          [](const Options& o) { return json::Value(o.prompt.value_or("")); }};
+}
+
+std::vector<Flag> flags() {
+  using S = Section;
+  using cli::parsed, cli::text, cli::switch_on;
+  return {
+      {"--model", "DIR", S::model, "a Hugging Face folder or a training checkpoint folder",
+       text(&Options::model)},
+      {"--tokenizer", "PATH", S::model,
+       "a tokenizer.json, tokenizer.model or a folder with one (default: DIR's own, or the one "
+       "a checkpoint was trained with; else bytes)",
+       text(&Options::tokenizer)},
+      {"--prompt", "TEXT", S::prompt, "the prompt (default: all of stdin)", prompt_text()},
+      {"--prompt-ids", "LIST", S::prompt, "the prompt as comma-separated token ids instead of text",
+       text(&Options::prompt_ids)},
+      {"--no-special-tokens", "", S::prompt,
+       "encode the prompt without the tokenizer's special tokens (BOS)",
+       switch_on(&Options::no_special_tokens)},
+      {"--max-new-tokens", "N", S::sampling,
+       "stop after N new tokens, or at EOS, or when the sequence reaches the model's "
+       "max_position_embeddings",
+       parsed(&Options::max_new_tokens, cli::parse_count)},
+      {"--temperature", "X", S::sampling, "divide the logits by X and sample; 0: greedy",
+       parsed(&Options::temperature, cli::parse_real)},
+      {"--top-k", "N", S::sampling, "sample among the N most likely tokens; 0: all",
+       parsed(&Options::top_k, cli::parse_count)},
+      {"--top-p", "X", S::sampling, "sample among the most likely tokens up to probability X",
+       parsed(&Options::top_p, cli::parse_real)},
+      {"--seed", "N", S::sampling, "seed of the sampler's Philox stream: same seed, same text",
+       parsed(&Options::seed, cli::parse_seed, cli::show_seed)},
+      {"--threads", "N", S::session, "CPU threads", parsed(&Options::threads, cli::parse_threads),
+       "REPRISE_NUM_THREADS or all cores"},
+      {"--show-ids", "", S::session, "also print the prompt's and the generated ids on stderr",
+       switch_on(&Options::show_ids)},
+      {"--help", "", S::session, "this text", {switch_on(&Options::help).set, nullptr}},
+  };
+}
+
+std::string usage() {
+  const std::vector<cli::SectionText<Section>> sections = {{Section::model, "model"},
+                                                           {Section::prompt, "prompt"},
+                                                           {Section::sampling, "sampling"},
+                                                           {Section::session, "session"}};
+  return cli::usage(R"(usage: llama_generate --model DIR [flags]
 
 Generates text with a model of any family (docs/families.md) and a KV
 cache: the prompt is fed once, then each new token alone. DIR is a Hugging
 Face folder (config.json and model.safetensors, or shards with
 model.safetensors.index.json, as the Hub and llama_train --export hold
-them) or a
-training checkpoint folder (llama_train --save, moe_train --save). The text
-goes to stdout as it is generated; the model, the prompt and the speed of
-prefill and decode go to stderr.
+them) or a training checkpoint folder (llama_train --save, moe_train
+--save). The text goes to stdout as it is generated; the model, the prompt
+and the speed of prefill and decode go to stderr.
 
-model
-  --model DIR               a Hugging Face folder or a training checkpoint folder
-  --tokenizer PATH          a tokenizer.json, tokenizer.model or a folder with one (default:
-                            DIR's own, or the one a checkpoint was trained with; else bytes)
-prompt
-  --prompt TEXT             the prompt (default: all of stdin)
-  --prompt-ids LIST         the prompt as comma-separated token ids instead of text
-  --no-special-tokens       encode the prompt without the tokenizer's special tokens (BOS)
-sampling
-  --max-new-tokens N        stop after N new tokens (64), or at EOS, or when the sequence
-                            reaches the model's max_position_embeddings
-  --temperature X           divide the logits by X and sample; 0: greedy (0)
-  --top-k N                 sample among the N most likely tokens; 0: all (0)
-  --top-p X                 sample among the most likely tokens up to probability X (1)
-  --seed N                  seed of the sampler's Philox stream: same seed, same text (0)
-session
-  --threads N               CPU threads (REPRISE_NUM_THREADS or all cores)
-  --show-ids                also print the prompt's and the generated ids on stderr
-  --help                    this text
-)";
-
-struct Options {
-  std::string model, tokenizer, prompt_ids;
-  std::optional<std::string> prompt;
-  bool special_tokens = true, show_ids = false, help = false;
-  nn::GenerationOptions gen;
-  int threads = 0;
-};
+)",
+                    flags(), sections, Options{});
+}
 
 std::vector<int64_t> parse_ids(const std::string& list) {
   std::vector<int64_t> ids;
   std::stringstream in(list);
   for (std::string item; std::getline(in, item, ',');) {
-    ids.push_back(train_cli::parse_int("--prompt-ids", item));
+    ids.push_back(cli::parse_int("--prompt-ids", item));
   }
   return ids;
 }
 
+// The command line's options, checked.
 Options parse(int argc, char** argv) {
-  Options o;
-  std::map<std::string, std::string> seen;
-  const std::vector<std::string> switches{"--no-special-tokens", "--show-ids", "--help"};
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    const bool is_switch = std::find(switches.begin(), switches.end(), flag) != switches.end();
-    if (const size_t eq = flag.find('='); !is_switch && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (!is_switch) {
-      if (i + 1 >= argc) throw UsageError(flag + ": missing value");
-      value = argv[++i];
-    }
-    if (flag == "--model") {
-      o.model = value;
-    } else if (flag == "--tokenizer") {
-      o.tokenizer = value;
-    } else if (flag == "--prompt") {
-      o.prompt = value;
-    } else if (flag == "--prompt-ids") {
-      o.prompt_ids = value;
-    } else if (flag == "--no-special-tokens") {
-      o.special_tokens = false;
-    } else if (flag == "--max-new-tokens") {
-      o.gen.max_new_tokens = train_cli::parse_count(flag, value);
-    } else if (flag == "--temperature") {
-      o.gen.sampling.temperature = train_cli::parse_real(flag, value);
-    } else if (flag == "--top-k") {
-      o.gen.sampling.top_k = train_cli::parse_count(flag, value);
-    } else if (flag == "--top-p") {
-      o.gen.sampling.top_p = train_cli::parse_real(flag, value);
-    } else if (flag == "--seed") {
-      o.gen.seed = uint64_t(train_cli::parse_count(flag, value));
-    } else if (flag == "--threads") {
-      const int64_t n = train_cli::parse_positive(flag, value);
-      if (n > 4096) throw UsageError("--threads: at most 4096, got " + value);
-      o.threads = int(n);
-    } else if (flag == "--show-ids") {
-      o.show_ids = true;
-    } else if (flag == "--help") {
-      o.help = true;
-    } else {
-      throw UsageError("unknown flag '" + flag + "'");
-    }
-  }
+  const Options o = cli::parse(flags(), argc, argv);
   if (o.help) return o;
   if (o.model.empty()) throw UsageError("--model DIR is required");
   if (o.prompt && !o.prompt_ids.empty())
     throw UsageError("--prompt and --prompt-ids exclude each other");
-  try {
-    o.gen.sampling.validate();
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  if (o.gen.sampling.temperature == 0 && (o.gen.sampling.top_k > 0 || o.gen.sampling.top_p < 1))
+  const nn::SamplingOptions sampling = o.generation().sampling;
+  cli::usage_checked([&] { sampling.validate(); });
+  if (sampling.temperature == 0 && (sampling.top_k > 0 || sampling.top_p < 1))
     throw UsageError("--top-k and --top-p filter a sample: set --temperature > 0 (0 is greedy)");
   return o;
 }
@@ -196,9 +194,9 @@ int run(const Options& o) {
     } else {
       text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     }
-    prompt = tok->encode(text, o.special_tokens);
+    prompt = tok->encode(text, !o.no_special_tokens);
   }
-  nn::GenerationOptions gen = o.gen;
+  nn::GenerationOptions gen = o.generation();
   gen.eos = tok->eos_id();
   gen.choose_below = std::min(model.config().vocab_size, tok->vocab_size());
   std::fprintf(stderr, "prompt   %zu tokens; %s, up to %lld new tokens, seed %llu, %d threads\n",
@@ -235,18 +233,12 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace reprise;
-  try {
+  return cli::run_main("llama_generate", [&] {
     const Options o = parse(argc, argv);
     if (o.help) {
-      std::fputs(kUsage, stdout);
+      std::fputs(usage().c_str(), stdout);
       return 0;
     }
     return run(o);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "llama_generate: %s\n(llama_generate --help lists the flags)\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "llama_generate: error: %s\n", e.what());
-    return 1;
-  }
+  });
 }

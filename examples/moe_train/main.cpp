@@ -16,8 +16,8 @@
 namespace {
 
 using namespace reprise;
+using cli::UsageError;
 using train_cli::Options;
-using train_cli::UsageError;
 
 // The default model: the Llama example's attention (hidden 128, 4 layers, 4
 // heads with 2 kv heads) with 8 SwiGLU experts of 176 per layer, top-2. A
@@ -60,8 +60,8 @@ json::Value show_router(bool save) { return save ? "save" : "recompute"; }
 // The MoE's flags, in usage order (train_cli.h's rows: {name, value,
 // section, help, setting}).
 train_cli::FlagTable moe_flags() {
-  using nn::MoeConfig, nn::CheckpointConfig, train_cli::parse_positive, train_cli::parse_count,
-      train_cli::parse_real, train_cli::parsed;
+  using nn::MoeConfig, nn::CheckpointConfig, cli::parse_positive, cli::parse_count, cli::parse_real,
+      train_cli::parsed;
   using S = train_cli::Section;
   return {
       {"--experts", "N", S::model, "experts per layer",
@@ -91,7 +91,7 @@ train_cli::FlagTable moe_flags() {
        parsed(&CheckpointConfig::save_router, parse_router, show_router)},
       {"--expert-parallel", "", S::processes,
        "with several processes, split each layer's experts over them (same bits as without)",
-       train_cli::switch_on(&Options::expert_parallel)},
+       cli::switch_on(&Options::expert_parallel)},
   };
 }
 
