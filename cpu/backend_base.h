@@ -17,6 +17,8 @@ class CpuBackendBase : public Backend {
   void release(void* ptr, size_t nbytes) override;
   void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
+  // Every row: each level's CpuBackend overrides them all (cpu/backend.h).
+  KernelSet kernels() const override;
   // The capability this build's kernels are compiled for.
   virtual CpuCapability capability() const = 0;
 };

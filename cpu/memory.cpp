@@ -39,6 +39,8 @@ bool tune_host_malloc() {
 
 }  // namespace
 
+KernelSet CpuBackendBase::kernels() const { return all_kernels(); }
+
 std::string CpuBackendBase::name() const {
   return std::string("cpu (") + to_string(capability()) + ")";
 }

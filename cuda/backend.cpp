@@ -23,6 +23,8 @@ CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)) {
                 " CUDA device(s) present");
 }
 
+KernelSet CudaBackend::kernels() const { return all_kernels(); }
+
 std::string CudaBackend::name() const {
   return to_string(device()) + " (" + properties(device()).name + ")";
 }

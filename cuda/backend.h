@@ -24,6 +24,7 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   DeviceMemoryInfo memory_info() override;
   double peak_flops(DType dtype) override;
+  KernelSet kernels() const override;  // every row, declared below
 
   // Every kernel (engine/kernels/all.def). Each topic's .cu file defines
   // them, most as their driver on the device's current stream.

@@ -24,6 +24,14 @@ std::string Backend::name() const { return to_string(device_); }
 
 std::string Backend::missing_reason() const { return "this backend has no such kernel"; }
 
+KernelSet Backend::kernels() const { return {}; }
+
+void Backend::require(const KernelSet& needed, const std::string& what) const {
+  const KernelSet lacking = needed & ~kernels();
+  REPRISE_CHECK(lacking.none(), name(), " lacks ", lacking.count(), " of the ", needed.count(),
+                " kernels ", what, " needs: ", kernel_names(lacking), " (", missing_reason(), ")");
+}
+
 void Backend::missing(const char* kernel) const {
   REPRISE_FAIL(kernel, " on ", name(), ": ", missing_reason());
 }

@@ -12,7 +12,9 @@
 // The kernels are declared once, as rows of engine/kernels/*.def, and each
 // backend's overrides come from the same rows. Every kernel has a default
 // that raises an Error naming the op and the device, so a backend that
-// lacks one fails clearly, never silently.
+// lacks one fails clearly, never silently; and each backend says which it
+// implements (kernels(), engine/kernel.h), so that a run can ask before it
+// starts (require()).
 // Kernels allocate their outputs on their own device (Tensor::empty with
 // device()); in-place kernels (fill, copy, binary, the optimizer steps)
 // write into tensors the caller passes. Unless a kernel says otherwise its
@@ -28,6 +30,7 @@
 #include "engine/device.h"
 #include "engine/dtype.h"
 #include "engine/elementwise_ops.h"
+#include "engine/kernel.h"
 #include "engine/tensor.h"
 #include "rng/reservation.h"
 
@@ -139,6 +142,13 @@ class Backend {
   virtual double peak_flops(DType dtype);
 
   // ---- kernels: the rows of engine/kernels/*.def, each with its shapes ----
+  // The kernels this backend implements; none by default.
+  virtual KernelSet kernels() const;
+  bool supports(Kernel k) const { return kernels().test(size_t(k)); }
+  // Raises an Error naming this backend, the kernels of `needed` it lacks
+  // and `what` needs them ("training"), and why it lacks them.
+  void require(const KernelSet& needed, const std::string& what) const;
+
 #define REPRISE_KERNEL(Ret, name, params, args) virtual Ret name params;
 #define REPRISE_OWN_KERNEL REPRISE_KERNEL
 #include "engine/kernels/all.def"

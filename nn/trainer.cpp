@@ -19,6 +19,15 @@
 
 namespace reprise::nn {
 
+KernelSet training_kernels(const LlamaConfig& model) {
+  KernelSet needed = all_kernels();
+  if (!model.moe) {
+    needed.reset(size_t(Kernel::moe_route));
+    needed.reset(size_t(Kernel::moe_route_backward));
+  }
+  return needed;
+}
+
 Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
                  std::shared_ptr<TrainGroup> group, Device device)
     : config_(std::move(config)),
@@ -27,6 +36,7 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<const TextDataset> data,
       device_(device),
       generator_(std::make_shared<rng::Generator>(config_.seed)) {
   config_.validate();
+  backend(device_).require(training_kernels(config_.model), "training");
   REPRISE_CHECK(data_ != nullptr, "Trainer: no dataset");
   REPRISE_CHECK(data_->train_size() >= config_.seq, "Trainer: ", data_->name(),
                 " has a training part of ", data_->train_size(),

@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernel.h"
 #include "nn/checkpointing.h"
 #include "nn/data.h"
 #include "nn/llama.h"
@@ -127,6 +128,11 @@ enum class OnNonFinite { stop, skip };
 // "stop" | "skip"; raises an Error for anything else.
 OnNonFinite parse_on_nonfinite(const std::string& name);
 const char* on_nonfinite_name(OnNonFinite on);
+
+// The kernels a training run of `model` may call: every row but the MoE
+// routing's for a dense model. A Trainer asks its device's backend for
+// them before it builds anything (Backend::require).
+KernelSet training_kernels(const LlamaConfig& model);
 
 class Trainer {
  public:

@@ -4,7 +4,8 @@
 // supports (scalar is the reference), in f32 and f64. The same cases run
 // the CUDA kernels against the CPU (bitwise for data movement and random
 // ops, within a stated tolerance otherwise): always on the simulator, and
-// on a CUDA device when there is one.
+// on a CUDA device when there is one. And the cases reach every kernel
+// row (engine/kernels/all.def) that an op calls.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "autograd/op_registry.h"
 #include "autograd/policy.h"
 #include "engine/backend.h"
+#include "engine/kernel.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
 #include "ops/registry.h"
@@ -95,6 +97,58 @@ TEST(OpRegistry, UnknownOpNamesAreErrorsListingCloseOnes) {
   expect_error([] { autograd::policies::op_sac({"sdpa"}, "matmull"); },
                {"policies::save_every_nth", "'matmull'", "matmul"});
   EXPECT_NO_THROW(autograd::policies::op_sac({"linear", "sdpa", "sdpa_dropout"}));
+}
+
+// The CPU backend, recording which kernels the ops call.
+class KernelRecorder final : public Backend {
+ public:
+  KernelRecorder() : Backend(Device::cpu()) {}
+  std::string name() const override { return "kernel recorder"; }
+  void* allocate(size_t nbytes) override { return cpu_backend().allocate(nbytes); }
+  void release(void* ptr, size_t nbytes) override { cpu_backend().release(ptr, nbytes); }
+  void copy_from_host(void* dst, const void* src, size_t nbytes) override {
+    cpu_backend().copy_from_host(dst, src, nbytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t nbytes) override {
+    cpu_backend().copy_to_host(dst, src, nbytes);
+  }
+  KernelSet kernels() const override { return cpu_backend().kernels(); }
+#define REPRISE_KERNEL(Ret, name, params, args)          \
+  Ret name params override {                             \
+    called.set(size_t(Kernel::name));                    \
+    return cpu_backend().name(REPRISE_KERNEL_ARGS args); \
+  }
+#define REPRISE_OWN_KERNEL REPRISE_KERNEL
+#include "engine/kernels/all.def"
+#undef REPRISE_OWN_KERNEL
+#undef REPRISE_KERNEL
+
+  KernelSet called;
+};
+
+// The op table's cases, forward and backward in f32, reach every kernel
+// but those that code outside the ops calls, so that the backend
+// comparisons over the cases (below) cover every other kernel a backend
+// declares. A new kernel row either gets a case or joins this list with a
+// test of its own.
+TEST(OpRegistry, TheCasesReachEveryKernelButThoseOfInitNoiseAndOptimizers) {
+  KernelRecorder recorder;
+  {
+    const ScopedCpuBackend use(recorder);
+    for (const OpCase& c : op_cases()) run_case(c, inputs_as(c, DType::f32, Device::cpu()));
+  }
+  KernelSet outside_ops;
+  for (const Kernel k : {
+           Kernel::fill_uniform, Kernel::fill_normal, Kernel::fill_bernoulli,  // parameter init
+           Kernel::fill_trunc_normal,                    // tests/cuda/random_test.cpp
+           Kernel::representable, Kernel::perturb_ulps,  // recompute noise: elementwise_test.cpp
+           Kernel::chunk_square_sums, Kernel::scale_,    // gradient clipping: rows_test.cpp
+           Kernel::adamw_step, Kernel::sgd_step,         // optimizers: random_test.cpp
+       })
+    outside_ops.set(size_t(k));
+  const KernelSet unreached = all_kernels() & ~recorder.called;
+  EXPECT_EQ(unreached, outside_ops) << "no op case calls " << kernel_names(unreached)
+                                    << "; expected only " << kernel_names(outside_ops);
 }
 
 class Backends : public ::testing::TestWithParam<DType> {};

@@ -19,6 +19,8 @@ namespace reprise::testing {
 
 CudaSimBackend::CudaSimBackend(bool reversed) : Backend(Device::cpu()), reversed_(reversed) {}
 
+KernelSet CudaSimBackend::kernels() const { return all_kernels(); }
+
 std::string CudaSimBackend::name() const {
   return reversed_ ? "cpu (CUDA simulator, reversed)" : "cpu (CUDA simulator)";
 }

@@ -20,6 +20,7 @@ class CudaSimBackend final : public Backend {
   void release(void* ptr, size_t nbytes) override;
   void copy_from_host(void* dst, const void* host_src, size_t nbytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t nbytes) override;
+  KernelSet kernels() const override;  // every row, declared below
 
 #define REPRISE_KERNEL(Ret, name, params, args) Ret name params override;
 #define REPRISE_OWN_KERNEL REPRISE_KERNEL
