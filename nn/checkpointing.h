@@ -89,7 +89,7 @@ class LayerCheckpointing {
   // model's dropout generator); this object and the regions it records
   // share it. `moe_block`:
   // the module name of the model's MoE layers ("block_sparse_moe", "mlp":
-  // FamilyInfo::moe_block), empty for a dense model.
+  // FamilyInfo::names.block), empty for a dense model.
   LayerCheckpointing(CheckpointConfig config, std::shared_ptr<rng::Generator> generator,
                      const std::string& moe_block = "");
 

@@ -113,45 +113,6 @@ class Fields {
   std::set<std::string> read_;
 };
 
-// ---- family defaults -------------------------------------------------------------
-
-// Each config class's defaults for the fields a config.json may leave out
-// (transformers writes them all; other writers may not). 0 in kv_heads or
-// head_dim: derived as the class does (num_attention_heads, hidden_size /
-// num_attention_heads).
-struct Defaults {
-  Family family;
-  int64_t kv_heads;
-  int64_t max_position_embeddings;
-  double rms_norm_eps;
-  double rope_theta;
-  int64_t head_dim;
-  // MoE: experts, per token, aux loss weight, renormalized gates.
-  int64_t experts;
-  int64_t experts_per_tok;
-  double aux_loss_coef;
-  bool norm_topk_prob;
-};
-
-constexpr Defaults kDefaults[] = {
-    {Family::llama, 0, 2048, 1e-6, 1e4, 0, 0, 0, 0, false},
-    {Family::mistral, 8, 131072, 1e-6, 1e4, 0, 0, 0, 0, false},
-    {Family::qwen2, 32, 32768, 1e-6, 1e4, 0, 0, 0, 0, false},
-    {Family::qwen3, 32, 32768, 1e-6, 1e4, 128, 0, 0, 0, false},
-    {Family::mixtral, 8, 131072, 1e-5, 1e6, 0, 8, 2, 0.001, true},
-    {Family::qwen2_moe, 16, 32768, 1e-6, 1e4, 0, 60, 4, 0.001, false},
-    {Family::qwen3_moe, 4, 32768, 1e-6, 1e4, 0, 128, 8, 0.001, false},
-    {Family::olmoe, 0, 4096, 1e-5, 1e4, 0, 64, 8, 0.01, false},
-    {Family::deepseek_v3, 128, 4096, 1e-6, 1e4, 0, 256, 8, 0.0, true},
-};
-
-const Defaults& defaults_of(Family f) {
-  for (const Defaults& d : kDefaults) {
-    if (d.family == f) return d;
-  }
-  REPRISE_FAIL("config.json: no defaults for family ", family_info(f).model_type);
-}
-
 // Fields of every config that do not change what the model computes.
 void skip_common(Fields& c) {
   c.skip({"architectures",
@@ -182,7 +143,7 @@ void skip_common(Fields& c) {
 
 // rope_scaling (transformers 4, and 5's old spelling, which wins when set)
 // or rope_parameters, with rope_theta beside them as the default theta.
-void read_rope(Fields& c, LlamaConfig& l, const Defaults& d) {
+void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
   const double top_theta = c.real("rope_theta", d.rope_theta);
   l.rope_theta = top_theta;
   const json::Value* scaling = c.get("rope_scaling");
@@ -272,27 +233,26 @@ void write_rope(const LlamaConfig& l, json::Value& c) {
 
 // ---- attention --------------------------------------------------------------------
 
-// The sliding window: Mistral and Mixtral put sliding_window on every
-// layer; Qwen2, Qwen3 and Qwen2-MoE only with use_sliding_window, on the
-// layers layer_types marks (HF derives them: layers from max_window_layers
-// on); Qwen3-MoE with use_sliding_window, on every layer.
+// The sliding window (FamilyInfo::window): Mistral and Mixtral put
+// sliding_window on every layer; Qwen2, Qwen3 and Qwen2-MoE only with
+// use_sliding_window, on the layers layer_types marks (HF derives them:
+// layers from max_window_layers on); Qwen3-MoE with use_sliding_window, on
+// every layer.
 void read_window(Fields& c, LlamaConfig& l) {
-  const Family f = l.family;
-  const bool qwen =
-      f == Family::qwen2 || f == Family::qwen3 || f == Family::qwen2_moe || f == Family::qwen3_moe;
-  const bool uniform = f == Family::mistral || f == Family::mixtral || f == Family::qwen3_moe;
-  if (!qwen && !uniform) {
+  const FamilyInfo& f = l.info();
+  if (f.window == Window::none) {
     // The family's attention has no window: transformers ignores one.
     c.skip({"sliding_window", "use_sliding_window", "layer_types"});
     return;
   }
+  const bool gated = f.window != Window::uniform;
   int64_t window = c.integer("sliding_window", 0);
-  if (qwen && !c.flag("use_sliding_window", false)) window = 0;
+  if (gated && !c.flag("use_sliding_window", false)) window = 0;
   REPRISE_CHECK(window >= 0, c.where(), ": field \"sliding_window\" must be positive or null, got ",
                 window);
   l.sliding_window = window;
-  if (uniform) {
-    if (f == Family::mistral) c.skip({"layer_types"});  // HF's Mistral ignores them
+  if (f.window != Window::per_layer_if_enabled) {
+    if (f.window_ignores_layer_types) c.skip({"layer_types"});
     return;
   }
   const int64_t first_sliding = c.integer("max_window_layers", 28);
@@ -325,19 +285,11 @@ void read_window(Fields& c, LlamaConfig& l) {
 }
 
 void write_window(const LlamaConfig& l, json::Value& c) {
-  const Family f = l.family;
-  if (f == Family::mistral || f == Family::mixtral) {
-    c.set("sliding_window", l.sliding_window > 0 ? json::Value(l.sliding_window) : json::Value());
-    return;
-  }
-  if (f == Family::qwen3_moe) {
-    c.set("use_sliding_window", l.sliding_window > 0);
-    c.set("sliding_window", l.sliding_window > 0 ? json::Value(l.sliding_window) : json::Value());
-    return;
-  }
-  if (f != Family::qwen2 && f != Family::qwen3 && f != Family::qwen2_moe) return;
-  c.set("use_sliding_window", l.sliding_window > 0);
+  const Window window = l.info().window;
+  if (window == Window::none) return;
+  if (window != Window::uniform) c.set("use_sliding_window", l.sliding_window > 0);
   c.set("sliding_window", l.sliding_window > 0 ? json::Value(l.sliding_window) : json::Value());
+  if (window != Window::per_layer_if_enabled) return;
   c.set("max_window_layers", l.num_hidden_layers);
   json::Array types;
   for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
@@ -346,30 +298,27 @@ void write_window(const LlamaConfig& l, json::Value& c) {
   c.set("layer_types", types);
 }
 
-// q/k/v/o biases as each family names them.
+// The biases (FamilyInfo::biases, mlp_bias) as each family names them.
 void read_biases(Fields& c, LlamaConfig& l) {
-  switch (l.family) {
-    case Family::llama:
-    case Family::qwen3:
-    case Family::qwen3_moe:
-    case Family::olmoe:
-      l.qkv_bias = l.o_bias = c.flag("attention_bias", false);
-      break;
-    case Family::qwen2:
-      l.qkv_bias = true;  // Qwen2Attention's q, k, v always have biases
-      break;
-    case Family::qwen2_moe:
-      l.qkv_bias = c.flag("qkv_bias", true);
-      break;
-    case Family::deepseek_v3:
-      c.require_false("attention_bias", "DeepSeek-V3 has no attention biases");
-      break;
-    case Family::mistral:
-    case Family::mixtral:
+  const FamilyInfo& f = l.info();
+  switch (f.biases) {
+    case AttentionBiases::none:
       c.skip({"attention_bias"});  // their attention has no biases; HF reads no such field
       break;
+    case AttentionBiases::none_refused:
+      c.require_false("attention_bias", std::string(f.architecture) + " has no attention biases");
+      break;
+    case AttentionBiases::together:
+      l.qkv_bias = l.o_bias = c.flag("attention_bias", false);
+      break;
+    case AttentionBiases::qkv_always:
+      l.qkv_bias = true;  // e.g. Qwen2Attention's q, k, v always have biases
+      break;
+    case AttentionBiases::qkv_field:
+      l.qkv_bias = c.flag("qkv_bias", true);
+      break;
   }
-  if (l.family == Family::llama) {
+  if (f.mlp_bias) {
     l.mlp_bias = c.flag("mlp_bias", false);
     REPRISE_CHECK(c.integer("pretraining_tp", 1) == 1, c.where(),
                   ": pretraining_tp other than 1 is not supported");
@@ -379,23 +328,22 @@ void read_biases(Fields& c, LlamaConfig& l) {
 }
 
 void write_biases(const LlamaConfig& l, json::Value& c) {
-  switch (l.family) {
-    case Family::llama:
-      c.set("attention_bias", l.qkv_bias);
-      c.set("mlp_bias", l.mlp_bias);
-      c.set("pretraining_tp", 1);
+  const FamilyInfo& f = l.info();
+  switch (f.biases) {
+    case AttentionBiases::none:
+    case AttentionBiases::qkv_always:
       break;
-    case Family::qwen3:
-    case Family::qwen3_moe:
-    case Family::olmoe:
-    case Family::deepseek_v3:
+    case AttentionBiases::none_refused:
+    case AttentionBiases::together:
       c.set("attention_bias", l.qkv_bias);
       break;
-    case Family::qwen2_moe:
+    case AttentionBiases::qkv_field:
       c.set("qkv_bias", l.qkv_bias);
       break;
-    default:
-      break;
+  }
+  if (f.mlp_bias) {
+    c.set("mlp_bias", l.mlp_bias);
+    c.set("pretraining_tp", 1);
   }
 }
 
@@ -423,115 +371,91 @@ void write_reprise_moe(const MoeConfig& m, json::Value& c) {
   }
 }
 
-MoeConfig read_moe(Fields& c, const LlamaConfig& l, const Defaults& d) {
+// The mixture of experts (FamilyInfo::experts), as the family spells it.
+MoeConfig read_moe(Fields& c, const FamilyInfo& f) {
+  const ExpertPieces& p = f.experts;
+  const FamilyDefaults& d = f.defaults;
   MoeConfig m;
   m.num_experts_per_tok = c.integer("num_experts_per_tok", d.experts_per_tok);
   m.router_aux_loss_coef = c.real("router_aux_loss_coef", d.aux_loss_coef);
   m.norm_topk_prob = c.flag("norm_topk_prob", d.norm_topk_prob);
   read_reprise_moe(c, m);
-  switch (l.family) {
-    case Family::mixtral: {
-      m.num_local_experts = c.integer("num_local_experts", d.experts);
-      m.router_jitter_noise = c.real("router_jitter_noise", 0.0);
-      REPRISE_CHECK(m.router_jitter_noise == 0, c.where(), ": field \"router_jitter_noise\" is ",
-                    m.router_jitter_noise, "; reprise supports only 0");
-      // reprise's own Mixtral: DeepSeek's scoring and shared experts.
-      m.n_shared_experts = c.integer("n_shared_experts", 0);
-      if (const std::optional<std::string> v = c.text("scoring_func")) {
-        REPRISE_CHECK(*v == "softmax" || *v == "sigmoid", c.where(),
-                      ": field \"scoring_func\" is \"", *v,
-                      "\"; expected \"softmax\" or \"sigmoid\"");
-        m.scoring_func = *v == "softmax" ? RouterScoring::softmax : RouterScoring::sigmoid;
-      }
-      break;
+  const int64_t experts = p.experts_alias ? c.integer("num_local_experts", d.experts) : d.experts;
+  m.num_local_experts = c.integer(p.experts_field, experts);
+  if (p.jitter_field) {
+    m.router_jitter_noise = c.real("router_jitter_noise", 0.0);
+    REPRISE_CHECK(m.router_jitter_noise == 0, c.where(), ": field \"router_jitter_noise\" is ",
+                  m.router_jitter_noise, "; reprise supports only 0");
+  }
+  if (p.sigmoid_scoring) {
+    if (const std::optional<std::string> v = c.text("scoring_func")) {
+      REPRISE_CHECK(*v == "softmax" || *v == "sigmoid", c.where(), ": field \"scoring_func\" is \"",
+                    *v, "\"; expected \"softmax\" or \"sigmoid\"");
+      m.scoring_func = *v == "softmax" ? RouterScoring::softmax : RouterScoring::sigmoid;
     }
-    case Family::qwen2_moe:
-    case Family::qwen3_moe:
-    case Family::olmoe: {
-      // Qwen3MoeConfig's attribute map names num_experts num_local_experts.
-      m.num_local_experts = c.integer("num_experts", c.integer("num_local_experts", d.experts));
-      if (l.family != Family::olmoe) {
-        m.moe_intermediate_size = c.required_integer("moe_intermediate_size");
-        m.decoder_sparse_step = c.integer("decoder_sparse_step", 1);
-        m.mlp_only_layers = c.integers("mlp_only_layers");
-      }
-      if (l.family == Family::qwen2_moe) {
-        m.shared_expert_intermediate_size = c.required_integer("shared_expert_intermediate_size");
-        m.shared_expert_gate = m.shared_expert_intermediate_size > 0;
-      }
-      break;
-    }
-    case Family::deepseek_v3: {
-      m.num_local_experts = c.integer("n_routed_experts", d.experts);
-      m.scoring_func = RouterScoring::sigmoid;
-      c.require_text("scoring_func", "sigmoid", "DeepSeek-V3's routing");
-      c.require_text("topk_method", "noaux_tc", "DeepSeek-V3's group-limited routing");
-      REPRISE_CHECK(c.integer("moe_layer_freq", 1) == 1, c.where(),
-                    ": field \"moe_layer_freq\" other than 1 is not supported");
-      m.score_correction_bias = true;
-      m.moe_intermediate_size = c.required_integer("moe_intermediate_size");
-      m.n_shared_experts = c.integer("n_shared_experts", 1);
-      m.n_group = c.integer("n_group", 8);
-      m.topk_group = c.integer("topk_group", 4);
-      m.routed_scaling_factor = c.real("routed_scaling_factor", 2.5);
-      m.first_k_dense_replace = c.integer("first_k_dense_replace", 3);
-      // Training-time settings of DeepSeek's own code that HF's model
-      // does not read.
-      c.skip({"aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers"});
-      break;
-    }
-    default:
-      REPRISE_FAIL(c.where(), ": family ", l.info().model_type, " has no experts");
+  }
+  if (p.shared_experts) m.n_shared_experts = c.integer("n_shared_experts", 0);
+  if (p.expert_width) m.moe_intermediate_size = c.required_integer("moe_intermediate_size");
+  if (p.sparse_layers) {
+    m.decoder_sparse_step = c.integer("decoder_sparse_step", 1);
+    m.mlp_only_layers = c.integers("mlp_only_layers");
+  }
+  if (p.gated_shared_expert) {
+    m.shared_expert_intermediate_size = c.required_integer("shared_expert_intermediate_size");
+    m.shared_expert_gate = m.shared_expert_intermediate_size > 0;
+  }
+  if (p.deepseek_routing) {
+    m.scoring_func = RouterScoring::sigmoid;
+    c.require_text("scoring_func", "sigmoid", "DeepSeek-V3's routing");
+    c.require_text("topk_method", "noaux_tc", "DeepSeek-V3's group-limited routing");
+    REPRISE_CHECK(c.integer("moe_layer_freq", 1) == 1, c.where(),
+                  ": field \"moe_layer_freq\" other than 1 is not supported");
+    m.score_correction_bias = true;
+    m.n_shared_experts = c.integer("n_shared_experts", 1);
+    m.n_group = c.integer("n_group", 8);
+    m.topk_group = c.integer("topk_group", 4);
+    m.routed_scaling_factor = c.real("routed_scaling_factor", 2.5);
+    m.first_k_dense_replace = c.integer("first_k_dense_replace", 3);
+    // Training-time settings of DeepSeek's own code that HF's model
+    // does not read.
+    c.skip({"aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers"});
   }
   return m;
 }
 
 void write_moe(const LlamaConfig& l, json::Value& c) {
+  const ExpertPieces& p = l.info().experts;
   const MoeConfig& m = *l.moe;
   c.set("num_experts_per_tok", m.num_experts_per_tok);
   c.set("norm_topk_prob", m.norm_topk_prob);
   c.set("output_router_logits", false);
-  // DeepSeek-V3's config has no such field (its default, 0, is read back
-  // when absent): written when set, so that the config reads back the same.
-  if (l.family != Family::deepseek_v3 || m.router_aux_loss_coef != 0)
+  // A field the family's config lacks (DeepSeek-V3's; its default, 0, is
+  // read back when absent) is written when set, so that the config reads
+  // back the same.
+  if (l.info().defaults.aux_loss_coef != 0 || m.router_aux_loss_coef != 0)
     c.set("router_aux_loss_coef", m.router_aux_loss_coef);
-  switch (l.family) {
-    case Family::mixtral:
-      c.set("num_local_experts", m.num_local_experts);
-      c.set("router_jitter_noise", m.router_jitter_noise);
-      if (m.scoring_func != RouterScoring::softmax) {
-        c.set("scoring_func", router_scoring_name(m.scoring_func));
-      }
-      if (m.n_shared_experts != 0) c.set("n_shared_experts", m.n_shared_experts);
-      break;
-    case Family::qwen2_moe:
-    case Family::qwen3_moe:
-    case Family::olmoe:
-      c.set("num_experts", m.num_local_experts);
-      if (l.family != Family::olmoe) {
-        c.set("moe_intermediate_size", m.moe_intermediate_size);
-        c.set("decoder_sparse_step", m.decoder_sparse_step);
-        json::Array only;
-        for (int64_t i : m.mlp_only_layers) only.emplace_back(i);
-        c.set("mlp_only_layers", only);
-      }
-      if (l.family == Family::qwen2_moe) {
-        c.set("shared_expert_intermediate_size", m.shared_expert_intermediate_size);
-      }
-      break;
-    case Family::deepseek_v3:
-      c.set("n_routed_experts", m.num_local_experts);
-      c.set("scoring_func", "sigmoid");
-      c.set("topk_method", "noaux_tc");
-      c.set("moe_intermediate_size", m.moe_intermediate_size);
-      c.set("n_shared_experts", m.n_shared_experts);
-      c.set("n_group", m.n_group);
-      c.set("topk_group", m.topk_group);
-      c.set("routed_scaling_factor", m.routed_scaling_factor);
-      c.set("first_k_dense_replace", m.first_k_dense_replace);
-      break;
-    default:
-      break;
+  c.set(p.experts_field, m.num_local_experts);
+  if (p.jitter_field) c.set("router_jitter_noise", m.router_jitter_noise);
+  if (p.sigmoid_scoring && m.scoring_func != RouterScoring::softmax)
+    c.set("scoring_func", router_scoring_name(m.scoring_func));
+  if (p.shared_experts && m.n_shared_experts != 0) c.set("n_shared_experts", m.n_shared_experts);
+  if (p.expert_width) c.set("moe_intermediate_size", m.moe_intermediate_size);
+  if (p.sparse_layers) {
+    c.set("decoder_sparse_step", m.decoder_sparse_step);
+    json::Array only;
+    for (int64_t i : m.mlp_only_layers) only.emplace_back(i);
+    c.set("mlp_only_layers", only);
+  }
+  if (p.gated_shared_expert)
+    c.set("shared_expert_intermediate_size", m.shared_expert_intermediate_size);
+  if (p.deepseek_routing) {
+    c.set("scoring_func", "sigmoid");
+    c.set("topk_method", "noaux_tc");
+    c.set("n_shared_experts", m.n_shared_experts);
+    c.set("n_group", m.n_group);
+    c.set("topk_group", m.topk_group);
+    c.set("routed_scaling_factor", m.routed_scaling_factor);
+    c.set("first_k_dense_replace", m.first_k_dense_replace);
   }
   write_reprise_moe(m, c);
 }
@@ -561,7 +485,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   const FamilyInfo* family = family_named(*type);
   REPRISE_CHECK(family != nullptr, where, ": model_type is \"", *type, "\"; reprise supports ",
                 supported_model_types());
-  const Defaults& d = defaults_of(family->family);
+  const FamilyDefaults& d = family->defaults;
   skip_common(c);
   c.require_text("hidden_act", "silu", "the SwiGLU activation");
   REPRISE_CHECK(!c.has("quantization_config"), where,
@@ -587,9 +511,8 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   read_rope(c, l, d);
   read_biases(c, l);
   read_window(c, l);
-  if (l.family == Family::qwen3 || l.family == Family::qwen3_moe) l.qk_norm = QkNorm::per_head;
-  if (l.family == Family::olmoe) l.qk_norm = QkNorm::projection;
-  if (l.family == Family::deepseek_v3) {
+  l.qk_norm = family->qk_norm;
+  if (family->mla) {
     l.mla = read_mla(c);
   } else {
     // transformers writes head_dim explicitly; keep 0 when it is the
@@ -600,7 +523,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
         !__builtin_mul_overflow(head_dim, l.num_attention_heads, &width) && width == l.hidden_size;
     if (head_dim != 0 && l.num_attention_heads > 0 && !derived) l.head_dim = head_dim;
   }
-  if (family->moe) l.moe = read_moe(c, l, d);
+  if (family->experts.moe) l.moe = read_moe(c, *family);
   try {
     l.validate();
   } catch (const Error& e) {

@@ -1,6 +1,6 @@
 #pragma once
 // config.json, as transformers writes and reads it for each family
-// (FamilyInfo in nn/model_config.h), to and from LlamaConfig.
+// (FamilyInfo in nn/family.h), to and from LlamaConfig.
 //
 // Reading follows the family's config class: its field names (Qwen-MoE's
 // num_experts, DeepSeek's n_routed_experts, ...), its defaults for absent

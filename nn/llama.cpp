@@ -256,8 +256,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
   register_module(*self_attn);
   if (c.is_moe_layer(index)) {
     const FamilyInfo& f = c.info();
-    moe = std::make_unique<SparseMoeBlock>(f.moe_block, c.hidden_size, c.intermediate_size, *c.moe,
-                                           std::move(experts), moe_names(f));
+    moe = std::make_unique<SparseMoeBlock>(f.names.block, c.hidden_size, c.intermediate_size,
+                                           *c.moe, std::move(experts), moe_names(f));
     register_module(*moe);
   } else {
     mlp = std::make_unique<SwiGluMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias);

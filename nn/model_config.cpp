@@ -9,55 +9,6 @@
 
 namespace reprise::nn {
 
-// ---- families ----------------------------------------------------------------
-
-namespace {
-
-// One row per family: what its checkpoints call an MoE layer's pieces.
-constexpr FamilyInfo kFamilies[] = {
-    {Family::llama, "llama", "LlamaForCausalLM", false, "mlp", "gate_proj", "up_proj", "down_proj",
-     "shared_experts"},
-    {Family::mistral, "mistral", "MistralForCausalLM", false, "mlp", "gate_proj", "up_proj",
-     "down_proj", "shared_experts"},
-    {Family::qwen2, "qwen2", "Qwen2ForCausalLM", false, "mlp", "gate_proj", "up_proj", "down_proj",
-     "shared_experts"},
-    {Family::qwen3, "qwen3", "Qwen3ForCausalLM", false, "mlp", "gate_proj", "up_proj", "down_proj",
-     "shared_experts"},
-    {Family::mixtral, "mixtral", "MixtralForCausalLM", true, "block_sparse_moe", "w1", "w3", "w2",
-     "shared_experts"},
-    {Family::qwen2_moe, "qwen2_moe", "Qwen2MoeForCausalLM", true, "mlp", "gate_proj", "up_proj",
-     "down_proj", "shared_expert"},
-    {Family::qwen3_moe, "qwen3_moe", "Qwen3MoeForCausalLM", true, "mlp", "gate_proj", "up_proj",
-     "down_proj", "shared_experts"},
-    {Family::olmoe, "olmoe", "OlmoeForCausalLM", true, "mlp", "gate_proj", "up_proj", "down_proj",
-     "shared_experts"},
-    {Family::deepseek_v3, "deepseek_v3", "DeepseekV3ForCausalLM", true, "mlp", "gate_proj",
-     "up_proj", "down_proj", "shared_experts"},
-};
-
-}  // namespace
-
-const FamilyInfo& family_info(Family f) {
-  for (const FamilyInfo& info : kFamilies) {
-    if (info.family == f) return info;
-  }
-  REPRISE_FAIL("family_info: unknown family ", int(f));
-}
-
-const FamilyInfo* family_named(std::string_view model_type) {
-  for (const FamilyInfo& info : kFamilies) {
-    if (model_type == info.model_type) return &info;
-  }
-  return nullptr;
-}
-
-std::string supported_model_types() {
-  std::string s;
-  for (const FamilyInfo& info : kFamilies)
-    s += (s.empty() ? "" : ", ") + std::string(info.model_type);
-  return s;
-}
-
 // ---- MoeConfig ---------------------------------------------------------------
 
 const char* router_scoring_name(RouterScoring s) {
@@ -199,63 +150,67 @@ int64_t LlamaConfig::attention_window(int64_t layer) const {
 
 namespace {
 
-// The pieces a family's transformers class can build: anything else in a
-// config of that family would be a model transformers does not have.
-void check_family_pieces(const LlamaConfig& c) {
+// The pieces a family's transformers class can build (its row,
+// nn/family.h): anything else in a config of that family would be a model
+// transformers does not have.
+void check_attention_pieces(const LlamaConfig& c) {
   const FamilyInfo& f = c.info();
   auto refuse = [&](bool present, const char* what) {
     REPRISE_CHECK(!present, "LlamaConfig: ", f.model_type, " models have no ", what);
   };
-  const Family fam = c.family;
-  const bool qwen2ish = fam == Family::qwen2 || fam == Family::qwen2_moe;
-  const bool attention_bias_field = fam == Family::llama || fam == Family::qwen3 ||
-                                    fam == Family::qwen3_moe || fam == Family::olmoe;
-  if (fam == Family::qwen2) {
-    REPRISE_CHECK(c.qkv_bias && !c.o_bias,
-                  "LlamaConfig: qwen2 models have q/k/v biases and none on o_proj");
-  } else if (fam == Family::qwen2_moe) {
-    refuse(c.o_bias, "o_proj bias");
-  } else if (attention_bias_field) {
-    REPRISE_CHECK(c.qkv_bias == c.o_bias, "LlamaConfig: ", f.model_type,
-                  " models bias q, k, v and o together (attention_bias) or none of them");
-  } else {
-    refuse(c.qkv_bias || c.o_bias, "attention biases");
+  switch (f.biases) {
+    case AttentionBiases::none:
+    case AttentionBiases::none_refused:
+      refuse(c.qkv_bias || c.o_bias, "attention biases");
+      break;
+    case AttentionBiases::together:
+      REPRISE_CHECK(c.qkv_bias == c.o_bias, "LlamaConfig: ", f.model_type,
+                    " models bias q, k, v and o together (attention_bias) or none of them");
+      break;
+    case AttentionBiases::qkv_always:
+      REPRISE_CHECK(c.qkv_bias && !c.o_bias, "LlamaConfig: ", f.model_type,
+                    " models have q/k/v biases and none on o_proj");
+      break;
+    case AttentionBiases::qkv_field:
+      refuse(c.o_bias, "o_proj bias");
+      break;
   }
-  refuse(c.mlp_bias && fam != Family::llama, "MLP biases");
-  const QkNorm norm = fam == Family::qwen3 || fam == Family::qwen3_moe ? QkNorm::per_head
-                      : fam == Family::olmoe                           ? QkNorm::projection
-                                                                       : QkNorm::none;
-  REPRISE_CHECK(c.qk_norm == norm, "LlamaConfig: ", f.model_type, " models normalize q and k ",
-                norm == QkNorm::none       ? "nowhere"
-                : norm == QkNorm::per_head ? "per head"
-                                           : "over the whole projection",
+  refuse(c.mlp_bias && !f.mlp_bias, "MLP biases");
+  REPRISE_CHECK(c.qk_norm == f.qk_norm, "LlamaConfig: ", f.model_type, " models normalize q and k ",
+                f.qk_norm == QkNorm::none       ? "nowhere"
+                : f.qk_norm == QkNorm::per_head ? "per head"
+                                                : "over the whole projection",
                 ", not as this config says");
-  const bool sliding = fam == Family::mistral || fam == Family::mixtral || qwen2ish ||
-                       fam == Family::qwen3 || fam == Family::qwen3_moe;
-  refuse(c.sliding_window != 0 && !sliding, "sliding-window attention");
-  const bool per_layer = qwen2ish || fam == Family::qwen3;
-  refuse(!c.layer_types.empty() && !per_layer, "per-layer attention types (layer_types)");
-  REPRISE_CHECK(fam == Family::deepseek_v3 ? c.mla.has_value() : !c.mla.has_value(),
-                "LlamaConfig: multi-head latent attention (mla) is DeepSeek-V3's and only its");
-  REPRISE_CHECK(f.moe == c.moe.has_value(), "LlamaConfig: ", f.model_type,
-                f.moe ? " models are mixtures of experts (set moe)" : " models have no experts");
+  refuse(c.sliding_window != 0 && f.window == Window::none, "sliding-window attention");
+  refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled,
+         "per-layer attention types (layer_types)");
+  REPRISE_CHECK(f.mla == c.mla.has_value(), "LlamaConfig: ", f.model_type,
+                f.mla ? " models have multi-head latent attention (set mla)"
+                      : " models have no multi-head latent attention (mla)");
+}
+
+void check_expert_pieces(const LlamaConfig& c) {
+  const FamilyInfo& f = c.info();
+  const ExpertPieces& p = f.experts;
+  REPRISE_CHECK(p.moe == c.moe.has_value(), "LlamaConfig: ", f.model_type,
+                p.moe ? " models are mixtures of experts (set moe)" : " models have no experts");
   if (!c.moe) return;
+  auto refuse = [&](bool present, const char* what) {
+    REPRISE_CHECK(!present, "LlamaConfig: ", f.model_type, " models have no ", what);
+  };
   const MoeConfig& m = *c.moe;
-  const bool deepseek = fam == Family::deepseek_v3, mixtral = fam == Family::mixtral;
-  // reprise's own Mixtral may score with sigmoid and add DeepSeek's shared
-  // experts (written as reprise fields, nn/hf_config.h).
-  refuse(m.scoring_func == RouterScoring::sigmoid && !deepseek && !mixtral, "sigmoid routing");
+  const bool deepseek = p.deepseek_routing;
+  refuse(m.scoring_func == RouterScoring::sigmoid && !p.sigmoid_scoring && !deepseek,
+         "sigmoid routing");
   refuse(m.scoring_func == RouterScoring::softmax && deepseek, "softmax routing");
   refuse((m.score_correction_bias || m.n_group > 1 || m.routed_scaling_factor != 1) && !deepseek,
          "group-limited routing, score correction bias or routed scaling");
-  refuse(m.n_shared_experts > 0 && !deepseek && !mixtral, "n_shared_experts");
-  refuse(
-      (m.shared_expert_intermediate_size > 0 || m.shared_expert_gate) && fam != Family::qwen2_moe,
-      "a gated shared expert");
-  refuse(m.moe_intermediate_size > 0 && mixtral, "moe_intermediate_size");
+  refuse(m.n_shared_experts > 0 && !p.shared_experts && !deepseek, "n_shared_experts");
+  refuse((m.shared_expert_intermediate_size > 0 || m.shared_expert_gate) && !p.gated_shared_expert,
+         "a gated shared expert");
+  refuse(m.moe_intermediate_size > 0 && !p.expert_width, "moe_intermediate_size");
   refuse(m.first_k_dense_replace > 0 && !deepseek, "first_k_dense_replace");
-  refuse((m.decoder_sparse_step > 1 || !m.mlp_only_layers.empty()) && fam != Family::qwen2_moe &&
-             fam != Family::qwen3_moe,
+  refuse((m.decoder_sparse_step > 1 || !m.mlp_only_layers.empty()) && !p.sparse_layers,
          "decoder_sparse_step or mlp_only_layers");
 }
 
@@ -304,7 +259,8 @@ void LlamaConfig::validate() const {
                 "LlamaConfig: layer_types marks sliding layers but sliding_window is 0");
   if (mla) mla->validate();
   if (moe) moe->validate();
-  check_family_pieces(*this);
+  check_attention_pieces(*this);
+  check_expert_pieces(*this);
 }
 
 std::string LlamaConfig::describe() const {

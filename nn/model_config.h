@@ -8,8 +8,9 @@
 // router's scoring, grouping and shared experts. One forward
 // (nn/llama.h) composes the pieces, so checkpoint policies, autocast, the
 // CUDA kernels, generation and the parallel layers serve every family.
-// nn/hf_config.h reads and writes each family's config.json; its
-// checkpoint names come from the family's row (FamilyInfo).
+// Which pieces a family may use, and how its config.json and checkpoints
+// name them, is its row (FamilyInfo, nn/family.h); nn/hf_config.h reads
+// and writes config.json from the rows.
 
 #include <cstdint>
 #include <optional>
@@ -17,47 +18,10 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/family.h"
 #include "nn/rope.h"
 
 namespace reprise::nn {
-
-// ---- families ----------------------------------------------------------------
-
-enum class Family : uint8_t {
-  llama,
-  mistral,
-  qwen2,
-  qwen3,
-  mixtral,
-  qwen2_moe,
-  qwen3_moe,
-  olmoe,
-  deepseek_v3,
-};
-
-// A family's row: its config.json model_type, its transformers class and
-// the module names its checkpoints use for an MoE layer's pieces (the
-// dense pieces are named alike in every family: self_attn.q_proj,
-// mlp.gate_proj, ...).
-struct FamilyInfo {
-  Family family;
-  const char* model_type;    // "qwen2_moe"
-  const char* architecture;  // "Qwen2MoeForCausalLM"
-  bool moe;                  // its layers may hold a mixture of experts
-  const char* moe_block;     // "block_sparse_moe" (Mixtral's on-disk name) or "mlp"
-  // An expert's SwiGLU projections: Mixtral's w1, w3, w2, else gate_proj, up_proj, down_proj.
-  const char* expert_gate;
-  const char* expert_up;
-  const char* expert_down;
-  const char*
-      shared_experts;  // "shared_experts" (DeepSeek, Mixtral) or "shared_expert" (Qwen2-MoE)
-};
-
-const FamilyInfo& family_info(Family f);
-// The family of a config.json model_type; nullptr for one reprise lacks.
-const FamilyInfo* family_named(std::string_view model_type);
-// "llama, mistral, qwen2, ..." for error messages.
-std::string supported_model_types();
 
 // ---- mixture of experts ------------------------------------------------------
 
@@ -138,13 +102,6 @@ struct MoeConfig {
 };
 
 // ---- attention ---------------------------------------------------------------
-
-// Where q and k are RMS-normalized before RoPE.
-enum class QkNorm : uint8_t {
-  none,
-  per_head,    // Qwen3: over each head's D values (q_norm, k_norm of shape (D))
-  projection,  // OLMoE: over the whole projection (q_norm (Hq D), k_norm (Hkv D))
-};
 
 // A decoder layer's attention mask (HF's layer_types).
 enum class LayerAttention : uint8_t { full, sliding };

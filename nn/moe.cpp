@@ -25,10 +25,10 @@
 namespace reprise::nn {
 
 MoeNames moe_names(const FamilyInfo& f) {
-  return {.expert_gate = f.expert_gate,
-          .expert_up = f.expert_up,
-          .expert_down = f.expert_down,
-          .shared = f.shared_experts};
+  return {.expert_gate = f.names.gate,
+          .expert_up = f.names.up,
+          .expert_down = f.names.down,
+          .shared = f.names.shared};
 }
 
 // ---- moe_forward ------------------------------------------------------------
@@ -440,7 +440,7 @@ void SparseMoeBlock::skip_expert_init(int64_t first, int64_t end, rng::Generator
 std::string router_scopes(const std::string& moe_block) { return "*." + moe_block + ".gate"; }
 
 std::string moe_block_of(const LlamaConfig& config) {
-  return config.moe ? config.info().moe_block : "";
+  return config.moe ? config.info().names.block : "";
 }
 
 std::string expert_of(std::string_view name) {

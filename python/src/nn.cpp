@@ -188,16 +188,8 @@ void bind_config_enums(nb::module_& m) {
       .value("f32", nn::RouterDType::f32)
       .value("bf16", nn::RouterDType::bf16);
 
-  nb::enum_<nn::Family>(m, "Family", "A model family: transformers' model_type.")
-      .value("llama", nn::Family::llama)
-      .value("mistral", nn::Family::mistral)
-      .value("qwen2", nn::Family::qwen2)
-      .value("qwen3", nn::Family::qwen3)
-      .value("mixtral", nn::Family::mixtral)
-      .value("qwen2_moe", nn::Family::qwen2_moe)
-      .value("qwen3_moe", nn::Family::qwen3_moe)
-      .value("olmoe", nn::Family::olmoe)
-      .value("deepseek_v3", nn::Family::deepseek_v3);
+  nb::enum_<nn::Family> family(m, "Family", "A model family: transformers' model_type.");
+  for (const nn::FamilyInfo& f : nn::all_families()) family.value(f.model_type, f.family);
   nb::enum_<nn::RopeType>(m, "RopeType")
       .value("default", nn::RopeType::standard)
       .value("linear", nn::RopeType::linear)

@@ -117,6 +117,20 @@ Pass train_pass(LlamaForCausalLM& model, const Golden& g,
   return p;
 }
 
+// Every family's row (nn/family.h) has a golden case, and every case's
+// folder is a family's.
+TEST(FamilyRows, EveryFamilyHasAGoldenCase) {
+  std::set<Family> covered;
+  for (const char* name : kCases)
+    covered.insert(read_llama_config(fixture_path(std::string("families/") + name)).family);
+  for (const FamilyInfo& f : all_families()) {
+    EXPECT_TRUE(covered.count(f.family)) << f.model_type << " has no case in kCases";
+    EXPECT_EQ(family_named(f.model_type), &f);
+    EXPECT_EQ(&family_info(f.family), &f);
+  }
+  EXPECT_EQ(all_families().size(), kFamilyCount);
+}
+
 class Families : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Families, ConfigReadsWithNothingUnknownAndRoundTrips) {

@@ -1,0 +1,131 @@
+#pragma once
+// A model family as one row (FamilyInfo, nn/family.cpp): the model_type
+// names it answers to, its transformers class, its config class's defaults
+// by field name, which pieces its models may use, how its config.json
+// spells the fields of those pieces, and the module names its checkpoints
+// give an MoE layer's parts. Reading and writing config.json
+// (nn/hf_config.cpp), the check of a config's pieces (LlamaConfig::
+// validate), the weight names (nn/moe.cpp), the Python enum and the list of
+// supported model types all come from the rows; no code branches on a
+// family. Adding a family like the others is a row (and an enumerator),
+// its golden fixture, and whatever piece none has yet.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace reprise::nn {
+
+// The families, each with its row in nn/family.cpp (a build error until it
+// has one).
+#define REPRISE_FAMILIES(X) \
+  X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) X(olmoe) X(deepseek_v3)
+
+enum class Family : uint8_t {
+#define REPRISE_FAMILY_ENUMERATOR(name) name,
+  REPRISE_FAMILIES(REPRISE_FAMILY_ENUMERATOR)
+#undef REPRISE_FAMILY_ENUMERATOR
+};
+
+#define REPRISE_FAMILY_ONE(name) +1
+inline constexpr size_t kFamilyCount = 0 REPRISE_FAMILIES(REPRISE_FAMILY_ONE);
+#undef REPRISE_FAMILY_ONE
+
+// Where q and k are RMS-normalized before RoPE.
+enum class QkNorm : uint8_t {
+  none,
+  per_head,    // Qwen3: over each head's D values (q_norm, k_norm of shape (D))
+  projection,  // OLMoE: over the whole projection (q_norm (Hq D), k_norm (Hkv D))
+};
+
+// The biases of the attention projections, and how config.json says so.
+enum class AttentionBiases : uint8_t {
+  none,          // none, and no field (a stray attention_bias is ignored, as HF does)
+  none_refused,  // none: attention_bias must be false (it is written, false)
+  together,      // q, k, v and o together, or none: attention_bias
+  qkv_always,    // q, k and v always, o never; no field
+  qkv_field,     // q, k and v by qkv_bias (default true), o never
+};
+
+// Sliding-window attention, and how config.json says so.
+enum class Window : uint8_t {
+  none,                  // no window: sliding_window and its kin are ignored
+  uniform,               // sliding_window, on every layer
+  uniform_if_enabled,    // sliding_window on every layer when use_sliding_window
+  per_layer_if_enabled,  // ... on the layers layer_types (or max_window_layers) marks
+};
+
+// The config class's defaults of the fields a config.json may leave out
+// (transformers writes them all; other writers may not). 0 in kv_heads or
+// head_dim: derived as the class does (num_attention_heads, hidden_size /
+// num_attention_heads).
+struct FamilyDefaults {
+  int64_t kv_heads = 0;
+  int64_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 1e4;
+  int64_t head_dim = 0;
+  // MoE: experts, per token, aux loss weight, renormalized gates.
+  int64_t experts = 0;
+  int64_t experts_per_tok = 0;
+  double aux_loss_coef = 0;
+  bool norm_topk_prob = false;
+};
+
+// The mixture of experts a family's layers may hold, and how config.json
+// spells it. Every MoE family has num_experts_per_tok, norm_topk_prob and
+// router_aux_loss_coef.
+struct ExpertPieces {
+  bool moe = false;                  // its layers may be mixtures of experts
+  const char* experts_field = "";    // the expert count: "num_local_experts", "n_routed_experts"
+  bool experts_alias = false;        // also num_local_experts (Qwen-MoE's attribute map)
+  bool jitter_field = false;         // router_jitter_noise (must be 0)
+  bool sigmoid_scoring = false;      // scoring_func may be "sigmoid" (reprise's own Mixtral)
+  bool shared_experts = false;       // n_shared_experts (default 0)
+  bool expert_width = false;         // moe_intermediate_size, required
+  bool sparse_layers = false;        // decoder_sparse_step and mlp_only_layers
+  bool gated_shared_expert = false;  // shared_expert_intermediate_size, required; gated when > 0
+  // DeepSeek-V3's routing: sigmoid scores only, the score correction bias,
+  // group-limited top-k, routed scaling, n_shared_experts (default 1) and
+  // first_k_dense_replace.
+  bool deepseek_routing = false;
+};
+
+// The module names of an MoE layer's parts in a family's checkpoints (the
+// dense parts are named alike in every family: self_attn.q_proj, ...).
+struct ExpertNames {
+  const char* block = "mlp";  // "block_sparse_moe" (Mixtral's)
+  // An expert's SwiGLU projections: Mixtral's w1, w3, w2.
+  const char* gate = "gate_proj";
+  const char* up = "up_proj";
+  const char* down = "down_proj";
+  const char* shared = "shared_experts";  // "shared_expert" (Qwen2-MoE)
+};
+
+// A family's row.
+struct FamilyInfo {
+  Family family;
+  const char* model_type;    // "qwen2_moe"
+  const char* architecture;  // "Qwen2MoeForCausalLM"
+  FamilyDefaults defaults;
+  AttentionBiases biases = AttentionBiases::none;
+  bool mlp_bias = false;  // mlp_bias (and pretraining_tp, which must be 1): Llama's
+  QkNorm qk_norm = QkNorm::none;
+  Window window = Window::none;
+  bool window_ignores_layer_types = false;  // Mistral: HF's model ignores layer_types
+  bool mla = false;                         // DeepSeek-V3's multi-head latent attention
+  ExpertPieces experts = {};
+  ExpertNames names = {};
+};
+
+// Every row, in enum order.
+std::span<const FamilyInfo> all_families();
+const FamilyInfo& family_info(Family f);
+// The family of a config.json model_type; nullptr for one reprise lacks.
+const FamilyInfo* family_named(std::string_view model_type);
+// "llama, mistral, qwen2, ..." for error messages.
+std::string supported_model_types();
+
+}  // namespace reprise::nn
