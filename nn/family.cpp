@@ -14,7 +14,8 @@ constexpr FamilyInfo kFamilies[] = {
      .architecture = "LlamaForCausalLM",
      .defaults = {},
      .biases = AttentionBiases::together,
-     .mlp_bias = true},
+     .mlp_bias = true,
+     .pretraining_tp = true},
     {.family = Family::mistral,
      .model_type = "mistral",
      .architecture = "MistralForCausalLM",
@@ -113,6 +114,17 @@ constexpr FamilyInfo kFamilies[] = {
                  .experts_field = "n_routed_experts",
                  .expert_width = true,
                  .deepseek_routing = true}},
+    {.family = Family::smollm3,
+     .model_type = "smollm3",
+     .architecture = "SmolLM3ForCausalLM",
+     .defaults = {.kv_heads = 4,
+                  .max_position_embeddings = 32768,
+                  .rope_theta = 2e6,
+                  .tie_word_embeddings = true},
+     .biases = AttentionBiases::together,
+     .mlp_bias = true,
+     .window = Window::per_layer_if_enabled,
+     .nope_layers = true},
 };
 
 constexpr bool rows_in_enum_order() {

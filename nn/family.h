@@ -21,7 +21,9 @@ namespace reprise::nn {
 // The families, each with its row in nn/family.cpp (a build error until it
 // has one).
 #define REPRISE_FAMILIES(X) \
-  X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) X(olmoe) X(deepseek_v3)
+  X(llama)                  \
+  X(mistral)                \
+  X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) X(olmoe) X(deepseek_v3) X(smollm3)
 
 enum class Family : uint8_t {
 #define REPRISE_FAMILY_ENUMERATOR(name) name,
@@ -54,7 +56,8 @@ enum class Window : uint8_t {
   none,                  // no window: sliding_window and its kin are ignored
   uniform,               // sliding_window, on every layer
   uniform_if_enabled,    // sliding_window on every layer when use_sliding_window
-  per_layer_if_enabled,  // ... on the layers layer_types (or max_window_layers) marks
+  per_layer_if_enabled,  // ... on the layers layer_types marks (or, without it, those
+                         // from max_window_layers on; with nope_layers, the NoPE layers)
 };
 
 // The config class's defaults of the fields a config.json may leave out
@@ -67,6 +70,7 @@ struct FamilyDefaults {
   double rms_norm_eps = 1e-6;
   double rope_theta = 1e4;
   int64_t head_dim = 0;
+  bool tie_word_embeddings = false;
   // MoE: experts, per token, aux loss weight, renormalized gates.
   int64_t experts = 0;
   int64_t experts_per_tok = 0;
@@ -111,11 +115,15 @@ struct FamilyInfo {
   const char* architecture;  // "Qwen2MoeForCausalLM"
   FamilyDefaults defaults;
   AttentionBiases biases = AttentionBiases::none;
-  bool mlp_bias = false;  // mlp_bias (and pretraining_tp, which must be 1): Llama's
+  bool mlp_bias = false;        // mlp_bias
+  bool pretraining_tp = false;  // Llama's pretraining_tp, which must be 1
   QkNorm qk_norm = QkNorm::none;
   Window window = Window::none;
   bool window_ignores_layer_types = false;  // Mistral: HF's model ignores layer_types
   bool mla = false;                         // DeepSeek-V3's multi-head latent attention
+  // Layers without rotary embeddings (SmolLM3): no_rope_layers, one 0/1 per
+  // layer (0: NoPE), or without it every no_rope_layer_interval-th layer.
+  bool nope_layers = false;
   ExpertPieces experts = {};
   ExpertNames names = {};
 };

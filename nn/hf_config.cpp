@@ -256,6 +256,7 @@ void read_window(Fields& c, LlamaConfig& l) {
     return;
   }
   const int64_t first_sliding = c.integer("max_window_layers", 28);
+  const bool on_nope = f.nope_layers;  // SmolLM3: the NoPE layers slide
   std::vector<LayerAttention> types;
   if (const json::Value* v = c.get("layer_types")) {
     REPRISE_CHECK(v->is_array() && int64_t(v->as_array().size()) == l.num_hidden_layers, c.where(),
@@ -269,8 +270,8 @@ void read_window(Fields& c, LlamaConfig& l) {
     }
   } else {
     for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
-      types.push_back(window > 0 && i >= first_sliding ? LayerAttention::sliding
-                                                       : LayerAttention::full);
+      const bool slides = on_nope ? !l.uses_rope(i) : i >= first_sliding;
+      types.push_back(window > 0 && slides ? LayerAttention::sliding : LayerAttention::full);
     }
   }
   // A sliding type without a window attends fully (Qwen2-MoE writes
@@ -298,6 +299,39 @@ void write_window(const LlamaConfig& l, json::Value& c) {
   c.set("layer_types", types);
 }
 
+// The layers without rotary embeddings (FamilyInfo::nope_layers):
+// no_rope_layers, 1 for a layer with rope and 0 without, or every
+// no_rope_layer_interval-th layer without. None such: empty.
+void read_nope_layers(Fields& c, LlamaConfig& l) {
+  if (!l.info().nope_layers) return;
+  std::vector<bool> nope;
+  if (c.has("no_rope_layers")) {
+    const std::vector<int64_t> uses = c.integers("no_rope_layers");
+    REPRISE_CHECK(int64_t(uses.size()) == l.num_hidden_layers, c.where(),
+                  ": field \"no_rope_layers\" must list ", l.num_hidden_layers, " layers, got ",
+                  uses.size());
+    for (int64_t u : uses) {
+      REPRISE_CHECK(u == 0 || u == 1, c.where(), ": field \"no_rope_layers\" holds ", u,
+                    "; expected 1 (rope) or 0 (none)");
+      nope.push_back(u == 0);
+    }
+    c.skip({"no_rope_layer_interval"});
+  } else {
+    const int64_t interval = c.integer("no_rope_layer_interval", 4);
+    REPRISE_CHECK(interval >= 1, c.where(),
+                  ": field \"no_rope_layer_interval\" must be positive, got ", interval);
+    for (int64_t i = 0; i < l.num_hidden_layers; ++i) nope.push_back((i + 1) % interval == 0);
+  }
+  if (std::count(nope.begin(), nope.end(), true) > 0) l.nope_layers = std::move(nope);
+}
+
+void write_nope_layers(const LlamaConfig& l, json::Value& c) {
+  if (!l.info().nope_layers) return;
+  json::Array uses;
+  for (int64_t i = 0; i < l.num_hidden_layers; ++i) uses.emplace_back(int64_t(l.uses_rope(i)));
+  c.set("no_rope_layers", uses);
+}
+
 // The biases (FamilyInfo::biases, mlp_bias) as each family names them.
 void read_biases(Fields& c, LlamaConfig& l) {
   const FamilyInfo& f = l.info();
@@ -318,8 +352,8 @@ void read_biases(Fields& c, LlamaConfig& l) {
       l.qkv_bias = c.flag("qkv_bias", true);
       break;
   }
-  if (f.mlp_bias) {
-    l.mlp_bias = c.flag("mlp_bias", false);
+  if (f.mlp_bias) l.mlp_bias = c.flag("mlp_bias", false);
+  if (f.pretraining_tp) {
     REPRISE_CHECK(c.integer("pretraining_tp", 1) == 1, c.where(),
                   ": pretraining_tp other than 1 is not supported");
   } else {
@@ -341,10 +375,8 @@ void write_biases(const LlamaConfig& l, json::Value& c) {
       c.set("qkv_bias", l.qkv_bias);
       break;
   }
-  if (f.mlp_bias) {
-    c.set("mlp_bias", l.mlp_bias);
-    c.set("pretraining_tp", 1);
-  }
+  if (f.mlp_bias) c.set("mlp_bias", l.mlp_bias);
+  if (f.pretraining_tp) c.set("pretraining_tp", 1);
 }
 
 // ---- experts ----------------------------------------------------------------------
@@ -505,11 +537,12 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   l.max_position_embeddings = c.integer("max_position_embeddings", d.max_position_embeddings);
   l.rms_norm_eps = c.real("rms_norm_eps", d.rms_norm_eps);
   l.initializer_range = c.real("initializer_range", l.initializer_range);
-  l.tie_word_embeddings = c.flag("tie_word_embeddings", false);
+  l.tie_word_embeddings = c.flag("tie_word_embeddings", d.tie_word_embeddings);
   l.attention_dropout = c.real("attention_dropout", 0.0);
   l.dropout = c.real("reprise_dropout", 0.0);
   read_rope(c, l, d);
   read_biases(c, l);
+  read_nope_layers(c, l);
   read_window(c, l);
   l.qk_norm = family->qk_norm;
   if (family->mla) {
@@ -584,6 +617,7 @@ json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
   c.set("attention_dropout", l.attention_dropout);
   if (l.dropout != 0) c.set("reprise_dropout", l.dropout);
   write_biases(l, c);
+  write_nope_layers(l, c);
   write_window(l, c);
   if (l.mla) {
     const MlaConfig& m = *l.mla;

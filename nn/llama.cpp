@@ -78,7 +78,8 @@ LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c, int64_t l
       heads_(c.num_attention_heads),
       kv_heads_(c.num_key_value_heads),
       head_dim_(c.resolved_head_dim()),
-      window_(c.attention_window(layer)) {
+      window_(c.attention_window(layer)),
+      rope_(c.uses_rope(layer)) {
   register_module(q_proj);
   register_module(k_proj);
   register_module(v_proj);
@@ -112,11 +113,13 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
     return norm != nullptr && whole ? norm->forward(y) : y;
   };
   const Tensor in = autocast_operand(x);  // one 16-bit copy for q, k and v under Autocast
-  const RopeTable rope = rope_table(config_, start + T, x.device());
-  Tensor q = ops::rotary(split_heads(projected(q_proj, q_norm.get(), in), heads_, q_norm.get()),
-                         start, rope.inv_freq, rope.scaling);
-  Tensor k = ops::rotary(split_heads(projected(k_proj, k_norm.get(), in), kv_heads_, k_norm.get()),
-                         start, rope.inv_freq, rope.scaling);
+  Tensor q = split_heads(projected(q_proj, q_norm.get(), in), heads_, q_norm.get());
+  Tensor k = split_heads(projected(k_proj, k_norm.get(), in), kv_heads_, k_norm.get());
+  if (rope_) {
+    const RopeTable rope = rope_table(config_, start + T, x.device());
+    q = ops::rotary(q, start, rope.inv_freq, rope.scaling);
+    k = ops::rotary(k, start, rope.inv_freq, rope.scaling);
+  }
   Tensor v = split_heads(v_proj.forward(in), kv_heads_, nullptr);
   ops::AttentionOptions options{.causal = true, .window = window_};
   if (kv) {

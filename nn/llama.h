@@ -103,6 +103,7 @@ class LlamaAttention final : public Attention {
  private:
   LlamaConfig config_;
   int64_t heads_, kv_heads_, head_dim_, window_;
+  bool rope_;  // false on a NoPE layer
 };
 
 // DeepSeek-V3's multi-head latent attention (MlaConfig in

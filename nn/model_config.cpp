@@ -184,6 +184,7 @@ void check_attention_pieces(const LlamaConfig& c) {
   refuse(c.sliding_window != 0 && f.window == Window::none, "sliding-window attention");
   refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled,
          "per-layer attention types (layer_types)");
+  refuse(!c.nope_layers.empty() && !f.nope_layers, "layers without rotary embeddings (NoPE)");
   REPRISE_CHECK(f.mla == c.mla.has_value(), "LlamaConfig: ", f.model_type,
                 f.mla ? " models have multi-head latent attention (set mla)"
                       : " models have no multi-head latent attention (mla)");
@@ -257,6 +258,9 @@ void LlamaConfig::validate() const {
   REPRISE_CHECK(sliding_window > 0 || std::count(layer_types.begin(), layer_types.end(),
                                                  LayerAttention::sliding) == 0,
                 "LlamaConfig: layer_types marks sliding layers but sliding_window is 0");
+  REPRISE_CHECK(nope_layers.empty() || int64_t(nope_layers.size()) == num_hidden_layers,
+                "LlamaConfig: nope_layers has ", nope_layers.size(), " entries for ",
+                num_hidden_layers, " layers");
   if (mla) mla->validate();
   if (moe) moe->validate();
   check_attention_pieces(*this);
@@ -279,6 +283,8 @@ std::string LlamaConfig::describe() const {
   if (qkv_bias || o_bias || mlp_bias) s << ", biases";
   if (qk_norm != QkNorm::none) s << ", q/k norm";
   if (sliding_window > 0) s << ", window " << sliding_window;
+  if (!nope_layers.empty())
+    s << ", NoPE on " << std::count(nope_layers.begin(), nope_layers.end(), true) << " layers";
   if (moe) s << ", " << moe->describe();
   return s.str();
 }

@@ -162,6 +162,9 @@ struct LlamaConfig {
   // (every layer when layer_types is empty).
   int64_t sliding_window = 0;
   std::vector<LayerAttention> layer_types;
+  // Layers whose attention has no rotary embedding (NoPE: SmolLM3), one
+  // entry per layer (true: no rope); empty: rope on every layer.
+  std::vector<bool> nope_layers;
   // Set: multi-head latent attention (DeepSeek-V3); num_key_value_heads
   // and head_dim are then unused.
   std::optional<MlaConfig> mla;
@@ -177,6 +180,10 @@ struct LlamaConfig {
   // The keys a query of decoder layer `layer` sees at most: sliding_window
   // on a sliding layer, 0 (no limit) otherwise.
   int64_t attention_window(int64_t layer) const;
+  // Whether decoder layer `layer` rotates q and k.
+  bool uses_rope(int64_t layer) const {
+    return nope_layers.empty() || !nope_layers.at(size_t(layer));
+  }
   // Whether decoder layer `layer` is an MoE layer.
   bool is_moe_layer(int64_t layer) const { return moe && moe->is_moe_layer(layer); }
   // The longest sequence a forward takes: max_position_embeddings, or with

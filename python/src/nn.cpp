@@ -311,6 +311,7 @@ void bind_llama_config(nb::module_& m) {
       .def_rw("qk_norm", &nn::LlamaConfig::qk_norm)
       .def_rw("sliding_window", &nn::LlamaConfig::sliding_window)
       .def_rw("layer_types", &nn::LlamaConfig::layer_types)
+      .def_rw("nope_layers", &nn::LlamaConfig::nope_layers)
       .def_rw("mla", &nn::LlamaConfig::mla, arg("mla").none(),
               "An MlaConfig (DeepSeek-V3), or None for grouped-query attention.")
       .def_rw("moe", &nn::LlamaConfig::moe, arg("moe").none(),

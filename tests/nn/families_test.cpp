@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "autograd/backward.h"
@@ -39,7 +40,8 @@ using testing::max_abs;
 const char* const kCases[] = {
     "llama",      "llama_bias", "llama3", "llama_linear", "llama_dynamic",
     "llama_yarn", "mistral",    "qwen2",  "qwen3",        "mixtral",
-    "qwen2_moe",  "qwen3_moe",  "olmoe",  "deepseek_v3",  "deepseek_v3_nolora"};
+    "qwen2_moe",  "qwen3_moe",  "olmoe",  "deepseek_v3",  "deepseek_v3_nolora",
+    "smollm3"};
 
 struct Golden {
   std::string name;
@@ -129,6 +131,21 @@ TEST(FamilyRows, EveryFamilyHasAGoldenCase) {
     EXPECT_EQ(&family_info(f.family), &f);
   }
   EXPECT_EQ(all_families().size(), kFamilyCount);
+}
+
+// docs/families.md's table has a line for every row, and no other.
+TEST(FamilyRows, TheDocsTableListsEveryFamily) {
+  std::ifstream in(fixture_path("../../docs/families.md"));
+  ASSERT_TRUE(in.good());
+  std::set<std::string> listed;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const size_t end = line.find('`', 3);
+    listed.insert(line.substr(3, end - 3));
+  }
+  std::set<std::string> rows;
+  for (const FamilyInfo& f : all_families()) rows.insert(f.model_type);
+  EXPECT_EQ(listed, rows);
 }
 
 class Families : public ::testing::TestWithParam<const char*> {};
