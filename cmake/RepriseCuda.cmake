@@ -4,13 +4,15 @@ if(REPRISE_CUDA STREQUAL "ON" OR REPRISE_CUDA STREQUAL "AUTO")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Hopper (H100/H200) and Ampere; override with -DCMAKE_CUDA_ARCHITECTURES.
+    # Set before enable_language, which otherwise sets nvcc's own default
+    # (sm_75 for CUDA 13), leaving Hopper to JIT-compile PTX.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(REPRISE_HAS_CUDA ON)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      # Hopper (H100/H200) and Ampere; override with -DCMAKE_CUDA_ARCHITECTURES.
-      set(CMAKE_CUDA_ARCHITECTURES 80 90)
-    endif()
     # C++20: CMake 3.25 knows no dialect flags for nvcc 13, so it is told.
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION -std=c++20)
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION -std=c++20)
