@@ -125,6 +125,13 @@ constexpr FamilyInfo kFamilies[] = {
      .mlp_bias = true,
      .window = Window::per_layer_if_enabled,
      .nope_layers = true},
+    {.family = Family::olmo2,
+     .model_type = "olmo2",
+     .architecture = "Olmo2ForCausalLM",
+     .defaults = {.rms_norm_eps = 1e-5},
+     .biases = AttentionBiases::together,
+     .qk_norm = QkNorm::projection,
+     .norm_placement = NormPlacement::after},
 };
 
 constexpr bool rows_in_enum_order() {

@@ -20,10 +20,11 @@ namespace reprise::nn {
 
 // The families, each with its row in nn/family.cpp (a build error until it
 // has one).
-#define REPRISE_FAMILIES(X) \
-  X(llama)                  \
-  X(mistral)                \
-  X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) X(olmoe) X(deepseek_v3) X(smollm3)
+// clang-format off
+#define REPRISE_FAMILIES(X)                                                   \
+  X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) \
+  X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2)
+// clang-format on
 
 enum class Family : uint8_t {
 #define REPRISE_FAMILY_ENUMERATOR(name) name,
@@ -40,6 +41,17 @@ enum class QkNorm : uint8_t {
   none,
   per_head,    // Qwen3: over each head's D values (q_norm, k_norm of shape (D))
   projection,  // OLMoE: over the whole projection (q_norm (Hq D), k_norm (Hkv D))
+};
+
+// Where a decoder layer's RMSNorms sit.
+enum class NormPlacement : uint8_t {
+  // Llama: input_layernorm before attention, post_attention_layernorm
+  // before the MLP: h = x + attn(n1(x)), out = h + mlp(n2(h)).
+  before,
+  // OLMo 2: post_attention_layernorm on attention's output and
+  // post_feedforward_layernorm on the MLP's, before each residual add:
+  // h = x + n1(attn(x)), out = h + n2(mlp(h)).
+  after,
 };
 
 // The biases of the attention projections, and how config.json says so.
@@ -118,6 +130,7 @@ struct FamilyInfo {
   bool mlp_bias = false;        // mlp_bias
   bool pretraining_tp = false;  // Llama's pretraining_tp, which must be 1
   QkNorm qk_norm = QkNorm::none;
+  NormPlacement norm_placement = NormPlacement::before;
   Window window = Window::none;
   bool window_ignores_layer_types = false;  // Mistral: HF's model ignores layer_types
   bool mla = false;                         // DeepSeek-V3's multi-head latent attention

@@ -545,6 +545,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   read_nope_layers(c, l);
   read_window(c, l);
   l.qk_norm = family->qk_norm;
+  l.norm_placement = family->norm_placement;
   if (family->mla) {
     l.mla = read_mla(c);
   } else {

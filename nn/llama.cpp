@@ -247,7 +247,6 @@ Tensor MlaAttention::forward(const Tensor& x, rng::Generator& gen, const LayerKv
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
                                      std::shared_ptr<const ExpertDispatch> experts)
     : Module(std::to_string(index)),
-      input_layernorm("input_layernorm", c.hidden_size, c.rms_norm_eps),
       post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps),
       dropout_p_(c.dropout) {
   if (c.mla) {
@@ -266,17 +265,27 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
     mlp = std::make_unique<SwiGluMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias);
     register_module(*mlp);
   }
-  register_module(input_layernorm);
+  if (c.norm_placement == NormPlacement::before) {
+    input_layernorm = std::make_unique<RMSNorm>("input_layernorm", c.hidden_size, c.rms_norm_eps);
+    register_module(*input_layernorm);
+  }
   register_module(post_attention_layernorm);
+  if (c.norm_placement == NormPlacement::after) {
+    post_feedforward_layernorm =
+        std::make_unique<RMSNorm>("post_feedforward_layernorm", c.hidden_size, c.rms_norm_eps);
+    register_module(*post_feedforward_layernorm);
+  }
 }
 
 Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms,
                                   const LayerKv* kv) const {
   const bool drop = training() && dropout_p_ > 0 && kv == nullptr;
-  Tensor a = self_attn->forward(input_layernorm.forward(x), gen, kv);
+  const bool before = input_layernorm != nullptr;
+  Tensor a = before ? self_attn->forward(input_layernorm->forward(x), gen, kv)
+                    : post_attention_layernorm.forward(self_attn->forward(x, gen, kv));
   if (drop) a = ops::dropout(a, dropout_p_, gen, true, "dropout");
   Tensor h = ops::add(x, a);
-  Tensor n2 = post_attention_layernorm.forward(h);
+  const Tensor n2 = before ? post_attention_layernorm.forward(h) : h;
   Tensor m;
   if (mlp) {
     m = mlp->forward(n2);
@@ -285,6 +294,7 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRoute
     m = r.out;
     if (moe_terms) *moe_terms = std::move(r.terms);
   }
+  if (post_feedforward_layernorm) m = post_feedforward_layernorm->forward(m);
   if (drop) m = ops::dropout(m, dropout_p_, gen, true, "dropout");
   return ops::add(h, m);
 }

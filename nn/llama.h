@@ -32,7 +32,9 @@
 // A decoder layer is
 //   h   = x + dropout(attention(n1))
 //   out = h + dropout(mlp(n2))
-// with n1 = input_layernorm(x), n2 = post_attention_layernorm(h), causal
+// with n1 = input_layernorm(x), n2 = post_attention_layernorm(h) (with
+// norms after, OLMo 2's: h = x + dropout(post_attention_layernorm(
+// attention(x))), out = h + dropout(post_feedforward_layernorm(mlp(h)))), causal
 // attention (grouped-query with RoPE at positions 0..T-1, optional
 // sliding window, q/k norm and biases; or MLA) with attention_dropout on
 // its weights, and a SwiGLU MLP or a mixture of experts. With both
@@ -145,9 +147,14 @@ class LlamaDecoderLayer : public Module {
   Tensor forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms,
                  const LayerKv* kv = nullptr) const;
 
-  RMSNorm input_layernorm;
+  // The norms (LlamaConfig::norm_placement): before attention and the MLP,
+  // input_layernorm and post_attention_layernorm (Llama), or after each,
+  // post_attention_layernorm and post_feedforward_layernorm (OLMo 2); the
+  // one a placement lacks is nullptr.
+  std::unique_ptr<RMSNorm> input_layernorm;
   std::unique_ptr<Attention> self_attn;  // LlamaAttention or MlaAttention
   RMSNorm post_attention_layernorm;
+  std::unique_ptr<RMSNorm> post_feedforward_layernorm;
   // Exactly one is set: mlp for a dense layer, moe for an MoE layer (named
   // as the family names it: "block_sparse_moe" or "mlp").
   std::unique_ptr<SwiGluMLP> mlp;

@@ -181,6 +181,10 @@ void check_attention_pieces(const LlamaConfig& c) {
                 : f.qk_norm == QkNorm::per_head ? "per head"
                                                 : "over the whole projection",
                 ", not as this config says");
+  REPRISE_CHECK(c.norm_placement == f.norm_placement, "LlamaConfig: ", f.model_type,
+                " models place their norms ",
+                f.norm_placement == NormPlacement::before ? "before" : "after",
+                " attention and the MLP, not as this config says");
   refuse(c.sliding_window != 0 && f.window == Window::none, "sliding-window attention");
   refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled,
          "per-layer attention types (layer_types)");

@@ -157,6 +157,7 @@ struct LlamaConfig {
   bool o_bias = false;
   bool mlp_bias = false;
   QkNorm qk_norm = QkNorm::none;
+  NormPlacement norm_placement = NormPlacement::before;
   // Sliding-window attention: each query sees at most sliding_window keys,
   // itself included (0: none), on the layers layer_types marks sliding
   // (every layer when layer_types is empty).

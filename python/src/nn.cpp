@@ -200,6 +200,9 @@ void bind_config_enums(nb::module_& m) {
       .value("none", nn::QkNorm::none)
       .value("per_head", nn::QkNorm::per_head)
       .value("projection", nn::QkNorm::projection);
+  nb::enum_<nn::NormPlacement>(m, "NormPlacement")
+      .value("before", nn::NormPlacement::before)
+      .value("after", nn::NormPlacement::after);
   nb::enum_<nn::LayerAttention>(m, "LayerAttention")
       .value("full", nn::LayerAttention::full)
       .value("sliding", nn::LayerAttention::sliding);
@@ -309,6 +312,7 @@ void bind_llama_config(nb::module_& m) {
       .def_rw("o_bias", &nn::LlamaConfig::o_bias)
       .def_rw("mlp_bias", &nn::LlamaConfig::mlp_bias)
       .def_rw("qk_norm", &nn::LlamaConfig::qk_norm)
+      .def_rw("norm_placement", &nn::LlamaConfig::norm_placement)
       .def_rw("sliding_window", &nn::LlamaConfig::sliding_window)
       .def_rw("layer_types", &nn::LlamaConfig::layer_types)
       .def_rw("nope_layers", &nn::LlamaConfig::nope_layers)
@@ -579,10 +583,14 @@ void bind_llama_model(nb::module_& m) {
           arg("x"), arg("generator") = nb::none(),
           "x (B, T, C) -> (B, T, C). Opens no scope of its own: run it under "
           "reprise.scope('model.layers.<i>') or a checkpoint region of that name.")
-      .def_prop_ro("input_layernorm", member(&nn::LlamaDecoderLayer::input_layernorm), kInternal)
+      .def_prop_ro("input_layernorm", owned(&nn::LlamaDecoderLayer::input_layernorm), kInternal,
+                   "None with norms after attention and the MLP (OLMo 2).")
       .def_prop_ro("self_attn", owned(&nn::LlamaDecoderLayer::self_attn), kInternal)
       .def_prop_ro("post_attention_layernorm",
                    member(&nn::LlamaDecoderLayer::post_attention_layernorm), kInternal)
+      .def_prop_ro("post_feedforward_layernorm",
+                   owned(&nn::LlamaDecoderLayer::post_feedforward_layernorm), kInternal,
+                   "Set with norms after attention and the MLP (OLMo 2), else None.")
       .def_prop_ro("mlp", owned(&nn::LlamaDecoderLayer::mlp), kInternal, "None on an MoE layer.")
       .def_prop_ro("moe", owned(&nn::LlamaDecoderLayer::moe), kInternal,
                    "The MoE block (named block_sparse_moe or mlp by the family); None on a "

@@ -41,7 +41,7 @@ const char* const kCases[] = {
     "llama",      "llama_bias", "llama3", "llama_linear", "llama_dynamic",
     "llama_yarn", "mistral",    "qwen2",  "qwen3",        "mixtral",
     "qwen2_moe",  "qwen3_moe",  "olmoe",  "deepseek_v3",  "deepseek_v3_nolora",
-    "smollm3"};
+    "smollm3",    "olmo2"};
 
 struct Golden {
   std::string name;
