@@ -6,6 +6,11 @@ namespace reprise::nn {
 
 namespace {
 
+constexpr const char* kDeepseekTrainingFields[] = {"aux_loss_alpha", "seq_aux", "ep_size",
+                                                   "num_nextn_predict_layers"};
+// Multi-token prediction layers, which the HF model does not build.
+constexpr const char* kGlmTrainingFields[] = {"num_nextn_predict_layers", "num_mtp_layers"};
+
 // One row per family, in enum order: transformers' config class defaults,
 // and its model's pieces.
 constexpr FamilyInfo kFamilies[] = {
@@ -107,13 +112,19 @@ constexpr FamilyInfo kFamilies[] = {
                   .experts = 256,
                   .experts_per_tok = 8,
                   .aux_loss_coef = 0.0,
-                  .norm_topk_prob = true},
+                  .norm_topk_prob = true,
+                  .n_group = 8,
+                  .topk_group = 4,
+                  .routed_scaling_factor = 2.5,
+                  .first_k_dense_replace = 3},
      .biases = AttentionBiases::none_refused,
      .mla = true,
+     .unread_fields = kDeepseekTrainingFields,
      .experts = {.moe = true,
                  .experts_field = "n_routed_experts",
                  .expert_width = true,
-                 .deepseek_routing = true}},
+                 .deepseek_routing = true,
+                 .routing_method_fields = true}},
     {.family = Family::smollm3,
      .model_type = "smollm3",
      .architecture = "SmolLM3ForCausalLM",
@@ -132,6 +143,27 @@ constexpr FamilyInfo kFamilies[] = {
      .biases = AttentionBiases::together,
      .qk_norm = QkNorm::projection,
      .norm_placement = NormPlacement::after},
+    {.family = Family::glm4_moe,
+     .model_type = "glm4_moe",
+     .architecture = "Glm4MoeForCausalLM",
+     .defaults = {.kv_heads = 8,
+                  .max_position_embeddings = 131072,
+                  .rms_norm_eps = 1e-5,
+                  .experts = 128,
+                  .experts_per_tok = 8,
+                  .aux_loss_coef = 0.0,
+                  .norm_topk_prob = true,
+                  .first_k_dense_replace = 1,
+                  .partial_rotary_factor = 0.5},
+     .biases = AttentionBiases::qkv_by_attention_bias,
+     .qk_norm = QkNorm::per_head,
+     .qk_norm_field = "use_qk_norm",
+     .partial_rotary = true,
+     .unread_fields = kGlmTrainingFields,
+     .experts = {.moe = true,
+                 .experts_field = "n_routed_experts",
+                 .expert_width = true,
+                 .deepseek_routing = true}},
 };
 
 constexpr bool rows_in_enum_order() {

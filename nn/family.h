@@ -23,7 +23,7 @@ namespace reprise::nn {
 // clang-format off
 #define REPRISE_FAMILIES(X)                                                   \
   X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) \
-  X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2)
+  X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe)
 // clang-format on
 
 enum class Family : uint8_t {
@@ -56,11 +56,12 @@ enum class NormPlacement : uint8_t {
 
 // The biases of the attention projections, and how config.json says so.
 enum class AttentionBiases : uint8_t {
-  none,          // none, and no field (a stray attention_bias is ignored, as HF does)
-  none_refused,  // none: attention_bias must be false (it is written, false)
-  together,      // q, k, v and o together, or none: attention_bias
-  qkv_always,    // q, k and v always, o never; no field
-  qkv_field,     // q, k and v by qkv_bias (default true), o never
+  none,                   // none, and no field (a stray attention_bias is ignored, as HF does)
+  none_refused,           // none: attention_bias must be false (it is written, false)
+  together,               // q, k, v and o together, or none: attention_bias
+  qkv_always,             // q, k and v always, o never; no field
+  qkv_field,              // q, k and v by qkv_bias (default true), o never
+  qkv_by_attention_bias,  // q, k and v by attention_bias, o never (GLM-4.5)
 };
 
 // Sliding-window attention, and how config.json says so.
@@ -88,6 +89,14 @@ struct FamilyDefaults {
   int64_t experts_per_tok = 0;
   double aux_loss_coef = 0;
   bool norm_topk_prob = false;
+  // DeepSeek-style routing (ExpertPieces::deepseek_routing).
+  int64_t n_shared_experts = 1;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  int64_t first_k_dense_replace = 0;
+  // Partial rotary (FamilyInfo::partial_rotary).
+  double partial_rotary_factor = 1.0;
 };
 
 // The mixture of experts a family's layers may hold, and how config.json
@@ -104,9 +113,12 @@ struct ExpertPieces {
   bool sparse_layers = false;        // decoder_sparse_step and mlp_only_layers
   bool gated_shared_expert = false;  // shared_expert_intermediate_size, required; gated when > 0
   // DeepSeek-V3's routing: sigmoid scores only, the score correction bias,
-  // group-limited top-k, routed scaling, n_shared_experts (default 1) and
-  // first_k_dense_replace.
+  // group-limited top-k, routed scaling, n_shared_experts and
+  // first_k_dense_replace (their defaults in FamilyDefaults).
   bool deepseek_routing = false;
+  // ... with DeepSeek's own fields naming the method: scoring_func
+  // "sigmoid", topk_method "noaux_tc", moe_layer_freq 1.
+  bool routing_method_fields = false;
 };
 
 // The module names of an MoE layer's parts in a family's checkpoints (the
@@ -130,6 +142,8 @@ struct FamilyInfo {
   bool mlp_bias = false;        // mlp_bias
   bool pretraining_tp = false;  // Llama's pretraining_tp, which must be 1
   QkNorm qk_norm = QkNorm::none;
+  // The field that turns qk_norm on (GLM-4.5's use_qk_norm); nullptr: always on.
+  const char* qk_norm_field = nullptr;
   NormPlacement norm_placement = NormPlacement::before;
   Window window = Window::none;
   bool window_ignores_layer_types = false;  // Mistral: HF's model ignores layer_types
@@ -137,6 +151,12 @@ struct FamilyInfo {
   // Layers without rotary embeddings (SmolLM3): no_rope_layers, one 0/1 per
   // layer (0: NoPE), or without it every no_rope_layer_interval-th layer.
   bool nope_layers = false;
+  // partial_rotary_factor (in rope_parameters or beside it): rope on the
+  // first factor x head_dim dims of each head, the rest passed through.
+  bool partial_rotary = false;
+  // Fields of the family's config that its transformers model does not
+  // read (a training setting of the authors' own code).
+  std::span<const char* const> unread_fields = {};
   ExpertPieces experts = {};
   ExpertNames names = {};
 };

@@ -141,6 +141,17 @@ void skip_common(Fields& c) {
 
 // ---- rope ---------------------------------------------------------------------------
 
+// partial_rotary_factor, in the rope object `rope` (when there is one) or
+// beside it; only a family with partial rotary may set other than 1.
+double read_partial_rotary(Fields& c, Fields* rope, const LlamaConfig& l, const FamilyDefaults& d) {
+  const double beside = c.real("partial_rotary_factor", d.partial_rotary_factor);
+  const double factor = rope != nullptr ? rope->real("partial_rotary_factor", beside) : beside;
+  REPRISE_CHECK(factor == 1.0 || l.info().partial_rotary, c.where(), ": partial_rotary_factor ",
+                factor, " is not supported for ", l.info().model_type,
+                " (its models rotate the whole head)");
+  return factor;
+}
+
 // rope_scaling (transformers 4, and 5's old spelling, which wins when set)
 // or rope_parameters, with rope_theta beside them as the default theta.
 void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
@@ -149,7 +160,10 @@ void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
   const json::Value* scaling = c.get("rope_scaling");
   const json::Value* parameters = c.get("rope_parameters");
   const json::Value* rope = scaling != nullptr ? scaling : parameters;
-  if (rope == nullptr) return;
+  if (rope == nullptr) {
+    l.partial_rotary_factor = read_partial_rotary(c, nullptr, l, d);
+    return;
+  }
   const std::string field = scaling != nullptr ? "rope_scaling" : "rope_parameters";
   REPRISE_CHECK(rope->is_object(), c.where(), ": field \"", field, "\" must be an object or null");
   Fields r(*rope, c.where() + " " + field);
@@ -158,9 +172,7 @@ void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
   REPRISE_CHECK(t.has_value(), c.where(), ": field \"", field, "\" has rope_type \"", type,
                 "\"; reprise supports default, linear, dynamic, llama3 and yarn");
   l.rope_theta = r.real("rope_theta", top_theta);
-  const double partial = r.real("partial_rotary_factor", c.real("partial_rotary_factor", 1.0));
-  REPRISE_CHECK(partial == 1.0, c.where(), ": partial_rotary_factor ", partial,
-                " is not supported (reprise rotates the whole head)");
+  l.partial_rotary_factor = read_partial_rotary(c, &r, l, d);
   RopeScaling& s = l.rope_scaling;
   s.type = *t;
   if (s.type == RopeType::standard) return;
@@ -227,6 +239,10 @@ void write_rope(const LlamaConfig& l, json::Value& c) {
     c.set("rope_scaling", scaling);
   } else {
     c.set("rope_scaling", json::Value());
+  }
+  if (l.info().partial_rotary) {
+    rope.set("partial_rotary_factor", l.partial_rotary_factor);
+    c.set("partial_rotary_factor", l.partial_rotary_factor);
   }
   c.set("rope_parameters", rope);
 }
@@ -351,6 +367,9 @@ void read_biases(Fields& c, LlamaConfig& l) {
     case AttentionBiases::qkv_field:
       l.qkv_bias = c.flag("qkv_bias", true);
       break;
+    case AttentionBiases::qkv_by_attention_bias:
+      l.qkv_bias = c.flag("attention_bias", false);
+      break;
   }
   if (f.mlp_bias) l.mlp_bias = c.flag("mlp_bias", false);
   if (f.pretraining_tp) {
@@ -369,6 +388,7 @@ void write_biases(const LlamaConfig& l, json::Value& c) {
       break;
     case AttentionBiases::none_refused:
     case AttentionBiases::together:
+    case AttentionBiases::qkv_by_attention_bias:
       c.set("attention_bias", l.qkv_bias);
       break;
     case AttentionBiases::qkv_field:
@@ -438,19 +458,18 @@ MoeConfig read_moe(Fields& c, const FamilyInfo& f) {
   }
   if (p.deepseek_routing) {
     m.scoring_func = RouterScoring::sigmoid;
-    c.require_text("scoring_func", "sigmoid", "DeepSeek-V3's routing");
-    c.require_text("topk_method", "noaux_tc", "DeepSeek-V3's group-limited routing");
-    REPRISE_CHECK(c.integer("moe_layer_freq", 1) == 1, c.where(),
-                  ": field \"moe_layer_freq\" other than 1 is not supported");
+    if (p.routing_method_fields) {
+      c.require_text("scoring_func", "sigmoid", "DeepSeek-V3's routing");
+      c.require_text("topk_method", "noaux_tc", "DeepSeek-V3's group-limited routing");
+      REPRISE_CHECK(c.integer("moe_layer_freq", 1) == 1, c.where(),
+                    ": field \"moe_layer_freq\" other than 1 is not supported");
+    }
     m.score_correction_bias = true;
-    m.n_shared_experts = c.integer("n_shared_experts", 1);
-    m.n_group = c.integer("n_group", 8);
-    m.topk_group = c.integer("topk_group", 4);
-    m.routed_scaling_factor = c.real("routed_scaling_factor", 2.5);
-    m.first_k_dense_replace = c.integer("first_k_dense_replace", 3);
-    // Training-time settings of DeepSeek's own code that HF's model
-    // does not read.
-    c.skip({"aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers"});
+    m.n_shared_experts = c.integer("n_shared_experts", d.n_shared_experts);
+    m.n_group = c.integer("n_group", d.n_group);
+    m.topk_group = c.integer("topk_group", d.topk_group);
+    m.routed_scaling_factor = c.real("routed_scaling_factor", d.routed_scaling_factor);
+    m.first_k_dense_replace = c.integer("first_k_dense_replace", d.first_k_dense_replace);
   }
   return m;
 }
@@ -480,9 +499,11 @@ void write_moe(const LlamaConfig& l, json::Value& c) {
   }
   if (p.gated_shared_expert)
     c.set("shared_expert_intermediate_size", m.shared_expert_intermediate_size);
-  if (p.deepseek_routing) {
+  if (p.routing_method_fields) {
     c.set("scoring_func", "sigmoid");
     c.set("topk_method", "noaux_tc");
+  }
+  if (p.deepseek_routing) {
     c.set("n_shared_experts", m.n_shared_experts);
     c.set("n_group", m.n_group);
     c.set("topk_group", m.topk_group);
@@ -544,7 +565,10 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   read_biases(c, l);
   read_nope_layers(c, l);
   read_window(c, l);
-  l.qk_norm = family->qk_norm;
+  l.qk_norm = family->qk_norm_field == nullptr || c.flag(family->qk_norm_field, false)
+                  ? family->qk_norm
+                  : QkNorm::none;
+  for (const char* field : family->unread_fields) c.skip({field});
   l.norm_placement = family->norm_placement;
   if (family->mla) {
     l.mla = read_mla(c);
@@ -618,6 +642,7 @@ json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
   c.set("attention_dropout", l.attention_dropout);
   if (l.dropout != 0) c.set("reprise_dropout", l.dropout);
   write_biases(l, c);
+  if (f.qk_norm_field != nullptr) c.set(f.qk_norm_field, l.qk_norm != QkNorm::none);
   write_nope_layers(l, c);
   write_window(l, c);
   if (l.mla) {

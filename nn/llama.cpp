@@ -117,8 +117,17 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   Tensor k = split_heads(projected(k_proj, k_norm.get(), in), kv_heads_, k_norm.get());
   if (rope_) {
     const RopeTable rope = rope_table(config_, start + T, x.device());
-    q = ops::rotary(q, start, rope.inv_freq, rope.scaling);
-    k = ops::rotary(k, start, rope.inv_freq, rope.scaling);
+    // (B, H, T, D): RoPE on the first rope_dim of D (all of it but with
+    // partial rotary), the rest passed through.
+    const int64_t R = config_.rope_dim();
+    auto rotate = [&](const Tensor& t) {
+      if (R == head_dim_) return ops::rotary(t, start, rope.inv_freq, rope.scaling);
+      return ops::cat({ops::rotary(ops::slice(t, 3, 0, R), start, rope.inv_freq, rope.scaling),
+                       ops::slice(t, 3, R, head_dim_)},
+                      3);
+    };
+    q = rotate(q);
+    k = rotate(k);
   }
   Tensor v = split_heads(v_proj.forward(in), kv_heads_, nullptr);
   ops::AttentionOptions options{.causal = true, .window = window_};

@@ -135,7 +135,11 @@ int64_t LlamaConfig::resolved_head_dim() const {
   return num_attention_heads > 0 ? hidden_size / num_attention_heads : 0;
 }
 
-int64_t LlamaConfig::rope_dim() const { return mla ? mla->qk_rope_head_dim : resolved_head_dim(); }
+int64_t LlamaConfig::rope_dim() const {
+  if (mla) return mla->qk_rope_head_dim;
+  // transformers: int(head_dim * partial_rotary_factor).
+  return int64_t(double(resolved_head_dim()) * partial_rotary_factor);
+}
 
 int64_t LlamaConfig::max_sequence_length() const {
   if (rope_scaling.type != RopeType::dynamic) return max_position_embeddings;
@@ -172,11 +176,14 @@ void check_attention_pieces(const LlamaConfig& c) {
                     " models have q/k/v biases and none on o_proj");
       break;
     case AttentionBiases::qkv_field:
+    case AttentionBiases::qkv_by_attention_bias:
       refuse(c.o_bias, "o_proj bias");
       break;
   }
   refuse(c.mlp_bias && !f.mlp_bias, "MLP biases");
-  REPRISE_CHECK(c.qk_norm == f.qk_norm, "LlamaConfig: ", f.model_type, " models normalize q and k ",
+  const bool optional_norm = f.qk_norm_field != nullptr && c.qk_norm == QkNorm::none;
+  REPRISE_CHECK(c.qk_norm == f.qk_norm || optional_norm, "LlamaConfig: ", f.model_type,
+                " models normalize q and k ",
                 f.qk_norm == QkNorm::none       ? "nowhere"
                 : f.qk_norm == QkNorm::per_head ? "per head"
                                                 : "over the whole projection",
@@ -189,6 +196,7 @@ void check_attention_pieces(const LlamaConfig& c) {
   refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled,
          "per-layer attention types (layer_types)");
   refuse(!c.nope_layers.empty() && !f.nope_layers, "layers without rotary embeddings (NoPE)");
+  refuse(c.partial_rotary_factor != 1 && !f.partial_rotary, "partial rotary embeddings");
   REPRISE_CHECK(f.mla == c.mla.has_value(), "LlamaConfig: ", f.model_type,
                 f.mla ? " models have multi-head latent attention (set mla)"
                       : " models have no multi-head latent attention (mla)");
@@ -238,8 +246,12 @@ void LlamaConfig::validate() const {
                 "LlamaConfig: hidden_size ", hidden_size,
                 " is not a multiple of num_attention_heads ", num_attention_heads,
                 " (set head_dim)");
-  REPRISE_CHECK(mla || resolved_head_dim() % 2 == 0, "LlamaConfig: head_dim ", resolved_head_dim(),
-                " must be even for rotary embeddings");
+  REPRISE_CHECK(partial_rotary_factor > 0 && partial_rotary_factor <= 1,
+                "LlamaConfig: partial_rotary_factor must be in (0, 1], got ",
+                partial_rotary_factor);
+  REPRISE_CHECK(mla || (rope_dim() > 0 && rope_dim() % 2 == 0), "LlamaConfig: the rotated width ",
+                rope_dim(), " (head_dim ", resolved_head_dim(), " x partial_rotary_factor ",
+                partial_rotary_factor, ") must be even and positive for rotary embeddings");
   REPRISE_CHECK(mla || num_attention_heads % num_key_value_heads == 0,
                 "LlamaConfig: num_attention_heads ", num_attention_heads,
                 " is not a multiple of num_key_value_heads ", num_key_value_heads);
@@ -284,6 +296,7 @@ std::string LlamaConfig::describe() const {
   s << ", ffn " << intermediate_size << ", vocab " << vocab_size;
   if (tie_word_embeddings) s << ", tied embeddings";
   if (rope_scaling.type != RopeType::standard) s << ", rope " << rope_scaling.describe();
+  if (partial_rotary_factor != 1) s << ", rope on " << rope_dim() << " of " << resolved_head_dim();
   if (qkv_bias || o_bias || mlp_bias) s << ", biases";
   if (qk_norm != QkNorm::none) s << ", q/k norm";
   if (sliding_window > 0) s << ", window " << sliding_window;

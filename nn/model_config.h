@@ -147,6 +147,9 @@ struct LlamaConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;  // the rope type and its parameters (default: none)
+  // RoPE on the first partial_rotary_factor x head_dim dims of each head
+  // (GLM-4.5); the rest pass through.
+  double partial_rotary_factor = 1.0;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
   double attention_dropout = 0.0;  // on the attention weights (HF's attention_dropout)
@@ -176,7 +179,8 @@ struct LlamaConfig {
   const FamilyInfo& info() const { return family_info(family); }
   // head_dim, or hidden_size / num_attention_heads when head_dim is 0.
   int64_t resolved_head_dim() const;
-  // The width RoPE rotates: head_dim, or MLA's qk_rope_head_dim.
+  // The width RoPE rotates: head_dim times partial_rotary_factor, or MLA's
+  // qk_rope_head_dim.
   int64_t rope_dim() const;
   // The keys a query of decoder layer `layer` sees at most: sliding_window
   // on a sliding layer, 0 (no limit) otherwise.

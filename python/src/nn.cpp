@@ -313,6 +313,7 @@ void bind_llama_config(nb::module_& m) {
       .def_rw("mlp_bias", &nn::LlamaConfig::mlp_bias)
       .def_rw("qk_norm", &nn::LlamaConfig::qk_norm)
       .def_rw("norm_placement", &nn::LlamaConfig::norm_placement)
+      .def_rw("partial_rotary_factor", &nn::LlamaConfig::partial_rotary_factor)
       .def_rw("sliding_window", &nn::LlamaConfig::sliding_window)
       .def_rw("layer_types", &nn::LlamaConfig::layer_types)
       .def_rw("nope_layers", &nn::LlamaConfig::nope_layers)

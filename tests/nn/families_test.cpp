@@ -38,10 +38,10 @@ using testing::fixture_path;
 using testing::max_abs;
 
 const char* const kCases[] = {
-    "llama",      "llama_bias", "llama3", "llama_linear", "llama_dynamic",
-    "llama_yarn", "mistral",    "qwen2",  "qwen3",        "mixtral",
-    "qwen2_moe",  "qwen3_moe",  "olmoe",  "deepseek_v3",  "deepseek_v3_nolora",
-    "smollm3",    "olmo2"};
+    "llama",      "llama_bias", "llama3",  "llama_linear", "llama_dynamic",
+    "llama_yarn", "mistral",    "qwen2",   "qwen3",        "mixtral",
+    "qwen2_moe",  "qwen3_moe",  "olmoe",   "deepseek_v3",  "deepseek_v3_nolora",
+    "smollm3",    "olmo2",      "glm4_moe"};
 
 struct Golden {
   std::string name;
