@@ -1,8 +1,8 @@
 // What each backend says it supports (Backend::kernels, engine/kernel.h):
 // the kernels are the rows of engine/kernels/all.def; the CPU backend at
 // every capability and the CUDA kernels on the simulator declare every row;
-// a build without CUDA declares none and says why; and a backend that lacks a kernel a run needs is
-// an Error naming it before the run builds anything.
+// a build without CUDA declares none and says why; and a backend that lacks
+// a kernel a run needs is an Error naming it before the run builds anything.
 
 #include <gtest/gtest.h>
 
@@ -49,8 +49,8 @@ TEST(Kernels, ABuildWithoutCudaDeclaresNoneAndSaysWhy) {
   EXPECT_TRUE(stub.kernels().none());
   EXPECT_FALSE(stub.supports(Kernel::matmul));
   expect_error([&] { stub.require(all_kernels(), "training"); },
-               {"cuda:0 (built without CUDA) lacks", "kernels training needs: sdpa, ",
-                "built without CUDA"});
+               {"cuda:0 (built without CUDA) lacks " + std::to_string(kKernelCount) + " of the",
+                "kernels training needs: fill, copy, ", "configure with REPRISE_CUDA=ON"});
 }
 
 // A backend without one of the kernels training needs: the Trainer names
