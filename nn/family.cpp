@@ -164,6 +164,18 @@ constexpr FamilyInfo kFamilies[] = {
                  .experts_field = "n_routed_experts",
                  .expert_width = true,
                  .deepseek_routing = true}},
+    {.family = Family::olmo3,
+     .model_type = "olmo3",
+     .architecture = "Olmo3ForCausalLM",
+     .defaults = {.rms_norm_eps = 1e-5,
+                  .rope_theta = 5e5,
+                  .sliding_window = 4096,
+                  .full_attention_every = 4},
+     .biases = AttentionBiases::together,
+     .qk_norm = QkNorm::projection,
+     .norm_placement = NormPlacement::after,
+     .window = Window::per_layer,
+     .rope_per_layer_type = true},
 };
 
 constexpr bool rows_in_enum_order() {

@@ -23,7 +23,7 @@ namespace reprise::nn {
 // clang-format off
 #define REPRISE_FAMILIES(X)                                                   \
   X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) \
-  X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe)
+  X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe) X(olmo3)
 // clang-format on
 
 enum class Family : uint8_t {
@@ -71,6 +71,8 @@ enum class Window : uint8_t {
   uniform_if_enabled,    // sliding_window on every layer when use_sliding_window
   per_layer_if_enabled,  // ... on the layers layer_types marks (or, without it, those
                          // from max_window_layers on; with nope_layers, the NoPE layers)
+  per_layer,             // sliding_window on the layers layer_types marks, always (or,
+                         // without it, on all but every FamilyDefaults::full_attention_every-th)
 };
 
 // The config class's defaults of the fields a config.json may leave out
@@ -97,6 +99,10 @@ struct FamilyDefaults {
   int64_t first_k_dense_replace = 0;
   // Partial rotary (FamilyInfo::partial_rotary).
   double partial_rotary_factor = 1.0;
+  // Window::per_layer: the window, and the period of full-attention
+  // layers when layer_types is absent.
+  int64_t sliding_window = 0;
+  int64_t full_attention_every = 0;
 };
 
 // The mixture of experts a family's layers may hold, and how config.json
@@ -154,6 +160,10 @@ struct FamilyInfo {
   // partial_rotary_factor (in rope_parameters or beside it): rope on the
   // first factor x head_dim dims of each head, the rest passed through.
   bool partial_rotary = false;
+  // rope_parameters may hold one rope per layer type, {"full_attention":
+  // {...}, "sliding_attention": {...}} (OLMo 3): the sliding layers' is
+  // LlamaConfig::sliding_rope.
+  bool rope_per_layer_type = false;
   // Fields of the family's config that its transformers model does not
   // read (a training setting of the authors' own code).
   std::span<const char* const> unread_fields = {};

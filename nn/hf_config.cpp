@@ -152,30 +152,9 @@ double read_partial_rotary(Fields& c, Fields* rope, const LlamaConfig& l, const 
   return factor;
 }
 
-// rope_scaling (transformers 4, and 5's old spelling, which wins when set)
-// or rope_parameters, with rope_theta beside them as the default theta.
-void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
-  const double top_theta = c.real("rope_theta", d.rope_theta);
-  l.rope_theta = top_theta;
-  const json::Value* scaling = c.get("rope_scaling");
-  const json::Value* parameters = c.get("rope_parameters");
-  const json::Value* rope = scaling != nullptr ? scaling : parameters;
-  if (rope == nullptr) {
-    l.partial_rotary_factor = read_partial_rotary(c, nullptr, l, d);
-    return;
-  }
-  const std::string field = scaling != nullptr ? "rope_scaling" : "rope_parameters";
-  REPRISE_CHECK(rope->is_object(), c.where(), ": field \"", field, "\" must be an object or null");
-  Fields r(*rope, c.where() + " " + field);
-  std::string type = r.text("rope_type").value_or(r.text("type").value_or("default"));
-  const std::optional<RopeType> t = rope_type_named(type);
-  REPRISE_CHECK(t.has_value(), c.where(), ": field \"", field, "\" has rope_type \"", type,
-                "\"; reprise supports default, linear, dynamic, llama3 and yarn");
-  l.rope_theta = r.real("rope_theta", top_theta);
-  l.partial_rotary_factor = read_partial_rotary(c, &r, l, d);
-  RopeScaling& s = l.rope_scaling;
-  s.type = *t;
-  if (s.type == RopeType::standard) return;
+// The fields of a rope type other than default, from its rope object r.
+void read_rope_scaling(Fields& c, Fields& r, const std::string& type, const std::string& field,
+                       const LlamaConfig& l, RopeScaling& s) {
   const int64_t original =
       r.integer("original_max_position_embeddings",
                 c.integer("original_max_position_embeddings", l.max_position_embeddings));
@@ -203,42 +182,143 @@ void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
     s.low_freq_factor = r.real("low_freq_factor", 1.0);
     s.high_freq_factor = r.real("high_freq_factor", 4.0);
   }
+}
+
+// One rope object: rope_scaling, rope_parameters, or a layer type's entry
+// of rope_parameters (`field`), its theta default_theta when it names
+// none. With `partial`, partial_rotary_factor may be in it too.
+LayerRope read_rope_object(Fields& c, const json::Value& object, const std::string& field,
+                           double default_theta, LlamaConfig& l, const FamilyDefaults& d,
+                           bool partial) {
+  REPRISE_CHECK(object.is_object(), c.where(), ": field \"", field, "\" must be an object or null");
+  Fields r(object, c.where() + " " + field);
+  const std::string type = r.text("rope_type").value_or(r.text("type").value_or("default"));
+  const std::optional<RopeType> t = rope_type_named(type);
+  REPRISE_CHECK(t.has_value(), c.where(), ": field \"", field, "\" has rope_type \"", type,
+                "\"; reprise supports default, linear, dynamic, llama3 and yarn");
+  LayerRope rope{.theta = r.real("rope_theta", default_theta)};
+  if (partial) l.partial_rotary_factor = read_partial_rotary(c, &r, l, d);
+  RopeScaling& s = rope.scaling;
+  s.type = *t;
+  if (s.type != RopeType::standard) {
+    read_rope_scaling(c, r, type, field, l, s);
+  } else {
+    // The default rope ignores the other types' fields, as transformers does.
+    r.skip({"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor",
+            "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"});
+  }
   const std::vector<std::string> unread = r.unread();
   REPRISE_CHECK(unread.empty(), c.where(), ": field \"", field, "\" holds \"", unread.front(),
                 "\", which rope type ", type, " does not read");
+  return rope;
+}
+
+// rope_parameters with one entry per layer type (FamilyInfo::
+// rope_per_layer_type): full_attention's is the model's rope, with
+// rope_scaling over it when set (transformers 5 merges it so), and
+// sliding_attention's the sliding layers' (kept only where they differ,
+// after read_window).
+void read_rope_per_layer_type(Fields& c, const json::Value& parameters, const json::Value* scaling,
+                              double top_theta, LlamaConfig& l, const FamilyDefaults& d) {
+  for (const auto& [key, value] : parameters.as_object()) {
+    REPRISE_CHECK(key == "full_attention" || key == "sliding_attention", c.where(),
+                  ": field \"rope_parameters\" holds \"", key,
+                  "\"; expected one rope per layer type, \"full_attention\" and "
+                  "\"sliding_attention\"");
+  }
+  auto entry = [&](const char* type) {
+    const json::Value* v = parameters.find(type);
+    return v != nullptr && !v->is_null() ? *v : json::Value(json::Object{});
+  };
+  json::Value full = entry("full_attention");
+  if (scaling != nullptr) {
+    REPRISE_CHECK(scaling->is_object(), c.where(),
+                  ": field \"rope_scaling\" must be an object or null");
+    for (const auto& [key, value] : scaling->as_object()) full.set(key, value);
+  }
+  const LayerRope f =
+      read_rope_object(c, full, "rope_parameters.full_attention", top_theta, l, d, false);
+  l.rope_theta = f.theta;
+  l.rope_scaling = f.scaling;
+  l.sliding_rope = read_rope_object(c, entry("sliding_attention"),
+                                    "rope_parameters.sliding_attention", top_theta, l, d, false);
+  l.partial_rotary_factor = read_partial_rotary(c, nullptr, l, d);
+}
+
+bool per_layer_type_ropes(const json::Value& parameters) {
+  return parameters.is_object() && (parameters.find("full_attention") != nullptr ||
+                                    parameters.find("sliding_attention") != nullptr);
+}
+
+// rope_scaling (transformers 4, and 5's old spelling, which wins when set)
+// or rope_parameters, with rope_theta beside them as the default theta.
+void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
+  const double top_theta = c.real("rope_theta", d.rope_theta);
+  l.rope_theta = top_theta;
+  const json::Value* scaling = c.get("rope_scaling");
+  const json::Value* parameters = c.get("rope_parameters");
+  if (l.info().rope_per_layer_type && parameters != nullptr && per_layer_type_ropes(*parameters)) {
+    read_rope_per_layer_type(c, *parameters, scaling, top_theta, l, d);
+    return;
+  }
+  const json::Value* rope = scaling != nullptr ? scaling : parameters;
+  if (rope == nullptr) {
+    l.partial_rotary_factor = read_partial_rotary(c, nullptr, l, d);
+    return;
+  }
+  const std::string field = scaling != nullptr ? "rope_scaling" : "rope_parameters";
+  const LayerRope r = read_rope_object(c, *rope, field, top_theta, l, d, true);
+  l.rope_theta = r.theta;
+  l.rope_scaling = r.scaling;
+}
+
+// A rope as rope_parameters holds it, and its scaling as rope_scaling
+// does (null when standard).
+json::Value rope_scaling_json(const RopeScaling& s) {
+  if (s.type == RopeType::standard) return json::Value();
+  json::Value scaling = json::Object{};
+  scaling.set("rope_type", rope_type_name(s.type));
+  scaling.set("factor", s.factor);
+  if (s.original_max_position_embeddings > 0) {
+    scaling.set("original_max_position_embeddings", s.original_max_position_embeddings);
+  }
+  if (s.type == RopeType::llama3) {
+    scaling.set("low_freq_factor", s.low_freq_factor);
+    scaling.set("high_freq_factor", s.high_freq_factor);
+  }
+  if (s.type == RopeType::yarn) {
+    scaling.set("beta_fast", s.beta_fast);
+    scaling.set("beta_slow", s.beta_slow);
+    if (s.attention_factor) scaling.set("attention_factor", *s.attention_factor);
+    if (s.mscale) scaling.set("mscale", *s.mscale);
+    if (s.mscale_all_dim) scaling.set("mscale_all_dim", *s.mscale_all_dim);
+    scaling.set("truncate", s.truncate);
+  }
+  return scaling;
+}
+
+json::Value rope_json(const LayerRope& r) {
+  json::Value rope = json::Object{};
+  rope.set("rope_theta", r.theta);
+  rope.set("rope_type", rope_type_name(r.scaling.type));
+  const json::Value scaling = rope_scaling_json(r.scaling);
+  if (!scaling.is_null()) {
+    for (const auto& [key, value] : scaling.as_object()) rope.set(key, value);
+  }
+  return rope;
 }
 
 void write_rope(const LlamaConfig& l, json::Value& c) {
   // Both spellings: transformers 4 reads rope_theta and rope_scaling,
-  // transformers 5 rope_parameters.
-  const RopeScaling& s = l.rope_scaling;
+  // transformers 5 rope_parameters (per layer type where the family has it).
+  const LayerRope full{.theta = l.rope_theta, .scaling = l.rope_scaling};
   c.set("rope_theta", l.rope_theta);
-  json::Value rope = json::Object{};
-  rope.set("rope_theta", l.rope_theta);
-  rope.set("rope_type", rope_type_name(s.type));
-  if (s.type != RopeType::standard) {
-    json::Value scaling = json::Object{};
-    scaling.set("rope_type", rope_type_name(s.type));
-    scaling.set("factor", s.factor);
-    if (s.original_max_position_embeddings > 0) {
-      scaling.set("original_max_position_embeddings", s.original_max_position_embeddings);
-    }
-    if (s.type == RopeType::llama3) {
-      scaling.set("low_freq_factor", s.low_freq_factor);
-      scaling.set("high_freq_factor", s.high_freq_factor);
-    }
-    if (s.type == RopeType::yarn) {
-      scaling.set("beta_fast", s.beta_fast);
-      scaling.set("beta_slow", s.beta_slow);
-      if (s.attention_factor) scaling.set("attention_factor", *s.attention_factor);
-      if (s.mscale) scaling.set("mscale", *s.mscale);
-      if (s.mscale_all_dim) scaling.set("mscale_all_dim", *s.mscale_all_dim);
-      scaling.set("truncate", s.truncate);
-    }
-    for (const auto& [key, value] : scaling.as_object()) rope.set(key, value);
-    c.set("rope_scaling", scaling);
-  } else {
-    c.set("rope_scaling", json::Value());
+  c.set("rope_scaling", rope_scaling_json(l.rope_scaling));
+  json::Value rope = rope_json(full);
+  if (l.info().rope_per_layer_type) {
+    rope = json::Object{};
+    rope.set("full_attention", rope_json(full));
+    rope.set("sliding_attention", rope_json(l.sliding_rope.value_or(full)));
   }
   if (l.info().partial_rotary) {
     rope.set("partial_rotary_factor", l.partial_rotary_factor);
@@ -253,26 +333,28 @@ void write_rope(const LlamaConfig& l, json::Value& c) {
 // sliding_window on every layer; Qwen2, Qwen3 and Qwen2-MoE only with
 // use_sliding_window, on the layers layer_types marks (HF derives them:
 // layers from max_window_layers on); Qwen3-MoE with use_sliding_window, on
-// every layer.
-void read_window(Fields& c, LlamaConfig& l) {
+// every layer; OLMo 3 always, on the layers layer_types marks (by default
+// all but every fourth).
+void read_window(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
   const FamilyInfo& f = l.info();
   if (f.window == Window::none) {
     // The family's attention has no window: transformers ignores one.
     c.skip({"sliding_window", "use_sliding_window", "layer_types"});
     return;
   }
-  const bool gated = f.window != Window::uniform;
-  int64_t window = c.integer("sliding_window", 0);
+  const bool gated =
+      f.window == Window::uniform_if_enabled || f.window == Window::per_layer_if_enabled;
+  // The family's default window where the field is absent; null: none.
+  int64_t window = c.present("sliding_window") ? c.integer("sliding_window", 0) : d.sliding_window;
   if (gated && !c.flag("use_sliding_window", false)) window = 0;
   REPRISE_CHECK(window >= 0, c.where(), ": field \"sliding_window\" must be positive or null, got ",
                 window);
   l.sliding_window = window;
-  if (f.window != Window::per_layer_if_enabled) {
+  const bool per_layer = f.window == Window::per_layer_if_enabled || f.window == Window::per_layer;
+  if (!per_layer) {
     if (f.window_ignores_layer_types) c.skip({"layer_types"});
     return;
   }
-  const int64_t first_sliding = c.integer("max_window_layers", 28);
-  const bool on_nope = f.nope_layers;  // SmolLM3: the NoPE layers slide
   std::vector<LayerAttention> types;
   if (const json::Value* v = c.get("layer_types")) {
     REPRISE_CHECK(v->is_array() && int64_t(v->as_array().size()) == l.num_hidden_layers, c.where(),
@@ -285,15 +367,22 @@ void read_window(Fields& c, LlamaConfig& l) {
       types.push_back(sliding ? LayerAttention::sliding : LayerAttention::full);
     }
   } else {
+    const int64_t first_sliding = c.integer("max_window_layers", 28);
     for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
-      const bool slides = on_nope ? !l.uses_rope(i) : i >= first_sliding;
+      bool slides = i >= first_sliding;
+      if (f.window == Window::per_layer) slides = (i + 1) % d.full_attention_every != 0;
+      if (f.nope_layers) slides = !l.uses_rope(i);  // SmolLM3: the NoPE layers slide
       types.push_back(window > 0 && slides ? LayerAttention::sliding : LayerAttention::full);
     }
   }
+  const int64_t sliding = std::count(types.begin(), types.end(), LayerAttention::sliding);
+  // OLMo 3's sliding layers always slide: they need a window.
+  REPRISE_CHECK(f.window != Window::per_layer || window > 0 || sliding == 0, c.where(),
+                ": field \"layer_types\" marks ", sliding,
+                " sliding layers but \"sliding_window\" is null or 0");
   // A sliding type without a window attends fully (Qwen2-MoE writes
   // sliding_window 0 when use_sliding_window is false); uniform types are
   // kept as none.
-  const int64_t sliding = std::count(types.begin(), types.end(), LayerAttention::sliding);
   if (window == 0 || sliding == 0) {
     l.sliding_window = 0;
   } else if (sliding < l.num_hidden_layers) {
@@ -301,13 +390,21 @@ void read_window(Fields& c, LlamaConfig& l) {
   }
 }
 
+// The sliding layers' own rope is kept where some layer slides and it
+// differs from the full layers' (LlamaConfig::sliding_rope).
+void settle_sliding_rope(LlamaConfig& l) {
+  const LayerRope full{.theta = l.rope_theta, .scaling = l.rope_scaling};
+  if (l.sliding_window == 0 || l.sliding_rope == full) l.sliding_rope.reset();
+}
+
 void write_window(const LlamaConfig& l, json::Value& c) {
   const Window window = l.info().window;
   if (window == Window::none) return;
-  if (window != Window::uniform) c.set("use_sliding_window", l.sliding_window > 0);
+  const bool gated = window == Window::uniform_if_enabled || window == Window::per_layer_if_enabled;
+  if (gated) c.set("use_sliding_window", l.sliding_window > 0);
   c.set("sliding_window", l.sliding_window > 0 ? json::Value(l.sliding_window) : json::Value());
-  if (window != Window::per_layer_if_enabled) return;
-  c.set("max_window_layers", l.num_hidden_layers);
+  if (window == Window::per_layer_if_enabled) c.set("max_window_layers", l.num_hidden_layers);
+  if (window != Window::per_layer_if_enabled && window != Window::per_layer) return;
   json::Array types;
   for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
     types.emplace_back(l.attention_window(i) > 0 ? "sliding_attention" : "full_attention");
@@ -564,7 +661,8 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   read_rope(c, l, d);
   read_biases(c, l);
   read_nope_layers(c, l);
-  read_window(c, l);
+  read_window(c, l, d);
+  settle_sliding_rope(l);
   l.qk_norm = family->qk_norm_field == nullptr || c.flag(family->qk_norm_field, false)
                   ? family->qk_norm
                   : QkNorm::none;

@@ -23,9 +23,9 @@ namespace reprise::nn {
 
 // ---- RoPE --------------------------------------------------------------------
 
-RopeTable rope_table(const LlamaConfig& c, int64_t length, Device device) {
-  const RopeFrequencies f = rope_frequencies(c.rope_scaling, c.rope_theta, c.rope_dim(),
-                                             c.max_position_embeddings, length);
+RopeTable rope_table(const LlamaConfig& c, const LayerRope& rope, int64_t length, Device device) {
+  const RopeFrequencies f =
+      rope_frequencies(rope.scaling, rope.theta, c.rope_dim(), c.max_position_embeddings, length);
   return {.inv_freq = Tensor::from_vector(f.inv_freq, {int64_t(f.inv_freq.size())}).to(device),
           .scaling = double(f.attention_scaling)};
 }
@@ -79,7 +79,7 @@ LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c, int64_t l
       kv_heads_(c.num_key_value_heads),
       head_dim_(c.resolved_head_dim()),
       window_(c.attention_window(layer)),
-      rope_(c.uses_rope(layer)) {
+      rope_(c.uses_rope(layer) ? std::optional(c.rope_of(layer)) : std::nullopt) {
   register_module(q_proj);
   register_module(k_proj);
   register_module(v_proj);
@@ -116,7 +116,7 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   Tensor q = split_heads(projected(q_proj, q_norm.get(), in), heads_, q_norm.get());
   Tensor k = split_heads(projected(k_proj, k_norm.get(), in), kv_heads_, k_norm.get());
   if (rope_) {
-    const RopeTable rope = rope_table(config_, start + T, x.device());
+    const RopeTable rope = rope_table(config_, *rope_, start + T, x.device());
     // (B, H, T, D): RoPE on the first rope_dim of D (all of it but with
     // partial rotary), the rest passed through.
     const int64_t R = config_.rope_dim();
@@ -221,7 +221,7 @@ Tensor MlaAttention::forward(const Tensor& x, rng::Generator& gen, const LayerKv
     q_rot = deinterleave(q_rot);
     k_rot = deinterleave(k_rot);
   }
-  const RopeTable rope = rope_table(config_, start + T, x.device());
+  const RopeTable rope = rope_table(config_, config_.rope_of(0), start + T, x.device());
   q_rot = ops::rotary(q_rot, start, rope.inv_freq, rope.scaling);
   k_rot = ops::rotary(k_rot, start, rope.inv_freq, rope.scaling);
   ops::AttentionOptions options{.causal = true, .scale = scale_};

@@ -83,13 +83,14 @@ class Attention : public Module {
                          const LayerKv* kv = nullptr) const = 0;
 };
 
-// The RoPE frequencies a forward over positions below `length` rotates by
-// (nn/rope.h), as an ops::rotary input on `device`.
+// The RoPE frequencies by which a forward over positions below `length`
+// rotates with `rope` (nn/rope.h), as an ops::rotary input on `device`.
 struct RopeTable {
   Tensor inv_freq;  // (rope_dim / 2) f32
   double scaling = 1;
 };
-RopeTable rope_table(const LlamaConfig& config, int64_t length, Device device);
+RopeTable rope_table(const LlamaConfig& config, const LayerRope& rope, int64_t length,
+                     Device device);
 
 // q/k/v/o projections (with the config's biases), optional q/k RMSNorm,
 // RoPE and causal grouped-query attention, within decoder layer `layer`'s
@@ -105,7 +106,7 @@ class LlamaAttention final : public Attention {
  private:
   LlamaConfig config_;
   int64_t heads_, kv_heads_, head_dim_, window_;
-  bool rope_;  // false on a NoPE layer
+  std::optional<LayerRope> rope_;  // unset on a NoPE layer
 };
 
 // DeepSeek-V3's multi-head latent attention (MlaConfig in

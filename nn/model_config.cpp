@@ -141,9 +141,20 @@ int64_t LlamaConfig::rope_dim() const {
   return int64_t(double(resolved_head_dim()) * partial_rotary_factor);
 }
 
+LayerRope LlamaConfig::rope_of(int64_t layer) const {
+  if (sliding_rope && attention_window(layer) > 0) return *sliding_rope;
+  return {.theta = rope_theta, .scaling = rope_scaling};
+}
+
 int64_t LlamaConfig::max_sequence_length() const {
-  if (rope_scaling.type != RopeType::dynamic) return max_position_embeddings;
-  return int64_t(std::floor(rope_scaling.factor * double(max_position_embeddings)));
+  // Dynamic RoPE stretches past max_position_embeddings; the shortest
+  // stretch of the two ropes bounds the model.
+  auto longest = [&](const RopeScaling& s) {
+    if (s.type != RopeType::dynamic) return max_position_embeddings;
+    return int64_t(std::floor(s.factor * double(max_position_embeddings)));
+  };
+  const int64_t full = longest(rope_scaling);
+  return sliding_rope ? std::min(full, longest(sliding_rope->scaling)) : full;
 }
 
 int64_t LlamaConfig::attention_window(int64_t layer) const {
@@ -193,8 +204,10 @@ void check_attention_pieces(const LlamaConfig& c) {
                 f.norm_placement == NormPlacement::before ? "before" : "after",
                 " attention and the MLP, not as this config says");
   refuse(c.sliding_window != 0 && f.window == Window::none, "sliding-window attention");
-  refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled,
+  refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled &&
+             f.window != Window::per_layer,
          "per-layer attention types (layer_types)");
+  refuse(c.sliding_rope.has_value() && !f.rope_per_layer_type, "rope per layer type");
   refuse(!c.nope_layers.empty() && !f.nope_layers, "layers without rotary embeddings (NoPE)");
   refuse(c.partial_rotary_factor != 1 && !f.partial_rotary, "partial rotary embeddings");
   REPRISE_CHECK(f.mla == c.mla.has_value(), "LlamaConfig: ", f.model_type,
@@ -260,6 +273,13 @@ void LlamaConfig::validate() const {
   REPRISE_CHECK(rope_theta > 0 && std::isfinite(rope_theta),
                 "LlamaConfig: rope_theta must be positive, got ", rope_theta);
   rope_scaling.validate();
+  if (sliding_rope) {
+    REPRISE_CHECK(sliding_rope->theta > 0 && std::isfinite(sliding_rope->theta),
+                  "LlamaConfig: sliding_rope's theta must be positive, got ", sliding_rope->theta);
+    sliding_rope->scaling.validate();
+    REPRISE_CHECK(sliding_window > 0, "LlamaConfig: sliding_rope is set but no layer slides ",
+                  "(sliding_window is 0)");
+  }
   REPRISE_CHECK(initializer_range >= 0 && std::isfinite(initializer_range),
                 "LlamaConfig: initializer_range must be >= 0, got ", initializer_range);
   REPRISE_CHECK(attention_dropout >= 0 && attention_dropout < 1,
@@ -296,6 +316,11 @@ std::string LlamaConfig::describe() const {
   s << ", ffn " << intermediate_size << ", vocab " << vocab_size;
   if (tie_word_embeddings) s << ", tied embeddings";
   if (rope_scaling.type != RopeType::standard) s << ", rope " << rope_scaling.describe();
+  if (sliding_rope) {
+    s << ", sliding layers' rope theta " << sliding_rope->theta;
+    if (sliding_rope->scaling.type != RopeType::standard)
+      s << " " << sliding_rope->scaling.describe();
+  }
   if (partial_rotary_factor != 1) s << ", rope on " << rope_dim() << " of " << resolved_head_dim();
   if (qkv_bias || o_bias || mlp_bias) s << ", biases";
   if (qk_norm != QkNorm::none) s << ", q/k norm";

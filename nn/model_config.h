@@ -150,6 +150,9 @@ struct LlamaConfig {
   // RoPE on the first partial_rotary_factor x head_dim dims of each head
   // (GLM-4.5); the rest pass through.
   double partial_rotary_factor = 1.0;
+  // The rope of the sliding-window layers where it differs from the
+  // others' (rope_parameters per layer type: OLMo 3); unset: the same.
+  std::optional<LayerRope> sliding_rope;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
   double attention_dropout = 0.0;  // on the attention weights (HF's attention_dropout)
@@ -185,6 +188,9 @@ struct LlamaConfig {
   // The keys a query of decoder layer `layer` sees at most: sliding_window
   // on a sliding layer, 0 (no limit) otherwise.
   int64_t attention_window(int64_t layer) const;
+  // The rope of decoder layer `layer`: sliding_rope on a sliding layer when
+  // set, else rope_theta and rope_scaling.
+  LayerRope rope_of(int64_t layer) const;
   // Whether decoder layer `layer` rotates q and k.
   bool uses_rope(int64_t layer) const {
     return nope_layers.empty() || !nope_layers.at(size_t(layer));

@@ -57,6 +57,13 @@ struct RopeScaling {
   friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
 };
 
+// One rope: its theta and scaling (a layer type's entry of rope_parameters).
+struct LayerRope {
+  double theta = 10000.0;
+  RopeScaling scaling;
+  friend bool operator==(const LayerRope&, const LayerRope&) = default;
+};
+
 struct RopeFrequencies {
   std::vector<float> inv_freq;  // (dim / 2)
   float attention_scaling = 1;  // on cos and sin

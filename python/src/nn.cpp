@@ -228,6 +228,12 @@ void bind_rope_scaling(nb::module_& m) {
       .def("validate", &nn::RopeScaling::validate)
       .def("describe", &nn::RopeScaling::describe)
       .def("__eq__", [](const nn::RopeScaling& a, const nn::RopeScaling& b) { return a == b; });
+  nb::class_<nn::LayerRope>(m, "LayerRope",
+                            "One rope: theta and scaling (a layer type's rope_parameters).")
+      .def("__init__", &init_from_kwargs<nn::LayerRope>)
+      .def_rw("theta", &nn::LayerRope::theta)
+      .def_rw("scaling", &nn::LayerRope::scaling)
+      .def("__eq__", [](const nn::LayerRope& a, const nn::LayerRope& b) { return a == b; });
   m.def(
       "rope_frequencies",
       [](const nn::RopeScaling& s, double theta, int64_t dim, int64_t max_pos, int64_t length) {
@@ -314,6 +320,8 @@ void bind_llama_config(nb::module_& m) {
       .def_rw("qk_norm", &nn::LlamaConfig::qk_norm)
       .def_rw("norm_placement", &nn::LlamaConfig::norm_placement)
       .def_rw("partial_rotary_factor", &nn::LlamaConfig::partial_rotary_factor)
+      .def_rw("sliding_rope", &nn::LlamaConfig::sliding_rope, arg("rope").none(),
+              "The sliding layers' LayerRope where it differs (OLMo 3), or None.")
       .def_rw("sliding_window", &nn::LlamaConfig::sliding_window)
       .def_rw("layer_types", &nn::LlamaConfig::layer_types)
       .def_rw("nope_layers", &nn::LlamaConfig::nope_layers)
@@ -324,6 +332,7 @@ void bind_llama_config(nb::module_& m) {
       .def("resolved_head_dim", &nn::LlamaConfig::resolved_head_dim)
       .def("max_sequence_length", &nn::LlamaConfig::max_sequence_length)
       .def("attention_window", &nn::LlamaConfig::attention_window, arg("layer"))
+      .def("rope_of", &nn::LlamaConfig::rope_of, arg("layer"))
       .def("is_moe_layer", &nn::LlamaConfig::is_moe_layer, arg("layer"))
       .def("validate", &nn::LlamaConfig::validate)
       .def("describe", &nn::LlamaConfig::describe)

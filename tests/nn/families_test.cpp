@@ -27,6 +27,7 @@
 #include "nn/generation.h"
 #include "nn/hf.h"
 #include "ops/registry.h"
+#include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/temp_dir.h"
 
@@ -34,6 +35,7 @@ namespace reprise::nn {
 namespace {
 
 using testing::all_close;
+using testing::expect_error;
 using testing::fixture_path;
 using testing::max_abs;
 
@@ -153,6 +155,72 @@ TEST(FamilyRows, TheDocsTableListsEveryFamily) {
   EXPECT_EQ(listed, rows);
 }
 
+// A per-layer schedule field that no piece expresses is an Error naming
+// the file and the field, never read as something else.
+TEST(FamilyConfigs, ALayerScheduleNoPieceExpressesIsAnErrorNamingTheField) {
+  const std::string path = fixture_path("families/olmo3/config.json");
+  std::ifstream in(path);
+  const json::Value base = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  auto with = [&](const char* key, const json::Value& value) {
+    json::Value v = base;
+    v.set(key, value);
+    return v;
+  };
+  const json::Array four = base.at("layer_types").as_array();
+  json::Array chunked = four;
+  chunked[0] = "chunked_attention";
+  expect_error([&] { read_model_config(with("layer_types", chunked), path); },
+               {path + ": field \"layer_types\" holds \"chunked_attention\""});
+  expect_error(
+      [&] {
+        read_model_config(with("layer_types", json::Array(four.begin(), four.end() - 1)), path);
+      },
+      {"\"layer_types\" must list 4 layer types"});
+  expect_error([&] { read_model_config(with("sliding_window", json::Value()), path); },
+               {"\"layer_types\" marks 3 sliding layers but \"sliding_window\" is null or 0"});
+  json::Value ropes = base.at("rope_parameters");
+  ropes.set("chunked_attention", json::Object{{"rope_type", "default"}});
+  expect_error(
+      [&] { read_model_config(with("rope_parameters", ropes), path); },
+      {"\"rope_parameters\" holds \"chunked_attention\"; expected one rope per layer type"});
+  ropes = base.at("rope_parameters");
+  ropes.set("sliding_attention", json::Object{{"rope_type", "longrope"}});
+  expect_error([&] { read_model_config(with("rope_parameters", ropes), path); },
+               {"\"rope_parameters.sliding_attention\" has rope_type \"longrope\""});
+  // A family without a rope per layer type reads no such keys.
+  json::Value olmo2 = with("model_type", "olmo2");
+  olmo2.set("architectures", json::Array{"Olmo2ForCausalLM"});
+  expect_error([&] { read_model_config(olmo2, path); },
+               {"\"rope_parameters\" holds \"full_attention\""});
+}
+
+// The rope of each layer type reaches its layers: the sliding layers of
+// the olmo3 case rotate by theta 10000, the full one by yarn; a config
+// read back from its own config.json is the same.
+TEST(FamilyConfigs, EachLayerTypeRotatesByItsOwnRope) {
+  const LlamaConfig c = read_llama_config(fixture_path("families/olmo3"));
+  ASSERT_TRUE(c.sliding_rope.has_value());
+  for (int64_t layer = 0; layer < 3; ++layer) {
+    EXPECT_EQ(c.attention_window(layer), 6);
+    EXPECT_EQ(c.rope_of(layer).theta, 10000.0);
+    EXPECT_EQ(c.rope_of(layer).scaling.type, RopeType::standard);
+  }
+  EXPECT_EQ(c.attention_window(3), 0);
+  EXPECT_EQ(c.rope_of(3).scaling.type, RopeType::yarn);
+  EXPECT_EQ(c.rope_of(3).theta, 500000.0);
+  EXPECT_EQ(llama_config_from_json(llama_config_to_json(c)), c);
+  // One rope for both types is kept as none of its own.
+  LlamaConfig same = c;
+  same.sliding_rope = LayerRope{.theta = c.rope_theta, .scaling = c.rope_scaling};
+  EXPECT_FALSE(llama_config_from_json(llama_config_to_json(same)).sliding_rope.has_value());
+  // A family with one rope has no sliding_rope.
+  LlamaConfig mistral;
+  mistral.family = Family::mistral;
+  mistral.sliding_window = 4;
+  mistral.sliding_rope = LayerRope{.theta = 100.0};
+  expect_error([&] { mistral.validate(); }, {"mistral models have no rope per layer type"});
+}
+
 class Families : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Families, ConfigReadsWithNothingUnknownAndRoundTrips) {
@@ -184,6 +252,19 @@ TEST_P(Families, RopeFrequenciesAreTransformers) {
         rope_frequencies(c.rope_scaling, c.rope_theta, c.rope_dim(), c.max_position_embeddings, T);
     EXPECT_TRUE(all_close(Tensor::from_vector(at.inv_freq, {int64_t(at.inv_freq.size())}),
                           g.get("rope.inv_freq_at_T"), 0, 1e-6));
+  }
+  if (g.has("rope.sliding.inv_freq")) {
+    // A rope per layer type: the first sliding layer's is the sliding one.
+    int64_t sliding = 0;
+    while (c.attention_window(sliding) == 0) ++sliding;
+    ASSERT_TRUE(c.sliding_rope.has_value());
+    const LayerRope r = c.rope_of(sliding);
+    EXPECT_EQ(r, *c.sliding_rope);
+    const RopeFrequencies s =
+        rope_frequencies(r.scaling, r.theta, c.rope_dim(), c.max_position_embeddings, 1);
+    EXPECT_EQ(bits_of(Tensor::from_vector(s.inv_freq, {int64_t(s.inv_freq.size())})),
+              bits_of(g.get("rope.sliding.inv_freq")));
+    EXPECT_EQ(s.attention_scaling, g.get("rope.sliding.attention_scaling").item<float>());
   }
 }
 
