@@ -1,4 +1,5 @@
-// cpu_backend(): the build of the CPU backend for cpu_capability().
+// cpu_backend(): the build of the CPU backend for cpu_capability(), and
+// which builds this library carries (REPRISE_CPU_LEVELS, cpu/CMakeLists.txt).
 #include "engine/backend.h"
 #include "engine/cpu_capability.h"
 
@@ -7,22 +8,48 @@ namespace cpu {
 namespace scalar {
 Backend& instance();
 }
-#if defined(REPRISE_CPU_X86_LEVELS)
+#if defined(REPRISE_CPU_CARRIES_AVX2)
 namespace avx2 {
 Backend& instance();
 }
+#endif
+#if defined(REPRISE_CPU_CARRIES_AVX512)
 namespace avx512 {
 Backend& instance();
 }
 #endif
 }  // namespace cpu
 
+bool cpu_build_carries(CpuCapability c) {
+  switch (c) {
+    case CpuCapability::scalar:
+      return true;
+    case CpuCapability::avx2:
+#if defined(REPRISE_CPU_CARRIES_AVX2)
+      return true;
+#else
+      return false;
+#endif
+    case CpuCapability::avx512:
+    case CpuCapability::avx512_bf16:  // the avx512 build
+#if defined(REPRISE_CPU_CARRIES_AVX512)
+      return true;
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
 Backend& cpu_backend() {
+  // cpu_capability() is one the build carries.
   switch (cpu_capability()) {
-#if defined(REPRISE_CPU_X86_LEVELS)
+#if defined(REPRISE_CPU_CARRIES_AVX512)
     case CpuCapability::avx512:
     case CpuCapability::avx512_bf16:  // the avx512 build; its bf16 products ask which
       return cpu::avx512::instance();
+#endif
+#if defined(REPRISE_CPU_CARRIES_AVX2)
     case CpuCapability::avx2:
       return cpu::avx2::instance();
 #endif

@@ -72,6 +72,10 @@ std::string supported_names() {
 }
 
 void check_supported(CpuCapability c, std::string_view who) {
+  REPRISE_CHECK(cpu_build_carries(c), who, ": this build does not carry the ", to_string(c),
+                " capability (configured with REPRISE_CPU_LEVELS without it; carried and "
+                "supported here: ",
+                supported_names(), ")");
   REPRISE_CHECK(cpu_has(c), who, ": this CPU does not support the ", to_string(c),
                 " capability (supported here: ", supported_names(), ")");
 }
@@ -107,7 +111,7 @@ const std::vector<CpuCapability>& supported_cpu_capabilities() {
   static const std::vector<CpuCapability> supported = [] {
     std::vector<CpuCapability> v;
     for (CpuCapability c : kAll) {
-      if (cpu_has(c)) v.push_back(c);
+      if (cpu_has(c) && cpu_build_carries(c)) v.push_back(c);
     }
     return v;
   }();

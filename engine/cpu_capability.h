@@ -28,6 +28,10 @@ enum class CpuCapability : uint8_t { scalar, avx2, avx512, avx512_bf16 };
 
 const char* to_string(CpuCapability c);
 
+// Whether this build carries the kernels of capability c (CMake's
+// REPRISE_CPU_LEVELS; every level of the architecture by default).
+bool cpu_build_carries(CpuCapability c);
+
 // The capabilities this build carries and this CPU (and its OS) supports,
 // lowest first; scalar is always there.
 const std::vector<CpuCapability>& supported_cpu_capabilities();

@@ -38,12 +38,15 @@ build_log=$build/logs/build_$name.log
 mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
 
 # The layers are built without -Werror here: clang with the sanitizers warns
-# on some of their GCC pragmas (fuzz/CMakeLists.txt).
+# on some of their GCC pragmas (fuzz/CMakeLists.txt). The fuzzers run the
+# CPU kernels at one capability, so the build carries the scalar ones only
+# (REPRISE_CPU_LEVELS; the other levels would be two thirds of the build).
 if ! {
   if [[ ! -f $build/CMakeCache.txt ]]; then
     source scripts/launcher.sh
     cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DREPRISE_FUZZ=ON -DREPRISE_WERROR=OFF -DREPRISE_CUDA=OFF -DREPRISE_BUILD_TESTS=OFF \
+      -DREPRISE_CPU_LEVELS=scalar \
       -DREPRISE_BUILD_EXAMPLES=OFF "${launcher[@]}"
   fi
   cmake --build "$build" -j"${REPRISE_JOBS:-$(nproc)}" --target "fuzz_$name"
