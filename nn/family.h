@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,7 +24,8 @@ namespace reprise::nn {
 // clang-format off
 #define REPRISE_FAMILIES(X)                                                   \
   X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) \
-  X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe) X(olmo3)
+  X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe) X(olmo3)   \
+  X(gemma3_text)
 // clang-format on
 
 enum class Family : uint8_t {
@@ -52,6 +54,18 @@ enum class NormPlacement : uint8_t {
   // post_feedforward_layernorm on the MLP's, before each residual add:
   // h = x + n1(attn(x)), out = h + n2(mlp(h)).
   after,
+  // Gemma 3: both around each block, input_layernorm and
+  // post_attention_layernorm around attention, pre_feedforward_layernorm
+  // and post_feedforward_layernorm around the MLP:
+  // h = x + n2(attn(n1(x))), out = h + n4(mlp(n3(h))).
+  both,
+};
+
+// The activation of the gated MLP, down(act(gate(x)) * up(x)), by its
+// config.json name.
+enum class MlpActivation : uint8_t {
+  silu,       // "silu": SwiGLU
+  gelu_tanh,  // "gelu_pytorch_tanh": GELU with the tanh approximation (Gemma)
 };
 
 // The biases of the attention projections, and how config.json says so.
@@ -86,6 +100,7 @@ struct FamilyDefaults {
   double rope_theta = 1e4;
   int64_t head_dim = 0;
   bool tie_word_embeddings = false;
+  std::optional<int64_t> pad_token_id;
   // MoE: experts, per token, aux loss weight, renormalized gates.
   int64_t experts = 0;
   int64_t experts_per_tok = 0;
@@ -103,6 +118,12 @@ struct FamilyDefaults {
   // layers when layer_types is absent.
   int64_t sliding_window = 0;
   int64_t full_attention_every = 0;
+  // FamilyInfo::rope_per_layer_type: the sliding layers' default theta (0:
+  // rope_theta's).
+  double sliding_rope_theta = 0;
+  MlpActivation activation = MlpActivation::silu;
+  // FamilyInfo::query_pre_attn_scalar.
+  double query_pre_attn_scalar = 0;
 };
 
 // The mixture of experts a family's layers may hold, and how config.json
@@ -164,6 +185,19 @@ struct FamilyInfo {
   // {...}, "sliding_attention": {...}} (OLMo 3): the sliding layers' is
   // LlamaConfig::sliding_rope.
   bool rope_per_layer_type = false;
+  // Window::per_layer: sliding_window_pattern, the period of full layers
+  // when layer_types is absent (Gemma 3's older spelling).
+  bool window_pattern_field = false;
+  // The config.json field naming the MLP's activation.
+  const char* activation_field = "hidden_act";
+  // Gemma: RMSNorm scales by 1 + weight (its weights start at 0), the
+  // embeddings are multiplied by sqrt(hidden_size), the softmax scale is
+  // query_pre_attn_scalar^-1/2, and final_logit_softcapping may cap the
+  // logits (cap tanh(logits / cap)).
+  bool unit_offset_norms = false;
+  bool scaled_embeddings = false;
+  bool query_pre_attn_scalar = false;
+  bool final_logit_softcapping = false;
   // Fields of the family's config that its transformers model does not
   // read (a training setting of the authors' own code).
   std::span<const char* const> unread_fields = {};

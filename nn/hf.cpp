@@ -90,7 +90,7 @@ LlamaSize llama_size(const LlamaConfig& c) {
   n.add(c.tie_word_embeddings ? 1 : 2, n.product(c.vocab_size, C));  // embedding, head
   n.add(1, C);                                                       // the final norm
   for (int64_t i = 0; i < c.num_hidden_layers && !n.overflow(); ++i) {
-    n.add(2, C);  // the layer's two norms
+    n.add(c.norm_placement == NormPlacement::both ? 4 : 2, C);  // the layer's norms
     count_attention(c, n);
     if (!c.is_moe_layer(i)) {
       count_swiglu(C, c.intermediate_size, c.mlp_bias, n);

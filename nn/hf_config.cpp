@@ -122,7 +122,6 @@ void skip_common(Fields& c) {
           "dtype",
           "bos_token_id",
           "eos_token_id",
-          "pad_token_id",
           "use_cache",
           "output_router_logits",
           "_name_or_path",
@@ -217,9 +216,13 @@ LayerRope read_rope_object(Fields& c, const json::Value& object, const std::stri
 // rope_per_layer_type): full_attention's is the model's rope, with
 // rope_scaling over it when set (transformers 5 merges it so), and
 // sliding_attention's the sliding layers' (kept only where they differ,
-// after read_window).
+// after read_window). An absent entry is the default rope, its theta
+// rope_theta, or for the sliding layers of a family with a theta of their
+// own (Gemma 3) rope_local_base_freq or that default.
 void read_rope_per_layer_type(Fields& c, const json::Value& parameters, const json::Value* scaling,
                               double top_theta, LlamaConfig& l, const FamilyDefaults& d) {
+  REPRISE_CHECK(parameters.is_object(), c.where(),
+                ": field \"rope_parameters\" must be an object or null");
   for (const auto& [key, value] : parameters.as_object()) {
     REPRISE_CHECK(key == "full_attention" || key == "sliding_attention", c.where(),
                   ": field \"rope_parameters\" holds \"", key,
@@ -240,14 +243,12 @@ void read_rope_per_layer_type(Fields& c, const json::Value& parameters, const js
       read_rope_object(c, full, "rope_parameters.full_attention", top_theta, l, d, false);
   l.rope_theta = f.theta;
   l.rope_scaling = f.scaling;
-  l.sliding_rope = read_rope_object(c, entry("sliding_attention"),
-                                    "rope_parameters.sliding_attention", top_theta, l, d, false);
+  const double sliding_theta =
+      d.sliding_rope_theta > 0 ? c.real("rope_local_base_freq", d.sliding_rope_theta) : top_theta;
+  l.sliding_rope =
+      read_rope_object(c, entry("sliding_attention"), "rope_parameters.sliding_attention",
+                       sliding_theta, l, d, false);
   l.partial_rotary_factor = read_partial_rotary(c, nullptr, l, d);
-}
-
-bool per_layer_type_ropes(const json::Value& parameters) {
-  return parameters.is_object() && (parameters.find("full_attention") != nullptr ||
-                                    parameters.find("sliding_attention") != nullptr);
 }
 
 // rope_scaling (transformers 4, and 5's old spelling, which wins when set)
@@ -257,8 +258,9 @@ void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
   l.rope_theta = top_theta;
   const json::Value* scaling = c.get("rope_scaling");
   const json::Value* parameters = c.get("rope_parameters");
-  if (l.info().rope_per_layer_type && parameters != nullptr && per_layer_type_ropes(*parameters)) {
-    read_rope_per_layer_type(c, *parameters, scaling, top_theta, l, d);
+  if (l.info().rope_per_layer_type) {
+    read_rope_per_layer_type(c, parameters ? *parameters : json::Value(json::Object{}), scaling,
+                             top_theta, l, d);
     return;
   }
   const json::Value* rope = scaling != nullptr ? scaling : parameters;
@@ -355,6 +357,8 @@ void read_window(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
     if (f.window_ignores_layer_types) c.skip({"layer_types"});
     return;
   }
+  // transformers 5 writes its private copy of sliding_window_pattern too.
+  if (f.window_pattern_field) c.skip({"_sliding_window_pattern"});
   std::vector<LayerAttention> types;
   if (const json::Value* v = c.get("layer_types")) {
     REPRISE_CHECK(v->is_array() && int64_t(v->as_array().size()) == l.num_hidden_layers, c.where(),
@@ -366,11 +370,17 @@ void read_window(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
                     "; expected \"full_attention\" or \"sliding_attention\"");
       types.push_back(sliding ? LayerAttention::sliding : LayerAttention::full);
     }
+    c.skip({"sliding_window_pattern"});  // layer_types wins, as in transformers
   } else {
     const int64_t first_sliding = c.integer("max_window_layers", 28);
+    const int64_t full_every = f.window_pattern_field
+                                   ? c.integer("sliding_window_pattern", d.full_attention_every)
+                                   : d.full_attention_every;
+    REPRISE_CHECK(f.window != Window::per_layer || full_every >= 1, c.where(),
+                  ": field \"sliding_window_pattern\" must be positive, got ", full_every);
     for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
       bool slides = i >= first_sliding;
-      if (f.window == Window::per_layer) slides = (i + 1) % d.full_attention_every != 0;
+      if (f.window == Window::per_layer) slides = (i + 1) % full_every != 0;
       if (f.nope_layers) slides = !l.uses_rope(i);  // SmolLM3: the NoPE layers slide
       types.push_back(window > 0 && slides ? LayerAttention::sliding : LayerAttention::full);
     }
@@ -443,6 +453,56 @@ void write_nope_layers(const LlamaConfig& l, json::Value& c) {
   json::Array uses;
   for (int64_t i = 0; i < l.num_hidden_layers; ++i) uses.emplace_back(int64_t(l.uses_rope(i)));
   c.set("no_rope_layers", uses);
+}
+
+// pad_token_id, the embedding's padding_idx in every family's model: null
+// or absent (where the family's default is none) for none; negative counts
+// from the end, as torch's nn.Embedding does.
+std::optional<int64_t> read_pad_token_id(Fields& c, int64_t vocab_size, const FamilyDefaults& d) {
+  if (!c.present("pad_token_id")) return d.pad_token_id;
+  if (!c.has("pad_token_id")) return std::nullopt;  // null
+  int64_t pad = c.integer("pad_token_id", 0);
+  REPRISE_CHECK(pad >= -vocab_size && pad < vocab_size, c.where(), ": field \"pad_token_id\" is ",
+                pad, ", not a row of the embedding (vocab_size ", vocab_size, ")");
+  if (pad < 0) pad += vocab_size;
+  return pad;
+}
+
+// ---- the MLP and Gemma's pieces -------------------------------------------------
+
+const char* activation_name(MlpActivation a) {
+  return a == MlpActivation::silu ? "silu" : "gelu_pytorch_tanh";
+}
+
+// The MLP's activation, in the family's field (FamilyInfo::activation_field).
+MlpActivation read_activation(Fields& c, const FamilyInfo& f) {
+  const std::string name =
+      c.text(f.activation_field).value_or(activation_name(f.defaults.activation));
+  if (name == "silu" || name == "swish") return MlpActivation::silu;
+  if (name == "gelu_pytorch_tanh") return MlpActivation::gelu_tanh;
+  REPRISE_FAIL(c.where(), ": field \"", f.activation_field, "\" is \"", name,
+               "\"; reprise's gated MLP supports \"silu\" and \"gelu_pytorch_tanh\"");
+}
+
+// Gemma's pieces (FamilyInfo::unit_offset_norms, ...): on for the family
+// that has them, their fields read where it does.
+void read_gemma_pieces(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
+  const FamilyInfo& f = l.info();
+  l.norm_unit_offset = f.unit_offset_norms;
+  l.scale_embeddings = f.scaled_embeddings;
+  if (f.query_pre_attn_scalar) {
+    l.query_pre_attn_scalar = c.real("query_pre_attn_scalar", d.query_pre_attn_scalar);
+    REPRISE_CHECK(l.query_pre_attn_scalar > 0, c.where(),
+                  ": field \"query_pre_attn_scalar\" must be positive, got ",
+                  l.query_pre_attn_scalar);
+  }
+  if (f.final_logit_softcapping) {
+    l.final_logit_softcapping = c.real("final_logit_softcapping", 0);
+    // Gemma 3's attention takes no soft-cap (transformers passes none to
+    // its attention), and bidirectional attention is not causal LM.
+    c.skip({"attn_logit_softcapping"});
+    c.require_false("use_bidirectional_attention", "attention is causal");
+  }
 }
 
 // The biases (FamilyInfo::biases, mlp_bias) as each family names them.
@@ -637,7 +697,6 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
                 supported_model_types());
   const FamilyDefaults& d = family->defaults;
   skip_common(c);
-  c.require_text("hidden_act", "silu", "the SwiGLU activation");
   REPRISE_CHECK(!c.has("quantization_config"), where,
                 ": the weights are quantized (quantization_config); reprise reads f32, bf16 and "
                 "f16 weights only");
@@ -645,6 +704,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
                 ": field \"clip_qkv\" is set; reprise's attention does not clip q, k, v");
   LlamaConfig l;
   l.family = family->family;
+  l.hidden_act = read_activation(c, *family);
   l.vocab_size = c.required_integer("vocab_size");
   l.hidden_size = c.required_integer("hidden_size");
   l.intermediate_size = c.required_integer("intermediate_size");
@@ -656,6 +716,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   l.rms_norm_eps = c.real("rms_norm_eps", d.rms_norm_eps);
   l.initializer_range = c.real("initializer_range", l.initializer_range);
   l.tie_word_embeddings = c.flag("tie_word_embeddings", d.tie_word_embeddings);
+  l.pad_token_id = read_pad_token_id(c, l.vocab_size, d);
   l.attention_dropout = c.real("attention_dropout", 0.0);
   l.dropout = c.real("reprise_dropout", 0.0);
   read_rope(c, l, d);
@@ -663,6 +724,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   read_nope_layers(c, l);
   read_window(c, l, d);
   settle_sliding_rope(l);
+  read_gemma_pieces(c, l, d);
   l.qk_norm = family->qk_norm_field == nullptr || c.flag(family->qk_norm_field, false)
                   ? family->qk_norm
                   : QkNorm::none;
@@ -724,7 +786,7 @@ json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
   json::Value c = json::Object{};
   c.set("architectures", json::Array{f.architecture});
   c.set("model_type", f.model_type);
-  c.set("hidden_act", "silu");
+  c.set(f.activation_field, activation_name(l.hidden_act));
   c.set("vocab_size", l.vocab_size);
   c.set("hidden_size", l.hidden_size);
   c.set("intermediate_size", l.intermediate_size);
@@ -737,12 +799,19 @@ json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
   write_rope(l, c);
   c.set("initializer_range", l.initializer_range);
   c.set("tie_word_embeddings", l.tie_word_embeddings);
+  c.set("pad_token_id", l.pad_token_id ? json::Value(*l.pad_token_id) : json::Value());
   c.set("attention_dropout", l.attention_dropout);
   if (l.dropout != 0) c.set("reprise_dropout", l.dropout);
   write_biases(l, c);
   if (f.qk_norm_field != nullptr) c.set(f.qk_norm_field, l.qk_norm != QkNorm::none);
   write_nope_layers(l, c);
   write_window(l, c);
+  if (f.query_pre_attn_scalar) c.set("query_pre_attn_scalar", l.query_pre_attn_scalar);
+  if (f.final_logit_softcapping) {
+    c.set("final_logit_softcapping",
+          l.final_logit_softcapping > 0 ? json::Value(l.final_logit_softcapping) : json::Value());
+    c.set("attn_logit_softcapping", json::Value());
+  }
   if (l.mla) {
     const MlaConfig& m = *l.mla;
     c.set("q_lora_rank", m.q_lora_rank > 0 ? json::Value(m.q_lora_rank) : json::Value());

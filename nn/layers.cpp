@@ -8,6 +8,7 @@
 #include "ops/norm.h"
 #include "ops/random.h"
 #include "ops/swiglu.h"
+#include "ops/unary.h"
 
 namespace reprise::nn {
 namespace {
@@ -48,25 +49,34 @@ void Linear::reset_parameters(double std, rng::Generator& gen, std::string_view 
 
 // ---- Embedding --------------------------------------------------------------
 
-Embedding::Embedding(std::string name, int64_t num_embeddings, int64_t embedding_dim)
-    : Module(std::move(name)) {
+Embedding::Embedding(std::string name, int64_t num_embeddings, int64_t embedding_dim,
+                     std::optional<int64_t> padding_idx)
+    : Module(std::move(name)), padding_idx_(padding_idx) {
   check_positive("Embedding", this->name(), "num_embeddings", num_embeddings);
   check_positive("Embedding", this->name(), "embedding_dim", embedding_dim);
+  REPRISE_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < num_embeddings), "Embedding '",
+                this->name(), "': padding_idx ", padding_idx.value_or(0), " is not in [0, ",
+                num_embeddings, ")");
   weight_ = register_parameter("weight", {num_embeddings, embedding_dim}, /*decay=*/false);
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
   autograd::Scope scope(name());
-  return ops::embedding(weight_, ids);
+  return ops::embedding(weight_, ids, padding_idx_);
 }
 
 void Embedding::reset_parameters(double std, rng::Generator& gen, std::string_view stream) {
   ops::normal_(weight_, 0.0, std, gen, stream);
+  if (padding_idx_) {
+    NoGradGuard no_grad;
+    weight_.select(0, *padding_idx_).fill_(0.0);  // HF's _init_weights
+  }
 }
 
 // ---- RMSNorm ----------------------------------------------------------------
 
-RMSNorm::RMSNorm(std::string name, int64_t dim, double eps) : Module(std::move(name)), eps_(eps) {
+RMSNorm::RMSNorm(std::string name, int64_t dim, double eps, bool unit_offset)
+    : Module(std::move(name)), eps_(eps), unit_offset_(unit_offset) {
   check_positive("RMSNorm", this->name(), "dim", dim);
   REPRISE_CHECK(eps > 0, "RMSNorm '", this->name(), "': eps must be positive, got ", eps);
   weight_ = register_parameter("weight", {dim}, /*decay=*/false);
@@ -75,28 +85,37 @@ RMSNorm::RMSNorm(std::string name, int64_t dim, double eps) : Module(std::move(n
 
 Tensor RMSNorm::forward(const Tensor& x) const {
   autograd::Scope scope(name());
-  return ops::rmsnorm(x, weight_, eps_);
+  // Gemma's 1 + w, in the weight's dtype as transformers computes it.
+  return ops::rmsnorm(x, unit_offset_ ? ops::add(weight_, 1.0) : weight_, eps_);
 }
 
 void RMSNorm::reset_parameters() {
   NoGradGuard no_grad;
-  weight_.fill_(1.0);
+  weight_.fill_(unit_offset_ ? 0.0 : 1.0);
 }
 
-// ---- SwiGluMLP --------------------------------------------------------------
+// ---- GatedMLP --------------------------------------------------------------
 
-SwiGluMLP::SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size, bool bias)
+GatedMLP::GatedMLP(std::string name, int64_t hidden_size, int64_t intermediate_size, bool bias,
+                   MlpActivation activation)
     : Module(std::move(name)),
       gate_proj("gate_proj", hidden_size, intermediate_size, bias),
       up_proj("up_proj", hidden_size, intermediate_size, bias),
-      down_proj("down_proj", intermediate_size, hidden_size, bias) {
+      down_proj("down_proj", intermediate_size, hidden_size, bias),
+      activation_(activation) {
   register_module(gate_proj);
   register_module(up_proj);
   register_module(down_proj);
 }
 
-Tensor SwiGluMLP::forward(const Tensor& x) const {
+Tensor GatedMLP::forward(const Tensor& x) const {
   autograd::Scope scope(name());
+  const Tensor in = autocast_operand(x);
+  if (activation_ == MlpActivation::gelu_tanh) {
+    // gelu(g) * u on f32 products (as every projection but SwiGLU's under
+    // autocast), then down.
+    return down_proj.forward(ops::mul(ops::gelu(gate_proj.forward(in)), up_proj.forward(in)));
+  }
   // Under bf16 autocast the gate and up products stay bf16 for SwiGLU; a
   // biased MLP widens them, as every other projection does.
   const bool keep_bf16 = autocast_dtype() == DType::bf16 && !gate_proj.bias().defined();
@@ -104,8 +123,8 @@ Tensor SwiGluMLP::forward(const Tensor& x) const {
     return keep_bf16 && layer != &down_proj ? autocast_product(in, layer->weight())
                                             : layer->project(in);
   };
-  return swiglu_ffn(autocast_operand(x), &gate_proj, &up_proj, &down_proj,
-                    {"gate_proj", "up_proj", "down_proj"}, project);
+  return swiglu_ffn(in, &gate_proj, &up_proj, &down_proj, {"gate_proj", "up_proj", "down_proj"},
+                    project);
 }
 
 }  // namespace reprise::nn

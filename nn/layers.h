@@ -7,9 +7,11 @@
 // V = vocabulary.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "autograd/scope.h"
+#include "nn/family.h"
 #include "nn/module.h"
 #include "ops/swiglu.h"
 #include "rng/generator.h"
@@ -45,27 +47,33 @@ class Linear : public Module {
 // default.
 class Embedding : public Module {
  public:
-  Embedding(std::string name, int64_t num_embeddings, int64_t embedding_dim);
+  // padding_idx (torch's, HF's pad_token_id): a row that starts at 0 and
+  // gets no gradient.
+  Embedding(std::string name, int64_t num_embeddings, int64_t embedding_dim,
+            std::optional<int64_t> padding_idx = std::nullopt);
 
   // ids: (...) i64 in [0, V) -> (..., C)
   Tensor forward(const Tensor& ids) const;
   void reset_parameters(double std, rng::Generator& gen, std::string_view stream = "init");
 
   const Tensor& weight() const { return weight_; }
+  std::optional<int64_t> padding_idx() const { return padding_idx_; }
 
  private:
   Tensor weight_;  // (V, C)
+  std::optional<int64_t> padding_idx_;
 };
 
 // y = weight * x * rsqrt(mean(x^2, -1) + eps), as HF LlamaRMSNorm; weight
 // (C) starts at ones and is not weight-decayed by default.
 class RMSNorm : public Module {
  public:
-  RMSNorm(std::string name, int64_t dim, double eps);
+  // unit_offset: scale by 1 + weight, the weight starting at 0 (Gemma's).
+  RMSNorm(std::string name, int64_t dim, double eps, bool unit_offset = false);
 
   // x: (..., C) -> (..., C)
   Tensor forward(const Tensor& x) const;
-  void reset_parameters();  // ones
+  void reset_parameters();  // ones, or zeros with unit_offset
 
   const Tensor& weight() const { return weight_; }
   double eps() const { return eps_; }
@@ -73,22 +81,27 @@ class RMSNorm : public Module {
  private:
   Tensor weight_;  // (C)
   double eps_;
+  bool unit_offset_;
 };
 
-// down_proj(silu(gate_proj(x)) * up_proj(x)): Llama's MLP (LlamaMLP in
-// Hugging Face, with its biases when mlp_bias) and the shared experts of an
-// MoE layer, with their names.
-class SwiGluMLP : public Module {
+// down_proj(act(gate_proj(x)) * up_proj(x)), act SiLU (Llama's MLP,
+// LlamaMLP in Hugging Face, with its biases when mlp_bias; the shared
+// experts of an MoE layer) or GELU-tanh (Gemma's), with their names.
+class GatedMLP : public Module {
  public:
-  SwiGluMLP(std::string name, int64_t hidden_size, int64_t intermediate_size, bool bias = false);
+  GatedMLP(std::string name, int64_t hidden_size, int64_t intermediate_size, bool bias = false,
+           MlpActivation activation = MlpActivation::silu);
   // x: (..., C) -> (..., C)
   Tensor forward(const Tensor& x) const;
 
   Linear gate_proj, up_proj, down_proj;  // (F, C), (F, C), (C, F)
+
+ private:
+  MlpActivation activation_;
 };
 
 // The SwiGLU feed-forward, down(silu(gate(x)) * up(x)), written once for
-// SwiGluMLP and an MoE layer's experts, routed or shared: project(x, w) is
+// GatedMLP (SiLU) and an MoE layer's experts, routed or shared: project(x, w) is
 // the projection by the weights `gate`, `up` and `down` (a linear, or a
 // grouped product over the experts' blocks of rows), each recorded under
 // its weight's name (HF's gate_proj, up_proj, down_proj; Mixtral's w1, w3,

@@ -17,6 +17,7 @@
 #include "ops/reduce.h"
 #include "ops/rotary.h"
 #include "ops/shape.h"
+#include "ops/unary.h"
 #include "ops/views.h"
 
 namespace reprise::nn {
@@ -87,9 +88,9 @@ LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c, int64_t l
   if (c.qk_norm != QkNorm::none) {
     const bool per_head = c.qk_norm == QkNorm::per_head;
     q_norm = std::make_unique<RMSNorm>("q_norm", per_head ? head_dim_ : heads_ * head_dim_,
-                                       c.rms_norm_eps);
+                                       c.rms_norm_eps, c.norm_unit_offset);
     k_norm = std::make_unique<RMSNorm>("k_norm", per_head ? head_dim_ : kv_heads_ * head_dim_,
-                                       c.rms_norm_eps);
+                                       c.rms_norm_eps, c.norm_unit_offset);
     register_module(*q_norm);
     register_module(*k_norm);
   }
@@ -131,6 +132,9 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   }
   Tensor v = split_heads(v_proj.forward(in), kv_heads_, nullptr);
   ops::AttentionOptions options{.causal = true, .window = window_};
+  if (config_.query_pre_attn_scalar > 0) {
+    options.scale = std::pow(config_.query_pre_attn_scalar, -0.5);  // Gemma
+  }
   if (kv) {
     const Shape want{B, kv_heads_, kv->k.defined() ? kv->k.size(2) : 0, head_dim_};
     check_cache(*kv, want, want, 2, T, q.dtype(), name());
@@ -256,7 +260,9 @@ Tensor MlaAttention::forward(const Tensor& x, rng::Generator& gen, const LayerKv
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
                                      std::shared_ptr<const ExpertDispatch> experts)
     : Module(std::to_string(index)),
-      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps),
+      post_attention_layernorm("post_attention_layernorm", c.hidden_size, c.rms_norm_eps,
+                               c.norm_unit_offset),
+      placement_(c.norm_placement),
       dropout_p_(c.dropout) {
   if (c.mla) {
     self_attn = std::make_unique<MlaAttention>("self_attn", c);
@@ -271,17 +277,24 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
                                            *c.moe, std::move(experts), moe_names(f));
     register_module(*moe);
   } else {
-    mlp = std::make_unique<SwiGluMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias);
+    mlp = std::make_unique<GatedMLP>("mlp", c.hidden_size, c.intermediate_size, c.mlp_bias,
+                                     c.hidden_act);
     register_module(*mlp);
   }
-  if (c.norm_placement == NormPlacement::before) {
-    input_layernorm = std::make_unique<RMSNorm>("input_layernorm", c.hidden_size, c.rms_norm_eps);
+  auto norm = [&](const char* name) {
+    return std::make_unique<RMSNorm>(name, c.hidden_size, c.rms_norm_eps, c.norm_unit_offset);
+  };
+  if (placement_ != NormPlacement::after) {
+    input_layernorm = norm("input_layernorm");
     register_module(*input_layernorm);
   }
   register_module(post_attention_layernorm);
-  if (c.norm_placement == NormPlacement::after) {
-    post_feedforward_layernorm =
-        std::make_unique<RMSNorm>("post_feedforward_layernorm", c.hidden_size, c.rms_norm_eps);
+  if (placement_ == NormPlacement::both) {
+    pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
+    register_module(*pre_feedforward_layernorm);
+  }
+  if (placement_ != NormPlacement::before) {
+    post_feedforward_layernorm = norm("post_feedforward_layernorm");
     register_module(*post_feedforward_layernorm);
   }
 }
@@ -289,12 +302,17 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
 Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRouterTerms* moe_terms,
                                   const LayerKv* kv) const {
   const bool drop = training() && dropout_p_ > 0 && kv == nullptr;
-  const bool before = input_layernorm != nullptr;
-  Tensor a = before ? self_attn->forward(input_layernorm->forward(x), gen, kv)
-                    : post_attention_layernorm.forward(self_attn->forward(x, gen, kv));
+  // The norms around each block (NormPlacement): before attention, after
+  // it, before the MLP, after it; post_attention_layernorm is Llama's
+  // norm before the MLP and the others' after attention.
+  const bool before = placement_ == NormPlacement::before;
+  const RMSNorm* attention_out = before ? nullptr : &post_attention_layernorm;
+  const RMSNorm* mlp_in = before ? &post_attention_layernorm : pre_feedforward_layernorm.get();
+  auto around = [](const RMSNorm* norm, const Tensor& t) { return norm ? norm->forward(t) : t; };
+  Tensor a = around(attention_out, self_attn->forward(around(input_layernorm.get(), x), gen, kv));
   if (drop) a = ops::dropout(a, dropout_p_, gen, true, "dropout");
   Tensor h = ops::add(x, a);
-  const Tensor n2 = before ? post_attention_layernorm.forward(h) : h;
+  const Tensor n2 = around(mlp_in, h);
   Tensor m;
   if (mlp) {
     m = mlp->forward(n2);
@@ -303,7 +321,7 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRoute
     m = r.out;
     if (moe_terms) *moe_terms = std::move(r.terms);
   }
-  if (post_feedforward_layernorm) m = post_feedforward_layernorm->forward(m);
+  m = around(post_feedforward_layernorm.get(), m);
   if (drop) m = ops::dropout(m, dropout_p_, gen, true, "dropout");
   return ops::add(h, m);
 }
@@ -313,9 +331,9 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, rng::Generator& gen, MoeRoute
 LlamaModel::LlamaModel(std::string name, const LlamaConfig& c,
                        std::shared_ptr<const ExpertDispatch> experts)
     : Module(std::move(name)),
-      embed_tokens("embed_tokens", c.vocab_size, c.hidden_size),
+      embed_tokens("embed_tokens", c.vocab_size, c.hidden_size, c.pad_token_id),
       layers("layers"),
-      norm("norm", c.hidden_size, c.rms_norm_eps) {
+      norm("norm", c.hidden_size, c.rms_norm_eps, c.norm_unit_offset) {
   register_module(embed_tokens);
   register_module(layers);
   register_module(norm);
@@ -389,7 +407,11 @@ void LlamaForCausalLM::reset_parameters(rng::Generator& gen, std::string_view st
 
 Tensor LlamaForCausalLM::embed(const Tensor& input_ids) const {
   autograd::Scope scope(model.name());
-  return model.embed_tokens.forward(input_ids);  // (B, T, C)
+  const Tensor e = model.embed_tokens.forward(input_ids);  // (B, T, C)
+  if (!config_.scale_embeddings) return e;
+  // Gemma: times sqrt(hidden_size), rounded to f32 as transformers' buffer.
+  autograd::Scope scaled(model.embed_tokens.name());
+  return ops::mul(e, double(float(std::sqrt(double(config_.hidden_size)))));
 }
 
 Tensor LlamaForCausalLM::head(const Tensor& h) const {
@@ -398,9 +420,16 @@ Tensor LlamaForCausalLM::head(const Tensor& h) const {
     autograd::Scope scope(model.name());
     n = model.norm.forward(h);
   }
-  if (lm_head_) return lm_head_->forward(n);  // (B, T, V)
-  autograd::Scope scope("lm_head");
-  return autocast_linear(n, model.embed_tokens.weight());
+  Tensor logits;  // (B, T, V)
+  {
+    autograd::Scope scope("lm_head");
+    logits = lm_head_ ? lm_head_->project(n) : autocast_linear(n, model.embed_tokens.weight());
+  }
+  const double cap = config_.final_logit_softcapping;
+  if (cap == 0) return logits;
+  // Gemma's soft-cap, cap tanh(logits / cap), in f32.
+  autograd::Scope scope("softcap");
+  return ops::mul(ops::tanh(ops::mul(ops::cast(logits, DType::f32), 1.0 / cap)), cap);
 }
 
 CausalLMOutput LlamaForCausalLM::forward(const Tensor& input_ids,

@@ -34,10 +34,14 @@
 //   out = h + dropout(mlp(n2))
 // with n1 = input_layernorm(x), n2 = post_attention_layernorm(h) (with
 // norms after, OLMo 2's: h = x + dropout(post_attention_layernorm(
-// attention(x))), out = h + dropout(post_feedforward_layernorm(mlp(h)))), causal
+// attention(x))), out = h + dropout(post_feedforward_layernorm(mlp(h)));
+// with both, Gemma 3's: post_attention_layernorm(attention(n1)) and
+// post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)))), causal
 // attention (grouped-query with RoPE at positions 0..T-1, optional
 // sliding window, q/k norm and biases; or MLA) with attention_dropout on
-// its weights, and a SwiGLU MLP or a mixture of experts. With both
+// its weights, and a gated MLP (SwiGLU, or GELU-tanh) or a mixture of
+// experts. Gemma's RMSNorms scale by 1 + weight, its embeddings are
+// multiplied by sqrt(C), and its logits may be soft-capped. With both
 // dropouts 0 (Hugging Face's default) it is the family's decoder layer in
 // transformers. Dropout masks come from the stream "dropout" of the
 // model's dropout generator, so a checkpointed layer replays them exactly.
@@ -149,19 +153,22 @@ class LlamaDecoderLayer : public Module {
                  const LayerKv* kv = nullptr) const;
 
   // The norms (LlamaConfig::norm_placement): before attention and the MLP,
-  // input_layernorm and post_attention_layernorm (Llama), or after each,
-  // post_attention_layernorm and post_feedforward_layernorm (OLMo 2); the
-  // one a placement lacks is nullptr.
+  // input_layernorm and post_attention_layernorm (Llama); after each,
+  // post_attention_layernorm and post_feedforward_layernorm (OLMo 2); or
+  // all four, pre_feedforward_layernorm before the MLP (Gemma 3). The ones
+  // a placement lacks are nullptr.
   std::unique_ptr<RMSNorm> input_layernorm;
   std::unique_ptr<Attention> self_attn;  // LlamaAttention or MlaAttention
   RMSNorm post_attention_layernorm;
+  std::unique_ptr<RMSNorm> pre_feedforward_layernorm;
   std::unique_ptr<RMSNorm> post_feedforward_layernorm;
   // Exactly one is set: mlp for a dense layer, moe for an MoE layer (named
   // as the family names it: "block_sparse_moe" or "mlp").
-  std::unique_ptr<SwiGluMLP> mlp;
+  std::unique_ptr<GatedMLP> mlp;
   std::unique_ptr<SparseMoeBlock> moe;
 
  private:
+  NormPlacement placement_;
   double dropout_p_;
 };
 

@@ -201,8 +201,18 @@ void check_attention_pieces(const LlamaConfig& c) {
                 ", not as this config says");
   REPRISE_CHECK(c.norm_placement == f.norm_placement, "LlamaConfig: ", f.model_type,
                 " models place their norms ",
-                f.norm_placement == NormPlacement::before ? "before" : "after",
+                f.norm_placement == NormPlacement::before  ? "before"
+                : f.norm_placement == NormPlacement::after ? "after"
+                                                           : "before and after",
                 " attention and the MLP, not as this config says");
+  REPRISE_CHECK(c.norm_unit_offset == f.unit_offset_norms, "LlamaConfig: ", f.model_type,
+                " models scale their RMSNorms by ", f.unit_offset_norms ? "1 + weight" : "weight",
+                ", not as this config says (norm_unit_offset)");
+  REPRISE_CHECK(c.scale_embeddings == f.scaled_embeddings, "LlamaConfig: ", f.model_type,
+                " models ", f.scaled_embeddings ? "scale" : "do not scale",
+                " their embeddings by sqrt(hidden_size), not as this config says");
+  refuse(c.query_pre_attn_scalar != 0 && !f.query_pre_attn_scalar, "query_pre_attn_scalar");
+  refuse(c.final_logit_softcapping != 0 && !f.final_logit_softcapping, "final_logit_softcapping");
   refuse(c.sliding_window != 0 && f.window == Window::none, "sliding-window attention");
   refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled &&
              f.window != Window::per_layer,
@@ -286,6 +296,9 @@ void LlamaConfig::validate() const {
                 "LlamaConfig: attention_dropout must be in [0, 1), got ", attention_dropout);
   REPRISE_CHECK(dropout >= 0 && dropout < 1, "LlamaConfig: dropout must be in [0, 1), got ",
                 dropout);
+  REPRISE_CHECK(!pad_token_id || (*pad_token_id >= 0 && *pad_token_id < vocab_size),
+                "LlamaConfig: pad_token_id ", pad_token_id.value_or(0),
+                " is not in [0, vocab_size ", vocab_size, ")");
   REPRISE_CHECK(sliding_window >= 0, "LlamaConfig: sliding_window must be >= 0 (0: none), got ",
                 sliding_window);
   REPRISE_CHECK(layer_types.empty() || int64_t(layer_types.size()) == num_hidden_layers,
@@ -297,6 +310,14 @@ void LlamaConfig::validate() const {
   REPRISE_CHECK(nope_layers.empty() || int64_t(nope_layers.size()) == num_hidden_layers,
                 "LlamaConfig: nope_layers has ", nope_layers.size(), " entries for ",
                 num_hidden_layers, " layers");
+  REPRISE_CHECK(query_pre_attn_scalar >= 0 && std::isfinite(query_pre_attn_scalar),
+                "LlamaConfig: query_pre_attn_scalar must be positive (or 0 for head_dim), got ",
+                query_pre_attn_scalar);
+  REPRISE_CHECK(final_logit_softcapping >= 0 && std::isfinite(final_logit_softcapping),
+                "LlamaConfig: final_logit_softcapping must be positive (or 0 for none), got ",
+                final_logit_softcapping);
+  REPRISE_CHECK(!moe || hidden_act == MlpActivation::silu,
+                "LlamaConfig: the experts of an MoE layer are SwiGLU; hidden_act must be silu");
   if (mla) mla->validate();
   if (moe) moe->validate();
   check_attention_pieces(*this);
@@ -324,6 +345,8 @@ std::string LlamaConfig::describe() const {
   if (partial_rotary_factor != 1) s << ", rope on " << rope_dim() << " of " << resolved_head_dim();
   if (qkv_bias || o_bias || mlp_bias) s << ", biases";
   if (qk_norm != QkNorm::none) s << ", q/k norm";
+  if (hidden_act == MlpActivation::gelu_tanh) s << ", GELU-tanh MLP";
+  if (final_logit_softcapping > 0) s << ", logits capped at " << final_logit_softcapping;
   if (sliding_window > 0) s << ", window " << sliding_window;
   if (!nope_layers.empty())
     s << ", NoPE on " << std::count(nope_layers.begin(), nope_layers.end(), true) << " layers";

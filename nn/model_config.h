@@ -155,6 +155,9 @@ struct LlamaConfig {
   std::optional<LayerRope> sliding_rope;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
+  // The embedding row that gets no gradient and starts at 0 (HF's
+  // pad_token_id, nn.Embedding's padding_idx); unset: none.
+  std::optional<int64_t> pad_token_id;
   double attention_dropout = 0.0;  // on the attention weights (HF's attention_dropout)
   double dropout = 0.0;            // on each residual branch before the add (reprise's)
   // Biases of the attention projections: q, k, v (Qwen2's, Llama's
@@ -164,6 +167,16 @@ struct LlamaConfig {
   bool mlp_bias = false;
   QkNorm qk_norm = QkNorm::none;
   NormPlacement norm_placement = NormPlacement::before;
+  // The MLP's activation: down(act(gate(x)) * up(x)).
+  MlpActivation hidden_act = MlpActivation::silu;
+  // Gemma's pieces (FamilyInfo): RMSNorm by 1 + weight, embeddings times
+  // sqrt(hidden_size), the softmax scale query_pre_attn_scalar^-1/2 (0:
+  // head_dim^-1/2), and logits capped at +-final_logit_softcapping by
+  // cap tanh(logits / cap) (0: none).
+  bool norm_unit_offset = false;
+  bool scale_embeddings = false;
+  double query_pre_attn_scalar = 0;
+  double final_logit_softcapping = 0;
   // Sliding-window attention: each query sees at most sliding_window keys,
   // itself included (0: none), on the layers layer_types marks sliding
   // (every layer when layer_types is empty).

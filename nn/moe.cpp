@@ -393,7 +393,7 @@ SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t in
   }
   const int64_t shared = config.shared_intermediate_size(intermediate_size);
   if (shared > 0) {
-    shared_experts = std::make_unique<SwiGluMLP>(names_.shared, hidden_size, shared);
+    shared_experts = std::make_unique<GatedMLP>(names_.shared, hidden_size, shared);
     register_module(*shared_experts);
   }
   if (config.shared_expert_gate) {

@@ -263,7 +263,7 @@ class SparseMoeBlock : public Module {
   ModuleList<MoeExpert> experts;  // E of them
   // Every token runs through it (scaled by shared_expert_gate when set);
   // nullptr without.
-  std::unique_ptr<SwiGluMLP> shared_experts;
+  std::unique_ptr<GatedMLP> shared_experts;
   std::unique_ptr<Linear> shared_expert_gate;  // (1, C)
 
  private:

@@ -26,12 +26,14 @@ void check_ids(const Tensor& ids, const Tensor& weight) {
 
 }  // namespace
 
-Tensor embedding(const Tensor& weight, const Tensor& ids) {
+Tensor embedding(const Tensor& weight, const Tensor& ids, std::optional<int64_t> padding_idx) {
   detail::check_float("embedding", weight);
   REPRISE_CHECK(weight.dim() == 2, "embedding: expected weight of shape (V, C), got ",
                 weight.describe());
   detail::check_index_tensor("embedding", "ids", ids, weight);
   const int64_t V = weight.size(0);
+  REPRISE_CHECK(!padding_idx || (*padding_idx >= 0 && *padding_idx < V), "embedding: padding_idx ",
+                padding_idx.value_or(0), " is not a row of weight ", weight.describe());
   return autograd::record_one({
       .op = registry::kEmbedding,
       .inputs = {weight, ids},
@@ -41,9 +43,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
             return Tensors{backend_of(in[0]).embedding(in[0], in[1])};
           },
       .backward =
-          [V](Node& node, const Tensors& g) {
-            return Tensors{backend_of(g[0]).embedding_backward(g[0], node.saved_input(1), V),
-                           Tensor()};
+          [V, padding_idx](Node& node, const Tensors& g) {
+            Tensor dweight = backend_of(g[0]).embedding_backward(g[0], node.saved_input(1), V);
+            if (padding_idx) dweight.select(0, *padding_idx).fill_(0.0);  // (C), a row view
+            return Tensors{dweight, Tensor()};
           },
       .save = {.inputs = {1}},
   });

@@ -202,7 +202,11 @@ void bind_config_enums(nb::module_& m) {
       .value("projection", nn::QkNorm::projection);
   nb::enum_<nn::NormPlacement>(m, "NormPlacement")
       .value("before", nn::NormPlacement::before)
-      .value("after", nn::NormPlacement::after);
+      .value("after", nn::NormPlacement::after)
+      .value("both", nn::NormPlacement::both);
+  nb::enum_<nn::MlpActivation>(m, "MlpActivation")
+      .value("silu", nn::MlpActivation::silu)
+      .value("gelu_tanh", nn::MlpActivation::gelu_tanh);
   nb::enum_<nn::LayerAttention>(m, "LayerAttention")
       .value("full", nn::LayerAttention::full)
       .value("sliding", nn::LayerAttention::sliding);
@@ -312,6 +316,8 @@ void bind_llama_config(nb::module_& m) {
       .def_rw("rope_scaling", &nn::LlamaConfig::rope_scaling)
       .def_rw("initializer_range", &nn::LlamaConfig::initializer_range)
       .def_rw("tie_word_embeddings", &nn::LlamaConfig::tie_word_embeddings)
+      .def_rw("pad_token_id", &nn::LlamaConfig::pad_token_id, arg("id").none(),
+              "The embedding row without gradient (HF's pad_token_id), or None.")
       .def_rw("attention_dropout", &nn::LlamaConfig::attention_dropout)
       .def_rw("dropout", &nn::LlamaConfig::dropout)
       .def_rw("qkv_bias", &nn::LlamaConfig::qkv_bias)
@@ -319,6 +325,11 @@ void bind_llama_config(nb::module_& m) {
       .def_rw("mlp_bias", &nn::LlamaConfig::mlp_bias)
       .def_rw("qk_norm", &nn::LlamaConfig::qk_norm)
       .def_rw("norm_placement", &nn::LlamaConfig::norm_placement)
+      .def_rw("hidden_act", &nn::LlamaConfig::hidden_act)
+      .def_rw("norm_unit_offset", &nn::LlamaConfig::norm_unit_offset)
+      .def_rw("scale_embeddings", &nn::LlamaConfig::scale_embeddings)
+      .def_rw("query_pre_attn_scalar", &nn::LlamaConfig::query_pre_attn_scalar)
+      .def_rw("final_logit_softcapping", &nn::LlamaConfig::final_logit_softcapping)
       .def_rw("partial_rotary_factor", &nn::LlamaConfig::partial_rotary_factor)
       .def_rw("sliding_rope", &nn::LlamaConfig::sliding_rope, arg("rope").none(),
               "The sliding layers' LayerRope where it differs (OLMo 3), or None.")
@@ -383,7 +394,7 @@ void bind_module(nb::module_& m) {
            "everything first. strict: every parameter present and no other name.");
 }
 
-// The building blocks: Linear, Embedding, RMSNorm, SwiGluMLP.
+// The building blocks: Linear, Embedding, RMSNorm, GatedMLP.
 void bind_layers(nb::module_& m) {
   nb::class_<nn::Linear, nn::Module>(m, "Linear", "y = x @ weight^T (+ bias), torch.nn.Linear.")
       .def(nb::init<std::string, int64_t, int64_t, bool>(), arg("name"), arg("in_features"),
@@ -396,26 +407,28 @@ void bind_layers(nb::module_& m) {
       .def_prop_ro("in_features", &nn::Linear::in_features)
       .def_prop_ro("out_features", &nn::Linear::out_features);
   nb::class_<nn::Embedding, nn::Module>(m, "Embedding")
-      .def(nb::init<std::string, int64_t, int64_t>(), arg("name"), arg("num_embeddings"),
-           arg("embedding_dim"))
+      .def(nb::init<std::string, int64_t, int64_t, std::optional<int64_t>>(), arg("name"),
+           arg("num_embeddings"), arg("embedding_dim"), arg("padding_idx").none() = nb::none())
       .def("forward", &nn::Embedding::forward, arg("ids"))
       .def("__call__", &nn::Embedding::forward, arg("ids"))
       .def_prop_ro("weight", &nn::Embedding::weight);
   nb::class_<nn::RMSNorm, nn::Module>(m, "RMSNorm")
-      .def(nb::init<std::string, int64_t, double>(), arg("name"), arg("dim"), arg("eps") = 1e-6)
+      .def(nb::init<std::string, int64_t, double, bool>(), arg("name"), arg("dim"),
+           arg("eps") = 1e-6, arg("unit_offset") = false)
       .def("forward", &nn::RMSNorm::forward, arg("x"))
       .def("__call__", &nn::RMSNorm::forward, arg("x"))
       .def_prop_ro("weight", &nn::RMSNorm::weight)
       .def_prop_ro("eps", &nn::RMSNorm::eps);
-  nb::class_<nn::SwiGluMLP, nn::Module>(m, "SwiGluMLP",
-                                        "down_proj(silu(gate_proj(x)) * up_proj(x))")
-      .def(nb::init<std::string, int64_t, int64_t, bool>(), arg("name"), arg("hidden_size"),
-           arg("intermediate_size"), arg("bias") = false)
-      .def("forward", &nn::SwiGluMLP::forward, arg("x"))
-      .def("__call__", &nn::SwiGluMLP::forward, arg("x"))
-      .def_prop_ro("gate_proj", member(&nn::SwiGluMLP::gate_proj), kInternal)
-      .def_prop_ro("up_proj", member(&nn::SwiGluMLP::up_proj), kInternal)
-      .def_prop_ro("down_proj", member(&nn::SwiGluMLP::down_proj), kInternal);
+  nb::class_<nn::GatedMLP, nn::Module>(
+      m, "GatedMLP", "down_proj(act(gate_proj(x)) * up_proj(x)), act SiLU or GELU-tanh")
+      .def(nb::init<std::string, int64_t, int64_t, bool, nn::MlpActivation>(), arg("name"),
+           arg("hidden_size"), arg("intermediate_size"), arg("bias") = false,
+           arg("activation") = nn::MlpActivation::silu)
+      .def("forward", &nn::GatedMLP::forward, arg("x"))
+      .def("__call__", &nn::GatedMLP::forward, arg("x"))
+      .def_prop_ro("gate_proj", member(&nn::GatedMLP::gate_proj), kInternal)
+      .def_prop_ro("up_proj", member(&nn::GatedMLP::up_proj), kInternal)
+      .def_prop_ro("down_proj", member(&nn::GatedMLP::down_proj), kInternal);
 }
 
 // MoE: what a layer's routing produced.
@@ -598,9 +611,12 @@ void bind_llama_model(nb::module_& m) {
       .def_prop_ro("self_attn", owned(&nn::LlamaDecoderLayer::self_attn), kInternal)
       .def_prop_ro("post_attention_layernorm",
                    member(&nn::LlamaDecoderLayer::post_attention_layernorm), kInternal)
+      .def_prop_ro("pre_feedforward_layernorm",
+                   owned(&nn::LlamaDecoderLayer::pre_feedforward_layernorm), kInternal,
+                   "Set with norms before and after (Gemma 3), else None.")
       .def_prop_ro("post_feedforward_layernorm",
                    owned(&nn::LlamaDecoderLayer::post_feedforward_layernorm), kInternal,
-                   "Set with norms after attention and the MLP (OLMo 2), else None.")
+                   "Set with norms after attention and the MLP (OLMo 2, Gemma 3), else None.")
       .def_prop_ro("mlp", owned(&nn::LlamaDecoderLayer::mlp), kInternal, "None on an MoE layer.")
       .def_prop_ro("moe", owned(&nn::LlamaDecoderLayer::moe), kInternal,
                    "The MoE block (named block_sparse_moe or mlp by the family); None on a "

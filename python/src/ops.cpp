@@ -294,7 +294,9 @@ void bind_layer_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       arg("x"), arg("positions"), arg("theta") = 10000.0,
       "RoPE (HF's rotate_half) of x (B, H, T, D) at positions: a (T) or (B, T) tensor, or the "
       "first position as an int.");
-  m.def("embedding", &ops::embedding, arg("weight"), arg("ids"));
+  m.def("embedding", &ops::embedding, arg("weight"), arg("ids"),
+        arg("padding_idx").none() = nb::none(),
+        "weight[ids]; padding_idx (torch's): that row gets no gradient.");
   m.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal,

@@ -221,6 +221,49 @@ TEST(FamilyConfigs, EachLayerTypeRotatesByItsOwnRope) {
   expect_error([&] { mistral.validate(); }, {"mistral models have no rope per layer type"});
 }
 
+// A model built afresh from Gemma 3's config starts as transformers'
+// _init_weights leaves it: (1 + w) norms at w = 0, the pad row at 0.
+TEST(FamilyConfigs, GemmaStartsWithZeroNormWeightsAndAZeroPadRow) {
+  const LlamaConfig c = read_llama_config(fixture_path("families/gemma3_text"));
+  ASSERT_EQ(c.pad_token_id, 0);
+  rng::Generator gen(7);
+  const LlamaForCausalLM model(c, gen);
+  for (const NamedParameter& p : model.parameters()) {
+    if (p.name.find("norm.weight") == std::string::npos) continue;
+    const std::vector<float> v = p.value.to_vector<float>();
+    EXPECT_EQ(v, std::vector<float>(v.size(), 0.0f)) << p.name;
+  }
+  const NoGradGuard no_grad;
+  const Tensor embed = model.model.embed_tokens.weight();
+  const std::vector<float> pad = embed.select(0, 0).contiguous().to_vector<float>();
+  EXPECT_EQ(pad, std::vector<float>(pad.size(), 0.0f));
+  EXPECT_NE(max_abs(embed.select(0, 1).contiguous()), 0.0f);
+}
+
+// pad_token_id: null is none, negative counts from the end (torch's
+// padding_idx), beyond the vocabulary is an Error; an absent field is the
+// family's default.
+TEST(FamilyConfigs, PadTokenIdIsTheEmbeddingsPaddingRow) {
+  const std::string path = fixture_path("families/olmo3/config.json");
+  std::ifstream in(path);
+  const json::Value base = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  auto pad_of = [&](const json::Value& value) {
+    json::Value v = base;
+    v.set("pad_token_id", value);
+    return read_model_config(v, path).config.pad_token_id;
+  };
+  EXPECT_EQ(pad_of(json::Value()), std::nullopt);
+  EXPECT_EQ(pad_of(5), 5);
+  EXPECT_EQ(pad_of(-1), 95);  // vocab_size 96
+  expect_error(
+      [&] { pad_of(96); },
+      {path + ": field \"pad_token_id\" is 96, not a row of the embedding (vocab_size 96)"});
+  json::Value absent = base;
+  auto& members = absent.as_object();
+  std::erase_if(members, [](const auto& m) { return m.first == "pad_token_id"; });
+  EXPECT_EQ(read_model_config(absent, path).config.pad_token_id, 1);  // Olmo3Config's default
+}
+
 class Families : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Families, ConfigReadsWithNothingUnknownAndRoundTrips) {

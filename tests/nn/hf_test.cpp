@@ -161,7 +161,9 @@ TEST(HfFolder, BadConfigsNameTheField) {
                "\"rms_norm_eps\" must be a number");
   EXPECT_ERROR(llama_config_from_json(with("model_type", "gemma")),
                "model_type is \"gemma\"; reprise supports llama, mistral, qwen2");
-  EXPECT_ERROR(llama_config_from_json(with("hidden_act", "gelu")), "supports only \"silu\"");
+  EXPECT_ERROR(llama_config_from_json(with("hidden_act", "gelu")),
+               "\"hidden_act\" is \"gelu\"; reprise's gated MLP supports \"silu\" and "
+               "\"gelu_pytorch_tanh\"");
   EXPECT_ERROR(llama_config_from_json(with("clip_qkv", 8.0)), "\"clip_qkv\" is set");
   EXPECT_ERROR(llama_config_from_json(with("quantization_config", json::Object{{"bits", 4}})),
                "quantization_config");

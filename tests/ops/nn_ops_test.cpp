@@ -6,6 +6,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 
 #include "autograd/backward.h"
 #include "engine/functors.h"
@@ -123,6 +124,28 @@ TEST(Embedding, GathersRows) {
   Tensor y = ops::embedding(w, i64({2, 0, 2, 1}, {2, 2}));
   EXPECT_EQ(y.shape(), (Shape{2, 2, 2}));
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11}));
+}
+
+// torch's padding_idx: the forward reads the row as any other; its
+// gradient is 0, and every other row's is what it is without one.
+TEST(Embedding, APaddingRowGetsNoGradient) {
+  const Tensor ids = i64({2, 0, 2, 1}, {2, 2});
+  const Tensor dy = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
+  auto grad = [&](std::optional<int64_t> padding_idx) {
+    Tensor w = Tensor::from_vector<float>({0, 1, 10, 11, 20, 21}, {3, 2}).requires_grad(true);
+    const Tensor y = ops::embedding(w, ids, padding_idx);
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{20, 21, 0, 1, 20, 21, 10, 11}));
+    autograd::backward(ops::sum(ops::mul(y, dy)));
+    return w.grad().to_vector<float>();
+  };
+  EXPECT_EQ(grad(std::nullopt), (std::vector<float>{3, 4, 7, 8, 6, 8}));
+  EXPECT_EQ(grad(2), (std::vector<float>{3, 4, 7, 8, 0, 0}));
+  EXPECT_EQ(grad(0), (std::vector<float>{0, 0, 7, 8, 6, 8}));
+  expect_error(
+      [&] {
+        ops::embedding(Tensor::zeros({3, 2}), ids, 3);
+      },
+      {"embedding: padding_idx 3 is not a row of weight f32[3, 2]"});
 }
 
 TEST(SharedMath, ExpF32WithinOneUlpOfExp) {
