@@ -7,7 +7,9 @@
 // Forward, per (b, query head h, query block), for each key block:
 //   S = scale * Q K^T (masked), m' = max(m, rowmax S), P = exp(S - m'),
 //   l = l exp(m - m') + rowsum P,  O = O exp(m - m') + P V,
-// then O /= l and lse = m + log l (an auxiliary output kept for backward).
+// then, with attention sinks, the head's sink as one more key without a
+// value (add_sink), and O /= l and lse = m + log l (an auxiliary output kept
+// for backward; P = exp(S - lse) then leaves the sink's share out).
 // Backward (FlashAttention-2), with Di = rowsum(dO * O), per tile:
 //   P = exp(scale * Q K^T - lse), dV += P^T dO, dP = dO V^T,
 //   dS = scale * P * (dP - Di), dK += dS^T Q, dQ += dS K.
@@ -201,9 +203,23 @@ void dropout_factors(const Dropout& dr, int64_t S, int64_t row, int64_t j0, int6
 
 // ---- forward ---------------------------------------------------------------
 
+// A sink (AttentionParams::sinks) as the row's last key, with no value:
+// m' = max(m, sink), l = l exp(m - m') + exp(sink - m'), O = O exp(m - m').
+template <class T>
+void add_sink(T sink, T& m, T& l, T* o, int64_t Dvp) {
+  const T m_new = std::max(m, sink);
+  const T alpha = fn::exp_of(m - m_new);
+  l = l * alpha + fn::exp_of(sink - m_new);
+  m = m_new;
+  if (alpha != T(1)) {
+    for (int64_t c = 0; c < Dvp; ++c) o[c] *= alpha;
+  }
+}
+
 template <class T>
 void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, const Rows<T>& vb,
-                    int64_t Dvp, T scale, const Mask& mask, const Dropout* drop, T* out, T* lse) {
+                    int64_t Dvp, T scale, const Mask& mask, const Dropout* drop, const T* sinks,
+                    T* out, T* lse) {
   const int64_t nqb = ceil_div(d.T, kBr);
   const double task_flops = 2.0 * double(std::min(kBr, d.T) * d.S * (d.D + d.Dv));
   threads::parallel_for(d.B * d.Hq * nqb, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
@@ -247,6 +263,7 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
                         Dvp, true);
       }
       for (int64_t r = 0; r < nr; ++r) {
+        if (sinks) add_sink(sinks[h], m[r], l[r], o.data() + r * Dvp, Dvp);
         T* dst = out + (row0 + r) * d.Dv;
         for (int64_t c = 0; c < d.Dv; ++c) dst[c] = o[r * Dvp + c] / l[r];
         lse[row0 + r] = m[r] + std::log(l[r]);
@@ -258,7 +275,7 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
 // q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> {out (B, Hq, T, Dv),
 // lse (B, Hq, T)}.
 Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                     const Mask& mask, const Dropout* drop) {
+                     const Mask& mask, const Dropout* drop, const Tensor& sinks) {
   const Dims d = dims_of(q, v);
   Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q.dtype());
   Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, q.dtype());
@@ -266,8 +283,9 @@ Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double s
     const int64_t Sp = round_up(d.S, W), Dvp = round_up(d.Dv, W);
     Tensor kt = transpose_padded(k, Sp);
     Tensor vb = as_b_operand(v, Dvp);
+    const Tensor s = sinks.defined() ? sinks.contiguous() : Tensor();
     forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), mask, drop,
-                      out.data<T>(), lse.data<T>());
+                      s.defined() ? s.data<T>() : nullptr, out.data<T>(), lse.data<T>());
   });
   return {out, lse};
 }
@@ -507,7 +525,8 @@ Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
   }
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
-  return sdpa_forward(q, k, v, params.scale, mask_of(params), drop ? &*drop : nullptr);
+  return sdpa_forward(q, k, v, params.scale, mask_of(params), drop ? &*drop : nullptr,
+                      params.sinks);
 }
 
 Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,

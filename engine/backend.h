@@ -59,6 +59,10 @@ struct AttentionParams {
   int64_t causal_offset = 0;  // >= 0
   int64_t window = 0;  // > 0 (with causal): query i also needs j > i + causal_offset - window
   std::optional<AttentionDropout> dropout;
+  // (Hq), q's dtype (f32 for 16-bit q): a logit per head added to each
+  // row's softmax denominator after the keys (attention sinks); lse
+  // includes it. Undefined: none.
+  Tensor sinks;
 };
 
 // ops::moe_route's rule (ops/moe_route.h): the k experts per token, among

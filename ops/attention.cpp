@@ -11,8 +11,14 @@
 
 #include "autograd/tape.h"
 #include "engine/backend.h"
+#include "engine/grad_mode.h"
+#include "ops/binary.h"
+#include "ops/cast.h"
 #include "ops/check.h"
+#include "ops/reduce.h"
 #include "ops/registry.h"
+#include "ops/unary.h"
+#include "ops/views.h"
 #include "rng/distributions.h"
 #include "rng/generator.h"
 
@@ -53,6 +59,14 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
                 opt.causal_offset, " for ", shapes);
   REPRISE_CHECK(opt.window >= 0, kOpName, ": window must be >= 0 (0: none), got ", opt.window,
                 " for ", shapes);
+  if (opt.sinks.defined()) {
+    const DType want = is_16bit_float(q.dtype()) ? DType::f32 : q.dtype();
+    REPRISE_CHECK(opt.sinks.dim() == 1 && opt.sinks.size(0) == q.size(1) &&
+                      opt.sinks.dtype() == want && opt.sinks.device() == q.device(),
+                  kOpName, ": expected sinks of shape (Hq) = (", q.size(1), "), dtype ",
+                  dtype_name(want), " on ", to_string(q.device()), ", got ", opt.sinks.describe(),
+                  " for ", shapes);
+  }
   if (opt.window == 0) return;
   REPRISE_CHECK(opt.causal, kOpName, ": window = ", opt.window,
                 " needs causal = true (a sliding window bounds a causal mask), for ", shapes);
@@ -78,6 +92,19 @@ AttentionParams params_of(const AttentionParams& mask, double p, const rng::Rese
                 r ? rng::to_string(*r) : std::string("no reservation"));
   params.dropout = AttentionDropout{.words = *r, .p = p};
   return params;
+}
+
+// The gradient of the sinks (Hq): a sink is a key whose weight P_sink =
+// exp(sink - lse) multiplies no value, so dL/dsink = -P_sink Di with Di =
+// rowsum(dO O), summed over b and i. out, dout: (B, Hq, T, Dv) in q's
+// dtype; lse: (B, Hq, T) in the sinks' dtype. Sums in a fixed order.
+Tensor sink_gradient(const Tensor& sinks, const Tensor& out, const Tensor& lse,
+                     const Tensor& dout) {
+  const NoGradGuard no_grad;
+  const DType dtype = sinks.dtype();
+  const Tensor delta = sum(mul(cast(dout, dtype), cast(out, dtype)), {-1});  // (B, Hq, T)
+  const Tensor weight = exp(sub(reshape(sinks, {1, sinks.size(0), 1}), lse));
+  return neg(sum(mul(weight, delta), {0, 2}));  // (Hq)
 }
 
 }  // namespace
@@ -107,25 +134,38 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                           sdpa_dropout_words(q.size(0), q.size(1), q.size(2), k.size(2)));
     }
   }
+  const bool sinks = options.sinks.defined();
+  Tensors inputs{q, k, v};
+  if (sinks) inputs.push_back(options.sinks);
   return autograd::record_one({
       .op = p > 0 ? registry::kSdpaDropout : registry::kSdpa,
-      .inputs = {q, k, v},
+      .inputs = std::move(inputs),
       // Replay passes the recorded reservation (or, on purpose, another one) as r.
       .forward =
           [mask, p](const Tensors& in, const rng::Reservation* r) {
-            const AttentionParams params = params_of(mask, p, r, in[0], in[1]);
+            AttentionParams params = params_of(mask, p, r, in[0], in[1]);
+            if (in.size() > 3) params.sinks = in[3];
             return backend_of(in[0]).sdpa(in[0], in[1], in[2], params);
           },
+      // lse includes the sinks, so the kernels' gradients of q, k and v
+      // need nothing more; a sink's own is sink_gradient's.
       .backward =
-          [mask, p](Node& node, const Tensors& g) {
+          [mask, p, sinks](Node& node, const Tensors& g) {
             const Tensor q = node.saved_input(0), k = node.saved_input(1);
-            const AttentionParams params =
-                params_of(mask, p, node.rng ? &*node.rng : nullptr, q, k);
-            return backend_of(g[0]).sdpa_backward(
-                q, k, node.saved_input(2), node.saved_output(0), node.saved_output(1), g[0], params,
-                node.needs_input_grad(0), node.needs_input_grad(1));
+            AttentionParams params = params_of(mask, p, node.rng ? &*node.rng : nullptr, q, k);
+            if (sinks) params.sinks = node.saved_input(3);
+            const Tensor out = node.saved_output(0), lse = node.saved_output(1);
+            Tensors grads =
+                backend_of(g[0]).sdpa_backward(q, k, node.saved_input(2), out, lse, g[0], params,
+                                               node.needs_input_grad(0), node.needs_input_grad(1));
+            if (sinks) {
+              grads.push_back(node.needs_input_grad(3) ? sink_gradient(params.sinks, out, lse, g[0])
+                                                       : Tensor());
+            }
+            return grads;
           },
-      .save = {.inputs = {0, 1, 2}, .outputs = {0, 1}},
+      .save = {.inputs = sinks ? std::vector<uint32_t>{0, 1, 2, 3} : std::vector<uint32_t>{0, 1, 2},
+               .outputs = {0, 1}},
       .num_public_outputs = 1,
       .rng = words,
   });

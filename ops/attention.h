@@ -46,6 +46,11 @@ struct AttentionOptions {
   // success (rng::bernoulli); backward regenerates the same words. The op is
   // recorded as "sdpa_dropout" (random, replayable) instead of "sdpa".
   double dropout_p = 0.0;
+  // Attention sinks (GPT-OSS): (Hq), a learned logit per head that joins
+  // each row's softmax denominator as a key with no value, so the weights
+  // of the real keys sum to less than 1. f32 or f64 as q (f32 for 16-bit
+  // q), on q's device; differentiable. Undefined: none.
+  Tensor sinks;
   // The words to use when dropout_p > 0: exactly these when set (count at
   // least sdpa_dropout_words(B, Hq, T, S)), else a new reservation from
   // `dropout_stream` of `generator` (rng::default_generator() when null).

@@ -16,7 +16,8 @@
 //   the CPU's 16 lanes (cuda/kernels/rows.h's mapping), P = exp(S - m')
 //   times the dropout factors, O = O exp(m - m') + P V (one FMA chain per
 //   element over the block's keys, continuing from O);
-//   then out = O / l and lse = m + log l.
+//   then, with sinks, the head's sink as one more key without a value, and
+//   out = O / l and lse = m + log l.
 // Backward (Di = rowsum(dO O) first):
 //   dK, dV: a block per (b, kv head g, key block), over its query heads,
 //     then its query tiles, in order: P = exp(scale Q K^T - lse),
@@ -128,6 +129,7 @@ struct AttnForwardKernel {
   T scale;
   AttnMask mask;
   AttnDropout<T> drop;
+  const T* sinks = nullptr;  // (Hq): AttentionParams::sinks, or none
 
   // Shared memory: the query tile, a key block (k, then v; rows padded by
   // one), the scores (rows padded), O, and per row m, l and exp(m - m').
@@ -264,6 +266,28 @@ struct AttnForwardKernel {
         });
       }
       ctx.sync();
+      if (sinks) {
+        // The head's sink as the last key, with no value (cpu/attention.cpp's
+        // add_sink): m' = max(m, sink), l = l exp(m - m') + exp(sink - m'),
+        // O = O exp(m - m').
+        ctx.threads([&](int t) {
+          for (int64_t r = t; r < nr; r += kThreads) {
+            const T sink = sinks[h];
+            const T m_new = sm.m[r] < sink ? sink : sm.m[r];  // std::max(m, sink)
+            const T alpha = fn::exp_of(sm.m[r] - m_new);
+            sm.l[r] = sm.l[r] * alpha + fn::exp_of(sink - m_new);
+            sm.m[r] = m_new;
+            sm.alpha[r] = alpha;
+          }
+        });
+        ctx.sync();
+        ctx.threads([&](int t) {
+          for (int64_t e = t; e < nr * s.Dv; e += kThreads) {
+            if (sm.alpha[e / s.Dv] != T(1)) sm.o[e] *= sm.alpha[e / s.Dv];
+          }
+        });
+        ctx.sync();
+      }
       ctx.threads([&](int t) {
         for (int64_t e = t; e < nr * s.Dv; e += kThreads)
           out[(row0 + e / s.Dv) * s.Dv + e % s.Dv] = sm.o[e] / sm.l[e / s.Dv];
@@ -572,6 +596,7 @@ Tensors sdpa(const Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v,
     using K = AttnForwardKernel<T>;
     const size_t bytes = K::shared_bytes(s);
     check_shared(bytes, ex.max_shared_bytes(), s, q.dtype());
+    const Tensor sinks = params.sinks.defined() ? params.sinks.contiguous() : Tensor();
     ex.launch(K{.q = rows4<T>(q),
                 .k = rows4<T>(k),
                 .v = rows4<T>(v),
@@ -580,7 +605,8 @@ Tensors sdpa(const Exec& ex, const Tensor& q, const Tensor& k, const Tensor& v,
                 .s = s,
                 .scale = T(params.scale),
                 .mask = attn_mask(params),
-                .drop = attn_dropout<T>(params)},
+                .drop = attn_dropout<T>(params),
+                .sinks = sinks.defined() ? sinks.data<T>() : nullptr},
               attn_blocks(s.B * s.Hq * ((s.T + kFwdRows - 1) / kFwdRows)), bytes);
   });
   return {out, lse};

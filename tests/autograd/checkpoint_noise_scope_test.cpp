@@ -46,7 +46,10 @@ TEST(CheckpointNoiseScopes, OnlyMatchingNodesArePerturbed) {
   const auto [clean, none] = run(0, "*");
   EXPECT_TRUE(none.empty());
 
-  const auto [noisy, found] = run(1, "*.second");
+  // 16 ulps: the noise's salt is each node's global sequence number, so
+  // its draw depends on what ran before in the process, and one ulp on
+  // these 51 values has been seen to leave the gradient's bits unchanged.
+  const auto [noisy, found] = run(16, "*.second");
   ASSERT_FALSE(found.empty());
   for (const Mismatch& m : found) EXPECT_EQ(m.scope, "r.second") << m.describe();
   EXPECT_NE(noisy, clean);

@@ -46,6 +46,11 @@ const RegisterOpCases attention_cases({
     sdpa_case("window_7_t_gt_s", {1, 2, 2, 9, 5, 4, 6}, window_options(7)),
     sdpa_case("dropout_window_20_blocks_70x70", {1, 2, 1, 70, 70, 3, 3},
               dropout_options(0.5, {1, 2, 1, 70, 70, 3, 3}, true, 0, 20)),
+    // Attention sinks (GPT-OSS): a logit per head in each row's denominator.
+    sdpa_sinks_case("sinks_gqa_7x7", kSmall, {}),
+    sdpa_sinks_case("sinks_gqa_7x7_causal", kSmall, {.causal = true}),
+    sdpa_sinks_case("sinks_window_20_blocks_70x70", {1, 2, 1, 70, 70, 3, 3}, window_options(20)),
+    sdpa_sinks_case("sinks_dropout_gqa_7x7_causal", kSmall, dropout_options(0.3, kSmall, true)),
     // Strided inputs: q and v read through transposed views (B, T, H, D).
     {"sdpa/strided_views",
      [] {

@@ -69,4 +69,20 @@ inline OpCase sdpa_case(const std::string& name, Sizes z, ops::AttentionOptions 
       std::move(perf)};
 }
 
+// With attention sinks: a fourth input, the (Hq) sinks.
+inline OpCase sdpa_sinks_case(const std::string& name, Sizes z, ops::AttentionOptions opt) {
+  return {(opt.dropout_p > 0 ? "sdpa_dropout/" : "sdpa/") + name,
+          [z] {
+            Inputs in =
+                sdpa_inputs(z, [](const Shape& s, uint64_t seed) { return param(s, seed); });
+            in.push_back(param({z.Hq}, 57));
+            return in;
+          },
+          [opt](const Inputs& in) {
+            ops::AttentionOptions with_sinks = opt;
+            with_sinks.sinks = in[3];
+            return ops::scaled_dot_product_attention(in[0], in[1], in[2], with_sinks);
+          }};
+}
+
 }  // namespace reprise::testing

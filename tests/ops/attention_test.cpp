@@ -36,13 +36,16 @@ struct NaiveMask {
   int64_t window = 0;
   double dropout_p = 0;
   rng::Reservation words = {};
+  std::vector<double> sinks = {};  // per query head: a key without a value; empty: none
 };
 
 // softmax(scale q k^T + mask) v by explicit loops in f64, scale 1/sqrt(D):
 // {out}, and with dout defined also {dq, dk, dv} from the textbook rules
 // (P the softmax, Z the dropout factors, O = (P Z) V): dV = (P Z)^T dO,
 // dP = Z (dO V^T), dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale
-// dS^T Q.
+// dS^T Q. With sinks, each row's softmax has its head's sink as one more
+// logit, whose weight P_s multiplies no value: dsink = -P_s rowsum(P dP),
+// summed over rows, returned after dv.
 std::vector<Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& v, const NaiveMask& m,
                           const Tensor& dout = {}) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), D = q.size(3);
@@ -51,7 +54,7 @@ std::vector<Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& v, con
   std::vector<double> qv = q.to_vector<double>(), kv = k.to_vector<double>(),
                       vv = v.to_vector<double>(), out(size_t(B * Hq * T * Dv));
   std::vector<double> go = dout.defined() ? dout.to_vector<double>() : std::vector<double>();
-  std::vector<double> dq(qv.size()), dk(kv.size()), dv(vv.size());
+  std::vector<double> dq(qv.size()), dk(kv.size()), dv(vv.size()), dsink(m.sinks.size());
   std::vector<double> p(static_cast<size_t>(S)), z(p), dp(p);
   auto qi = [&](int64_t b, int64_t h, int64_t i, int64_t c) {
     return size_t(((b * Hq + h) * T + i) * D + c);
@@ -78,7 +81,11 @@ std::vector<Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& v, con
           p[size_t(j)] = seen ? s * scale : -INFINITY;
           mx = std::max(mx, p[size_t(j)]);
         }
+        const bool sink = !m.sinks.empty();
+        if (sink) mx = std::max(mx, m.sinks[size_t(h)]);
         for (double& x : p) sum += (x = std::exp(x - mx));
+        const double sink_weight = sink ? std::exp(m.sinks[size_t(h)] - mx) : 0.0;
+        sum += sink_weight;
         for (double& x : p) x /= sum;
         for (int64_t j = 0; j < S; ++j) {
           const uint64_t word = m.words.offset + uint64_t(((b * Hq + h) * T + i) * S + j);
@@ -104,6 +111,7 @@ std::vector<Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& v, con
           dp[size_t(j)] = z[size_t(j)] * x;
           pdp += p[size_t(j)] * dp[size_t(j)];
         }
+        if (sink) dsink[size_t(h)] -= sink_weight / sum * pdp;
         for (int64_t j = 0; j < S; ++j) {
           const double ds = p[size_t(j)] * (dp[size_t(j)] - pdp) * scale;
           for (int64_t c = 0; c < D; ++c) {
@@ -119,6 +127,7 @@ std::vector<Tensor> naive(const Tensor& q, const Tensor& k, const Tensor& v, con
   r.push_back(Tensor::from_vector(dq, q.shape()));
   r.push_back(Tensor::from_vector(dk, k.shape()));
   r.push_back(Tensor::from_vector(dv, v.shape()));
+  if (!dsink.empty()) r.push_back(Tensor::from_vector(dsink, {Hq}));
   return r;
 }
 
@@ -274,6 +283,56 @@ TEST(AttentionDeterminism, OneAndTwoThreadsGiveTheSameBits) {
 // at top-left, KV-cache (S - T) and in-between offsets, more queries than
 // keys, and a window as wide as everything (each row's whole causal range):
 // forward and all three gradients against the f64 reference.
+// Attention sinks: the head's sink is a softmax logit without a value
+// (GPT-OSS's attention: softmax over the scores and the sink, the sink's
+// column dropped). Forward and the four gradients against the reference,
+// without a mask, causal, with a window and with dropout.
+TEST(AttentionSinks, ForwardAndBackwardMatchNaiveReferenceInF64) {
+  const Tensor q = uniform({2, 4, 9, 5}, -1, 1, 61), k = uniform({2, 2, 9, 5}, -1, 1, 62),
+               v = uniform({2, 2, 9, 3}, -1, 1, 63), dout = uniform({2, 4, 9, 3}, -1, 1, 64);
+  const std::vector<double> sinks{-1.5, 0.0, 0.7, 2.5};
+  const rng::Reservation words{.seed = 5, .subsequence = 1, .offset = 0, .count = 1 << 12};
+  const NaiveMask cases[] = {{},
+                             {.causal = true},
+                             {.causal = true, .window = 3},
+                             {.causal = true, .dropout_p = 0.25, .words = words}};
+  for (NaiveMask m : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "causal " << m.causal << " window " << m.window << " p " << m.dropout_p);
+    m.sinks = sinks;
+    const std::vector<Tensor> want = naive(q, k, v, m, dout);
+    Tensor qg = q.clone().requires_grad(true), kg = k.clone().requires_grad(true),
+           vg = v.clone().requires_grad(true),
+           sg = Tensor::from_vector(sinks, {4}).requires_grad(true);
+    AttentionOptions opt{.causal = m.causal, .window = m.window, .dropout_p = m.dropout_p};
+    if (m.dropout_p > 0) opt.dropout_rng = words;
+    opt.sinks = sg;
+    const Tensor out = ops::scaled_dot_product_attention(qg, kg, vg, opt);
+    autograd::backward(ops::sum(ops::mul(out, dout)));
+    EXPECT_TRUE(all_close(out, want[0], 1e-13, 1e-12));
+    EXPECT_TRUE(all_close(qg.grad(), want[1], 1e-13, 1e-12));
+    EXPECT_TRUE(all_close(kg.grad(), want[2], 1e-13, 1e-12));
+    EXPECT_TRUE(all_close(vg.grad(), want[3], 1e-13, 1e-12));
+    EXPECT_TRUE(all_close(sg.grad(), want[4], 1e-13, 1e-12));
+  }
+}
+
+TEST(AttentionSinks, BadSinksNameTheShapeAndDtype) {
+  const Tensor q = uniform({1, 4, 3, 5}, -1, 1, 1, DType::f32),
+               k = uniform({1, 2, 3, 5}, -1, 1, 2, DType::f32);
+  expect_error(
+      [&] {
+        ops::scaled_dot_product_attention(q, k, k, {.sinks = Tensor::zeros({2}, DType::f32)});
+      },
+      {"scaled_dot_product_attention: expected sinks of shape (Hq) = (4), dtype f32 on cpu, got "
+       "f32[2]"});
+  expect_error(
+      [&] {
+        ops::scaled_dot_product_attention(q, k, k, {.sinks = Tensor::zeros({4}, DType::f64)});
+      },
+      {"dtype f32", "got f64[4]"});
+}
+
 TEST(AttentionWindow, ForwardAndBackwardMatchNaiveReferenceInF64) {
   struct Case {
     int64_t T, S, offset, window;
