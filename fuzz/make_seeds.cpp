@@ -148,6 +148,22 @@ int main(int argc, char** argv) {
     write_seed(out / "hf" / "llama_f32", hf_seed(tiny_llama(), DType::f32, scratch / "llama"));
     write_seed(out / "hf" / "llama_tied_bf16", hf_seed(tied, DType::bf16, scratch / "tied"));
     write_seed(out / "hf" / "mixtral_f16", hf_seed(mixtral, DType::f16, scratch / "mixtral"));
+    // The families whose config.json has the most pieces to read (a rope
+    // per layer type, layer_types, Gemma's fields, pad_token_id), shrunk to
+    // a few KB: a fuzzer's inputs grow from its seeds.
+    for (const char* name : {"gemma3_text", "olmo3"}) {
+      nn::LlamaConfig c = nn::read_llama_config((fixtures / "families" / name).string());
+      c.vocab_size = 16;
+      c.hidden_size = c.intermediate_size = 8;
+      c.num_hidden_layers = 2;
+      c.num_attention_heads = 2;
+      c.num_key_value_heads = 1;
+      c.head_dim = 4;
+      c.sliding_window = 4;
+      c.layer_types = {nn::LayerAttention::sliding, nn::LayerAttention::full};
+      write_seed(out / "hf" / (std::string(name) + "_bf16"),
+                 hf_seed(c, DType::bf16, scratch / name));
+    }
     write_seed(out / "safetensors" / "llama_f32.safetensors",
                read_file(scratch / "llama" / "model.safetensors"));
 
