@@ -127,6 +127,23 @@ Pass train_pass(LlamaForCausalLM& model, const Golden& g,
   return p;
 }
 
+// The pass again under checkpoint policy `spec`, the bitwise verifier on
+// (it raises on any replayed difference) and the router recomputed too:
+// the loss and every gradient bit for bit those of `plain`.
+void expect_replay_bitwise(LlamaForCausalLM& model, const Golden& g, const char* spec,
+                           const Pass& plain) {
+  CheckpointConfig config = CheckpointConfig::parse(spec);
+  config.verify = autograd::Verify::bitwise;
+  config.save_router = false;
+  LayerCheckpointing layers(config, model.dropout_generator(), moe_block_of(model.config()));
+  const Pass replayed = train_pass(model, g, layers.runner());
+  EXPECT_EQ(replayed.loss, plain.loss);
+  for (size_t i = 0; i < plain.grads.size(); ++i) {
+    EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
+        << plain.grads[i].first;
+  }
+}
+
 // Every family's row (nn/family.h) has a golden case, and every case's
 // folder is a family's.
 TEST(FamilyRows, EveryFamilyHasAGoldenCase) {
@@ -377,16 +394,7 @@ TEST_P(Families, ReplayUnderFullAndOpSacIsBitwise) {
   const Pass plain = train_pass(*model, g);
   for (const char* spec : {"full", "op-sac"}) {
     SCOPED_TRACE(spec);
-    CheckpointConfig config = CheckpointConfig::parse(spec);
-    config.verify = autograd::Verify::bitwise;  // raises on any replayed difference
-    config.save_router = false;                 // the router is recomputed too
-    LayerCheckpointing layers(config, model->dropout_generator(), moe_block_of(model->config()));
-    const Pass replayed = train_pass(*model, g, layers.runner());
-    EXPECT_EQ(replayed.loss, plain.loss);
-    for (size_t i = 0; i < plain.grads.size(); ++i) {
-      EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
-          << plain.grads[i].first;
-    }
+    expect_replay_bitwise(*model, g, spec, plain);
   }
 }
 
@@ -401,16 +409,7 @@ TEST_P(Families, Bf16AutocastTrainsAndReplaysBitwise) {
   const Pass plain = train_pass(*model, g);
   const float want = g.get("loss").item<float>();
   EXPECT_NEAR(plain.loss, want, 0.02 * std::abs(want));
-  CheckpointConfig config = CheckpointConfig::parse("op-sac");
-  config.verify = autograd::Verify::bitwise;
-  config.save_router = false;
-  LayerCheckpointing layers(config, model->dropout_generator(), moe_block_of(model->config()));
-  const Pass replayed = train_pass(*model, g, layers.runner());
-  EXPECT_EQ(replayed.loss, plain.loss);
-  for (size_t i = 0; i < plain.grads.size(); ++i) {
-    EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
-        << plain.grads[i].first;
-  }
+  expect_replay_bitwise(*model, g, "op-sac", plain);
 }
 
 TEST_P(Families, ExportWritesTheFilesTransformersWrote) {
