@@ -168,7 +168,7 @@ std::vector<std::string> op_sac_ops() { return {"linear", "sdpa", "sdpa_dropout"
 
 LayerCheckpointing::LayerCheckpointing(CheckpointConfig config,
                                        std::shared_ptr<rng::Generator> generator,
-                                       const std::string& moe_block)
+                                       const MoeScopes& moe)
     : config_(std::move(config)) {
   using Kind = CheckpointConfig::Kind;
   config_.validate();
@@ -199,15 +199,14 @@ LayerCheckpointing::LayerCheckpointing(CheckpointConfig config,
       policy_ = *config_.policy;
       break;
   }
-  if (policy_ && !moe_block.empty()) {
+  if (policy_ && !moe.empty()) {
     // MUST_SAVE whatever the layer policy says (its region hook, the budget
     // planner's, is kept): what an expert-parallel layer received from other
     // processes, so that a replay never communicates; and with save_router
     // the router's outputs, so that a recompute never re-decides routing.
     std::vector<autograd::Policy> parts{autograd::policies::save_scopes(
-        "*." + moe_block + ".experts." + kExpertExchangeScope + ".*")};
-    if (config_.save_router)
-      parts.push_back(autograd::policies::save_scopes(router_scopes(moe_block)));
+        "*." + moe.block + ".experts." + kExpertExchangeScope + ".*")};
+    if (config_.save_router) parts.push_back(autograd::policies::save_scopes(router_scopes(moe)));
     parts.push_back(*policy_);
     autograd::Policy::RegionHook hook = policy_->region_hook();
     policy_ = autograd::policies::combine(std::move(parts));

@@ -17,6 +17,7 @@
 #include "autograd/planner.h"
 #include "autograd/policy.h"
 #include "io/json.h"
+#include "nn/moe.h"
 #include "rng/generator.h"
 
 namespace reprise::nn {
@@ -87,11 +88,10 @@ class LayerCheckpointing {
  public:
   // `generator` is what the stash and fresh replay modes draw from (the
   // model's dropout generator); this object and the regions it records
-  // share it. `moe_block`:
-  // the module name of the model's MoE layers ("block_sparse_moe", "mlp":
-  // FamilyInfo::names.block), empty for a dense model.
+  // share it. `moe`: the module names of the model's MoE layers and their
+  // routers (moe_scopes_of(config)), empty for a dense model.
   LayerCheckpointing(CheckpointConfig config, std::shared_ptr<rng::Generator> generator,
-                     const std::string& moe_block = "");
+                     const MoeScopes& moe = {});
 
   // LlamaForCausalLM's LayerRunner: runs `layer` (decoder layer i) under
   // `scope`.

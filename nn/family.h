@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "nn/rope.h"
+
 namespace reprise::nn {
 
 // The families, each with its row in nn/family.cpp (a build error until it
@@ -25,7 +27,7 @@ namespace reprise::nn {
 #define REPRISE_FAMILIES(X)                                                   \
   X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) \
   X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe) X(olmo3)   \
-  X(gemma3_text)
+  X(gemma3_text) X(gpt_oss)
 // clang-format on
 
 enum class Family : uint8_t {
@@ -98,8 +100,11 @@ struct FamilyDefaults {
   int64_t max_position_embeddings = 2048;
   double rms_norm_eps = 1e-6;
   double rope_theta = 1e4;
+  // The rope when config.json has neither rope_parameters nor rope_scaling.
+  RopeScaling rope_scaling = {};
   int64_t head_dim = 0;
   bool tie_word_embeddings = false;
+  bool attention_bias = false;  // AttentionBiases::together's field
   std::optional<int64_t> pad_token_id;
   // MoE: experts, per token, aux loss weight, renormalized gates.
   int64_t experts = 0;
@@ -124,6 +129,9 @@ struct FamilyDefaults {
   MlpActivation activation = MlpActivation::silu;
   // FamilyInfo::query_pre_attn_scalar.
   double query_pre_attn_scalar = 0;
+  // ExpertPieces::clamped_swiglu.
+  double swiglu_alpha = 1.702;
+  double swiglu_limit = 7.0;
 };
 
 // The mixture of experts a family's layers may hold, and how config.json
@@ -146,6 +154,15 @@ struct ExpertPieces {
   // ... with DeepSeek's own fields naming the method: scoring_func
   // "sigmoid", topk_method "noaux_tc", moe_layer_freq 1.
   bool routing_method_fields = false;
+  // norm_topk_prob is a field; without it the gates are always
+  // renormalized (GPT-OSS: a softmax over the k chosen logits, which is
+  // the softmax over all renormalized over the k).
+  bool norm_topk_field = true;
+  // GPT-OSS: the router and every expert projection have biases, and the
+  // experts' activation is the clamped SwiGLU of swiglu_alpha and
+  // swiglu_limit (MoeConfig::clamped_swiglu).
+  bool biases = false;
+  bool clamped_swiglu = false;
 };
 
 // The module names of an MoE layer's parts in a family's checkpoints (the
@@ -157,6 +174,10 @@ struct ExpertNames {
   const char* up = "up_proj";
   const char* down = "down_proj";
   const char* shared = "shared_experts";  // "shared_expert" (Qwen2-MoE)
+  const char* router = "gate";            // "router" (GPT-OSS)
+  // The checkpoints hold each layer's experts fused, as GPT-OSS's
+  // (nn/hf_layout.h); reprise's modules keep one Linear per projection.
+  bool fused = false;
 };
 
 // A family's row.
@@ -198,6 +219,9 @@ struct FamilyInfo {
   bool scaled_embeddings = false;
   bool query_pre_attn_scalar = false;
   bool final_logit_softcapping = false;
+  // GPT-OSS: a learned logit per head in each softmax's denominator
+  // (self_attn.sinks, ops::AttentionOptions::sinks).
+  bool attention_sinks = false;
   // Fields of the family's config that its transformers model does not
   // read (a training setting of the authors' own code).
   std::span<const char* const> unread_fields = {};

@@ -6,6 +6,7 @@
 
 #include "engine/grad_mode.h"
 #include "io/write_file.h"
+#include "nn/hf_layout.h"
 
 namespace reprise::nn {
 
@@ -68,6 +69,7 @@ void count_attention(const LlamaConfig& c, Count& n) {
   n.linear(n.product(Hkv, D), C, c.qkv_bias);
   n.linear(n.product(Hkv, D), C, c.qkv_bias);
   n.linear(C, n.product(H, D), c.o_bias);
+  if (c.attention_sinks) n.add(1, H);
   if (c.qk_norm == QkNorm::per_head) n.add(2, D);
   if (c.qk_norm == QkNorm::projection) {
     n.add(1, n.product(H, D));
@@ -99,8 +101,13 @@ LlamaSize llama_size(const LlamaConfig& c) {
     const MoeConfig& m = *c.moe;
     const int64_t E = m.num_local_experts, F = m.expert_intermediate_size(c.intermediate_size);
     n.add(1, n.product(E, C));                 // the router
-    if (m.score_correction_bias) n.add(1, E);  // its bias
+    if (m.router_bias) n.add(1, E);            // its bias
+    if (m.score_correction_bias) n.add(1, E);  // its score bias
     n.add(n.product(3, E), n.product(F, C));   // E experts' three projections
+    if (m.expert_bias) {                       // and their biases
+      n.add(n.product(2, E), F);
+      n.add(E, C);
+    }
     const int64_t S = m.shared_intermediate_size(c.intermediate_size);
     if (S > 0) count_swiglu(C, S, false, n);
     if (m.shared_expert_gate) n.linear(1, C);
@@ -166,18 +173,21 @@ bool derived_tensor(const std::string& name) {
 }
 
 void read_weights(LlamaForCausalLM& model, const io::SafetensorsFolder& folder) {
-  const std::vector<std::pair<std::string, Tensor>> state = model.named_state();
+  const std::vector<HfTensor> layout = hf_layout(model.named_state(), model.config());
   const bool tied = model.config().tie_word_embeddings;
   const Tensor& embedding = model.model.embed_tokens.weight();
   std::set<std::string> expected;
   // Check names, shapes and dtypes of everything before reading any data.
-  for (const auto& [name, value] : state) {
+  for (const HfTensor& t : layout) {
+    const std::string& name = t.name;
     expected.insert(name);
     REPRISE_CHECK(folder.contains(name), folder.dir(), ": missing tensor '", name, "' (",
-                  value.describe(), ")");
+                  t.packing == HfPacking::plain ? t.parts[0].describe()
+                                                : "the experts' " + to_string(t.shape),
+                  ")");
     const io::TensorInfo& info = folder.info(name);
-    REPRISE_CHECK(info.shape == value.shape(), folder.file_of(name), ": tensor '", name,
-                  "' has shape ", to_string(info.shape), ", expected ", to_string(value.shape()),
+    REPRISE_CHECK(info.shape == t.shape, folder.file_of(name), ": tensor '", name, "' has shape ",
+                  to_string(info.shape), ", expected ", to_string(t.shape),
                   " (does config.json match the weights?)");
     check_weight_dtype(folder, info);
   }
@@ -196,15 +206,19 @@ void read_weights(LlamaForCausalLM& model, const io::SafetensorsFolder& folder) 
     check_weight_dtype(folder, info);
   }
   NoGradGuard no_grad;
-  for (const auto& [name, value] : state) {
-    if (value.device().is_cpu() && value.is_contiguous()) {
-      Tensor dst = value;
-      folder.read_into(name, dst);
-    } else {
-      Tensor staged = Tensor::empty(value.shape(), value.dtype());
-      folder.read_into(name, staged);
-      Tensor dst = value;
+  for (const HfTensor& t : layout) {
+    Tensor dst = t.parts.at(0);
+    if (t.packing == HfPacking::plain && dst.device().is_cpu() && dst.is_contiguous()) {
+      folder.read_into(t.name, dst);  // straight from the mapped file
+      continue;
+    }
+    const bool plain = t.packing == HfPacking::plain;
+    Tensor staged = Tensor::empty(t.shape, plain ? dst.dtype() : DType::f32);
+    folder.read_into(t.name, staged);
+    if (plain) {
       dst.copy_(staged);
+    } else {
+      unpack(t, staged);
     }
   }
   if (head_too) {
@@ -243,9 +257,9 @@ void save_model(const LlamaForCausalLM& model, const std::string& dir, DType dty
                 uint64_t max_shard_bytes) {
   const json::Value config = llama_config_to_json(model.config(), dtype);  // checks dtype
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, value] : model.named_state()) {
-    const Tensor host = value.detach().to(Device::cpu());
-    tensors.emplace_back(name, dtype == host.dtype() ? host : host.to(dtype));
+  for (const HfTensor& t : hf_layout(model.named_state(), model.config())) {
+    const Tensor host = pack(t).detach().to(Device::cpu());
+    tensors.emplace_back(t.name, dtype == host.dtype() ? host : host.to(dtype));
   }
   io::write_safetensors_folder(dir, tensors, {{"format", "pt"}}, max_shard_bytes);
   io::write_text_atomic(join(dir, "config.json"), json::dump(config, 2) + "\n");

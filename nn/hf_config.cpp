@@ -265,6 +265,7 @@ void read_rope(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
   }
   const json::Value* rope = scaling != nullptr ? scaling : parameters;
   if (rope == nullptr) {
+    l.rope_scaling = d.rope_scaling;
     l.partial_rotary_factor = read_partial_rotary(c, nullptr, l, d);
     return;
   }
@@ -516,7 +517,7 @@ void read_biases(Fields& c, LlamaConfig& l) {
       c.require_false("attention_bias", std::string(f.architecture) + " has no attention biases");
       break;
     case AttentionBiases::together:
-      l.qkv_bias = l.o_bias = c.flag("attention_bias", false);
+      l.qkv_bias = l.o_bias = c.flag("attention_bias", f.defaults.attention_bias);
       break;
     case AttentionBiases::qkv_always:
       l.qkv_bias = true;  // e.g. Qwen2Attention's q, k, v always have biases
@@ -587,7 +588,7 @@ MoeConfig read_moe(Fields& c, const FamilyInfo& f) {
   MoeConfig m;
   m.num_experts_per_tok = c.integer("num_experts_per_tok", d.experts_per_tok);
   m.router_aux_loss_coef = c.real("router_aux_loss_coef", d.aux_loss_coef);
-  m.norm_topk_prob = c.flag("norm_topk_prob", d.norm_topk_prob);
+  m.norm_topk_prob = p.norm_topk_field ? c.flag("norm_topk_prob", d.norm_topk_prob) : true;
   read_reprise_moe(c, m);
   const int64_t experts = p.experts_alias ? c.integer("num_local_experts", d.experts) : d.experts;
   m.num_local_experts = c.integer(p.experts_field, experts);
@@ -628,6 +629,12 @@ MoeConfig read_moe(Fields& c, const FamilyInfo& f) {
     m.routed_scaling_factor = c.real("routed_scaling_factor", d.routed_scaling_factor);
     m.first_k_dense_replace = c.integer("first_k_dense_replace", d.first_k_dense_replace);
   }
+  m.router_bias = m.expert_bias = p.biases;
+  if (p.clamped_swiglu) {
+    m.clamped_swiglu = true;
+    m.swiglu_alpha = c.real("swiglu_alpha", d.swiglu_alpha);
+    m.swiglu_limit = c.real("swiglu_limit", d.swiglu_limit);
+  }
   return m;
 }
 
@@ -635,7 +642,7 @@ void write_moe(const LlamaConfig& l, json::Value& c) {
   const ExpertPieces& p = l.info().experts;
   const MoeConfig& m = *l.moe;
   c.set("num_experts_per_tok", m.num_experts_per_tok);
-  c.set("norm_topk_prob", m.norm_topk_prob);
+  if (p.norm_topk_field) c.set("norm_topk_prob", m.norm_topk_prob);
   c.set("output_router_logits", false);
   // A field the family's config lacks (DeepSeek-V3's; its default, 0, is
   // read back when absent) is written when set, so that the config reads
@@ -659,6 +666,10 @@ void write_moe(const LlamaConfig& l, json::Value& c) {
   if (p.routing_method_fields) {
     c.set("scoring_func", "sigmoid");
     c.set("topk_method", "noaux_tc");
+  }
+  if (p.clamped_swiglu) {
+    c.set("swiglu_alpha", m.swiglu_alpha);
+    c.set("swiglu_limit", m.swiglu_limit);
   }
   if (p.deepseek_routing) {
     c.set("n_shared_experts", m.n_shared_experts);
@@ -730,6 +741,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
                   : QkNorm::none;
   for (const char* field : family->unread_fields) c.skip({field});
   l.norm_placement = family->norm_placement;
+  l.attention_sinks = family->attention_sinks;
   if (family->mla) {
     l.mla = read_mla(c);
   } else {

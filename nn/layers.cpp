@@ -124,7 +124,7 @@ Tensor GatedMLP::forward(const Tensor& x) const {
                                             : layer->project(in);
   };
   return swiglu_ffn(in, &gate_proj, &up_proj, &down_proj, {"gate_proj", "up_proj", "down_proj"},
-                    project);
+                    project, ops::swiglu);
 }
 
 }  // namespace reprise::nn

@@ -81,6 +81,8 @@ LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c, int64_t l
       head_dim_(c.resolved_head_dim()),
       window_(c.attention_window(layer)),
       rope_(c.uses_rope(layer) ? std::optional(c.rope_of(layer)) : std::nullopt) {
+  // HF's registration order: GPT-OSS's sinks first.
+  if (c.attention_sinks) sinks_ = register_parameter("sinks", {heads_}, /*decay=*/false);
   register_module(q_proj);
   register_module(k_proj);
   register_module(v_proj);
@@ -131,7 +133,7 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
     k = rotate(k);
   }
   Tensor v = split_heads(v_proj.forward(in), kv_heads_, nullptr);
-  ops::AttentionOptions options{.causal = true, .window = window_};
+  ops::AttentionOptions options{.causal = true, .window = window_, .sinks = sinks_};
   if (config_.query_pre_attn_scalar > 0) {
     options.scale = std::pow(config_.query_pre_attn_scalar, -0.5);  // Gemma
   }
@@ -148,6 +150,10 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   Tensor a = autocast_attention(q, k, v, options);                        // (B, Hq, T, D)
   a = ops::reshape(ops::transpose(a, 1, 2), {B, T, heads_ * head_dim_});  // (B, T, Hq D)
   return o_proj.forward(a);
+}
+
+void LlamaAttention::reset_sinks(double std, rng::Generator& gen, std::string_view stream) {
+  if (sinks_.defined()) ops::normal_(sinks_, 0.0, std, gen, stream);
 }
 
 // ---- MlaAttention -------------------------------------------------------------
@@ -366,6 +372,7 @@ void init_tree(Module& m, double std, rng::Generator& gen, std::string_view stre
   if (auto* e = dynamic_cast<Embedding*>(&m)) e->reset_parameters(std, gen, stream);
   if (auto* n = dynamic_cast<RMSNorm*>(&m)) n->reset_parameters();
   if (auto* r = dynamic_cast<SparseMoeBlock::Router*>(&m)) r->reset_parameters(std, gen, stream);
+  if (auto* a = dynamic_cast<LlamaAttention*>(&m)) a->reset_sinks(std, gen, stream);
   const auto* moe = dynamic_cast<const SparseMoeBlock*>(&m);
   for (Module* c : m.children()) {
     if (moe && c == &moe->experts) {

@@ -106,8 +106,14 @@ class LlamaAttention final : public Attention {
 
   Linear q_proj, k_proj, v_proj, o_proj;
   std::unique_ptr<RMSNorm> q_norm, k_norm;  // nullptr without q/k norm
+  // GPT-OSS's sink logits, one per head: the parameter "sinks" (Hq), or
+  // undefined without attention sinks.
+  const Tensor& sinks() const { return sinks_; }
+  // The sinks normal(0, std^2) from `stream` of `gen`, as HF initialises them.
+  void reset_sinks(double std, rng::Generator& gen, std::string_view stream);
 
  private:
+  Tensor sinks_;
   LlamaConfig config_;
   int64_t heads_, kv_heads_, head_dim_, window_;
   std::optional<LayerRope> rope_;  // unset on a NoPE layer

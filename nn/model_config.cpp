@@ -70,6 +70,11 @@ void MoeConfig::validate() const {
   for (int64_t l : mlp_only_layers) {
     REPRISE_CHECK(l >= 0, "MoeConfig: mlp_only_layers holds a negative layer ", l);
   }
+  REPRISE_CHECK(!clamped_swiglu || (std::isfinite(swiglu_alpha) && std::isfinite(swiglu_limit) &&
+                                    swiglu_limit > 0),
+                "MoeConfig: the clamped SwiGLU needs a finite swiglu_alpha and a positive "
+                "swiglu_limit, got ",
+                swiglu_alpha, " and ", swiglu_limit);
 }
 
 int64_t MoeConfig::capacity(int64_t tokens) const {
@@ -110,6 +115,9 @@ std::string MoeConfig::describe() const {
   if (decoder_sparse_step > 1) s << ", every " << decoder_sparse_step << " layers";
   if (!mlp_only_layers.empty()) s << ", " << mlp_only_layers.size() << " dense by list";
   if (router_dtype == RouterDType::bf16) s << ", bf16 router";
+  if (router_bias || expert_bias) s << ", biases";
+  if (clamped_swiglu)
+    s << ", SwiGLU clamped at " << swiglu_limit << " (alpha " << swiglu_alpha << ")";
   return s.str();
 }
 
@@ -220,6 +228,9 @@ void check_attention_pieces(const LlamaConfig& c) {
   refuse(c.sliding_rope.has_value() && !f.rope_per_layer_type, "rope per layer type");
   refuse(!c.nope_layers.empty() && !f.nope_layers, "layers without rotary embeddings (NoPE)");
   refuse(c.partial_rotary_factor != 1 && !f.partial_rotary, "partial rotary embeddings");
+  REPRISE_CHECK(c.attention_sinks == f.attention_sinks, "LlamaConfig: ", f.model_type,
+                " models have ", f.attention_sinks ? "" : "no ",
+                "attention sinks, not as this config says");
   REPRISE_CHECK(f.mla == c.mla.has_value(), "LlamaConfig: ", f.model_type,
                 f.mla ? " models have multi-head latent attention (set mla)"
                       : " models have no multi-head latent attention (mla)");
@@ -248,6 +259,13 @@ void check_expert_pieces(const LlamaConfig& c) {
   refuse(m.first_k_dense_replace > 0 && !deepseek, "first_k_dense_replace");
   refuse((m.decoder_sparse_step > 1 || !m.mlp_only_layers.empty()) && !p.sparse_layers,
          "decoder_sparse_step or mlp_only_layers");
+  REPRISE_CHECK(m.router_bias == p.biases && m.expert_bias == p.biases,
+                "LlamaConfig: ", f.model_type, " models' router and experts have ",
+                p.biases ? "" : "no ", "biases, not as this config says");
+  REPRISE_CHECK(m.clamped_swiglu == p.clamped_swiglu, "LlamaConfig: ", f.model_type,
+                " models' experts use ", p.clamped_swiglu ? "the clamped" : "the plain",
+                " SwiGLU, not as this config says");
+  refuse(!m.norm_topk_prob && !p.norm_topk_field, "gates left unnormalized (norm_topk_prob)");
 }
 
 }  // namespace
@@ -347,6 +365,7 @@ std::string LlamaConfig::describe() const {
   if (qk_norm != QkNorm::none) s << ", q/k norm";
   if (hidden_act == MlpActivation::gelu_tanh) s << ", GELU-tanh MLP";
   if (final_logit_softcapping > 0) s << ", logits capped at " << final_logit_softcapping;
+  if (attention_sinks) s << ", attention sinks";
   if (sliding_window > 0) s << ", window " << sliding_window;
   if (!nope_layers.empty())
     s << ", NoPE on " << std::count(nope_layers.begin(), nope_layers.end(), true) << " layers";

@@ -84,6 +84,17 @@ struct MoeConfig {
   int64_t first_k_dense_replace = 0;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+  // GPT-OSS: the router's logits and every routed expert's three
+  // projections have biases (router.bias (E); gate_proj.bias, up_proj.bias
+  // (F), down_proj.bias (C)).
+  bool router_bias = false;
+  bool expert_bias = false;
+  // GPT-OSS's expert activation instead of silu(gate) * up:
+  //   g = min(gate, swiglu_limit), u = clamp(up, -swiglu_limit, swiglu_limit)
+  //   act = (u + 1) * g * sigmoid(swiglu_alpha * g)
+  bool clamped_swiglu = false;
+  double swiglu_alpha = 1.702;
+  double swiglu_limit = 7.0;
 
   // Raises an Error naming the field and its value when out of range.
   void validate() const;
@@ -177,6 +188,9 @@ struct LlamaConfig {
   bool scale_embeddings = false;
   double query_pre_attn_scalar = 0;
   double final_logit_softcapping = 0;
+  // GPT-OSS: each head's learned sink logit (self_attn.sinks (Hq)) joins
+  // its softmax's denominator (ops::AttentionOptions::sinks).
+  bool attention_sinks = false;
   // Sliding-window attention: each query sees at most sliding_window keys,
   // itself included (0: none), on the layers layer_types marks sliding
   // (every layer when layer_types is empty).

@@ -11,11 +11,13 @@
 #include "nn/routing.h"
 #include "ops/binary.h"
 #include "ops/cast.h"
+#include "ops/clamp.h"
 #include "ops/indexing.h"
 #include "ops/matmul.h"
 #include "ops/moe_route.h"
 #include "ops/random.h"
 #include "ops/reduce.h"
+#include "ops/shape.h"
 #include "ops/softmax.h"
 #include "ops/swiglu.h"
 #include "ops/unary.h"
@@ -28,7 +30,8 @@ MoeNames moe_names(const FamilyInfo& f) {
   return {.expert_gate = f.names.gate,
           .expert_up = f.names.up,
           .expert_down = f.names.down,
-          .shared = f.names.shared};
+          .shared = f.names.shared,
+          .router = f.names.router};
 }
 
 // ---- moe_forward ------------------------------------------------------------
@@ -46,11 +49,15 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                   "': expected ", what, " of shape ", to_string(shape), " and dtype ",
                   dtype_name(x.dtype()), ", got ", t.defined() ? t.describe() : "undefined");
   };
-  check(w.gate, {E, C}, "gate");
+  const std::string router = names.router;
+  check(w.gate, {E, C}, router);
+  REPRISE_CHECK(c.router_bias == w.gate_bias.defined(), "MoE layer '", layer,
+                "': ", c.router_bias ? "expected" : "unexpected", " a router bias");
+  if (w.gate_bias.defined()) check(w.gate_bias, {E}, router + ".bias");
   REPRISE_CHECK(c.score_correction_bias == w.score_bias.defined(), "MoE layer '", layer,
                 "': ", c.score_correction_bias ? "expected" : "unexpected",
                 " a router score bias (e_score_correction_bias)");
-  if (w.score_bias.defined()) check(w.score_bias, {E}, "gate.e_score_correction_bias");
+  if (w.score_bias.defined()) check(w.score_bias, {E}, router + ".e_score_correction_bias");
   const int64_t n = held.count;
   REPRISE_CHECK(w.first_expert == held.first && int64_t(w.w1.size()) == n &&
                     int64_t(w.w2.size()) == n && int64_t(w.w3.size()) == n,
@@ -58,11 +65,19 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
                 held.first, "..", held.first + n - 1, " of ", E, "), got ", w.w1.size(), ", ",
                 w.w2.size(), ", ", w.w3.size(), " from expert ", w.first_expert);
   const int64_t F = w.w1[0].defined() ? w.w1[0].size(0) : 0;
+  const size_t biases = c.expert_bias ? size_t(n) : 0;
+  REPRISE_CHECK(w.b1.size() == biases && w.b2.size() == biases && w.b3.size() == biases,
+                "MoE layer '", layer, "': expected ", biases, " experts' biases, got ", w.b1.size(),
+                ", ", w.b2.size(), ", ", w.b3.size());
   for (int64_t i = 0; i < n; ++i) {
     const std::string ex = "experts." + std::to_string(held.first + i) + ".";
     check(w.w1[size_t(i)], {F, C}, ex + names.expert_gate);
     check(w.w2[size_t(i)], {C, F}, ex + names.expert_down);
     check(w.w3[size_t(i)], {F, C}, ex + names.expert_up);
+    if (biases == 0) continue;
+    check(w.b1[size_t(i)], {F}, ex + names.expert_gate + ".bias");
+    check(w.b2[size_t(i)], {C}, ex + names.expert_down + ".bias");
+    check(w.b3[size_t(i)], {F}, ex + names.expert_up + ".bias");
   }
   const int64_t S = c.shared_expert_intermediate_size > 0 ? c.shared_expert_intermediate_size
                                                           : c.n_shared_experts * F;
@@ -77,8 +92,17 @@ void check_weights(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   if (w.shared_expert_gate.defined()) check(w.shared_expert_gate, {1, C}, "shared_expert_gate");
 }
 
+// GPT-OSS's expert activation (MoeConfig::clamped_swiglu), op by op as
+// transformers' GptOssExperts computes it. gate, up: (M, F) -> (M, F).
+Tensor clamped_swiglu(const Tensor& gate, const Tensor& up, const MoeConfig& c) {
+  const Tensor g = ops::clamp(gate, std::nullopt, c.swiglu_limit);
+  const Tensor u = ops::clamp(up, -c.swiglu_limit, c.swiglu_limit);
+  const Tensor glu = ops::mul(g, ops::sigmoid(ops::mul(g, c.swiglu_alpha)));
+  return ops::mul(ops::add(u, 1.0), glu);
+}
+
 // The router's logits (N, E), scores (N, E) and routing decision, all
-// recorded under the scope "gate".
+// recorded under the router's scope.
 struct Routing {
   Tensor logits, scores;
   ops::MoeRoute route;
@@ -152,14 +176,14 @@ ops::MoeRoute replayed(const Routing& r, RoutingReplay& replay, const MoeConfig&
 }
 
 Routing route_tokens(const Tensor& x2, const MoeWeights& w, const MoeConfig& c,
-                     const std::string& layer) {
-  autograd::Scope scope("gate");
+                     const std::string& layer, const MoeNames& names) {
+  autograd::Scope scope(names.router);
   Routing r;
-  if (c.router_dtype == RouterDType::bf16) {
-    r.logits = round_bf16(ops::linear(round_bf16(x2), round_bf16(w.gate)));  // (N, E)
-  } else {
-    r.logits = ops::linear(x2, w.gate);  // (N, E)
-  }
+  const bool bf16 = c.router_dtype == RouterDType::bf16;
+  auto rounded = [&](const Tensor& t) { return bf16 ? round_bf16(t) : t; };
+  r.logits = ops::linear(rounded(x2), rounded(w.gate));  // (N, E)
+  if (w.gate_bias.defined()) r.logits = ops::add(r.logits, rounded(w.gate_bias));
+  r.logits = rounded(r.logits);
   r.scores = c.scoring_func == RouterScoring::softmax ? ops::softmax(r.logits, -1)
                                                       : ops::sigmoid(r.logits);
   r.route = ops::moe_route(r.scores, c.num_experts_per_tok,
@@ -180,21 +204,41 @@ Tensor run_experts(const Tensor& x2, const ops::MoeRoute& route, const MoeWeight
                    const MoeConfig& c, const ExpertDispatch* dispatch, const MoeNames& names) {
   autograd::Scope scope("experts");
   const Tensor xs = ops::index_select(x2, 0, route.token);  // (M, C)
+  // One projection of the blocks' experts: a weight per block, and a bias
+  // per block with expert_bias.
+  struct Projection {
+    std::vector<Tensor> weights, biases;
+  };
   auto experts_on = [&](const Tensor& rows, const Tensor& block_counts,
                         const std::vector<int64_t>& block_expert) {
-    std::vector<Tensor> w1, w2, w3;
-    for (const int64_t e : block_expert) {
-      const size_t i = size_t(e - w.first_expert);
-      w1.push_back(w.w1.at(i));
-      w2.push_back(w.w2.at(i));
-      w3.push_back(w.w3.at(i));
-    }
-    auto grouped = [&](const Tensor& in, const std::vector<Tensor>& weights) {
-      return autocast_grouped_linear(in, block_counts, weights);
+    auto of_blocks = [&](const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
+      Projection p;
+      for (const int64_t e : block_expert) {
+        const size_t i = size_t(e - w.first_expert);
+        p.weights.push_back(weights.at(i));
+        if (!biases.empty()) p.biases.push_back(biases.at(i));
+      }
+      return p;
     };
-    return swiglu_ffn(autocast_operand(rows), w1, w3, w2,
-                      {names.expert_gate, names.expert_up, names.expert_down},
-                      grouped);  // (rows, C)
+    Tensor row_block;  // (rows) i64, each row's block, to add the biases by
+    if (c.expert_bias) {
+      std::vector<int64_t> blocks;
+      const std::vector<int64_t> counts = block_counts.to_vector<int64_t>();
+      for (size_t j = 0; j < counts.size(); ++j) blocks.insert(blocks.end(), counts[j], int64_t(j));
+      row_block = Tensor::from_vector(blocks, {int64_t(blocks.size())}).to(rows.device());
+    }
+    auto grouped = [&](const Tensor& in, const Projection& p) {
+      const Tensor y = autocast_grouped_linear(in, block_counts, p.weights);  // (rows, out)
+      if (p.biases.empty()) return y;
+      return ops::add(y, ops::index_select(ops::stack(p.biases, 0), 0, row_block));
+    };
+    auto act = [&](const Tensor& gate, const Tensor& up) {
+      return c.clamped_swiglu ? clamped_swiglu(gate, up, c) : ops::swiglu(gate, up);
+    };
+    return swiglu_ffn(autocast_operand(rows), of_blocks(w.w1, w.b1), of_blocks(w.w3, w.b3),
+                      of_blocks(w.w2, w.b2),
+                      {names.expert_gate, names.expert_up, names.expert_down}, grouped,
+                      act);  // (rows, C)
   };
   Tensor ys;
   if (dispatch) {
@@ -221,7 +265,8 @@ Tensor run_shared_expert(const Tensor& x2, const MoeWeights& w, const MoeNames& 
   {
     autograd::Scope scope(names.shared);
     shared = swiglu_ffn(autocast_operand(x2), w.shared_gate, w.shared_up, w.shared_down,
-                        {"gate_proj", "up_proj", "down_proj"}, autocast_linear);  // (N, C)
+                        {"gate_proj", "up_proj", "down_proj"}, autocast_linear,
+                        ops::swiglu);  // (N, C)
   }
   if (w.shared_expert_gate.defined()) {
     autograd::Scope scope("shared_expert_gate");
@@ -281,7 +326,7 @@ MoeResult moe_forward(const Tensor& x, const MoeWeights& w, const MoeConfig& c,
   check_weights(x, w, c, layer, held, names);
   const Tensor x2 = ops::reshape(x, {-1, x.size(-1)});  // (N, C)
 
-  const Routing routing = route_tokens(x2, w, c, layer);
+  const Routing routing = route_tokens(x2, w, c, layer, names);
   if (RoutingCapture* capture = current_routing_capture())
     capture->routed(layer, routing.route.indices, routing.route.margin, c.num_local_experts);
   Tensor out = run_experts(x2, routing.route, w, c, dispatch, names);  // (N, C)
@@ -329,11 +374,11 @@ std::array<int64_t, kMarginUlps.size()> MoeRouterTerms::count_within_ulps() cons
 // ---- modules ----------------------------------------------------------------
 
 MoeExpert::MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate_size,
-                     const MoeNames& names)
+                     const MoeNames& names, bool bias)
     : Module(std::move(name)),
-      gate_proj(names.expert_gate, hidden_size, intermediate_size),
-      up_proj(names.expert_up, hidden_size, intermediate_size),
-      down_proj(names.expert_down, intermediate_size, hidden_size) {
+      gate_proj(names.expert_gate, hidden_size, intermediate_size, bias),
+      up_proj(names.expert_up, hidden_size, intermediate_size, bias),
+      down_proj(names.expert_down, intermediate_size, hidden_size, bias) {
   // Mixtral's registration order, w1, w2, w3 (the same order for every
   // family: initialisation draws in it).
   register_module(gate_proj);
@@ -353,20 +398,25 @@ ExpertRange held_experts(const MoeConfig& c, const ExpertDispatch* dispatch) {
 }
 }  // namespace
 
-SparseMoeBlock::Router::Router(int64_t hidden_size, const MoeConfig& config) : Module("gate") {
+SparseMoeBlock::Router::Router(const char* name, int64_t hidden_size, const MoeConfig& config)
+    : Module(name) {
   REPRISE_CHECK(hidden_size > 0, "SparseMoeBlock: hidden_size must be positive, got ", hidden_size);
   weight_ = register_parameter("weight", {config.num_local_experts, hidden_size});
+  if (config.router_bias) {
+    bias_ = register_parameter("bias", {config.num_local_experts}, /*decay=*/false);
+  }
   if (config.score_correction_bias) {
-    bias_ = register_buffer("e_score_correction_bias", {config.num_local_experts});
+    score_bias_ = register_buffer("e_score_correction_bias", {config.num_local_experts});
   }
 }
 
 void SparseMoeBlock::Router::reset_parameters(double std, rng::Generator& gen,
                                               std::string_view stream) {
   ops::normal_(weight_, 0.0, std, gen, stream);
-  if (bias_.defined()) {
+  if (bias_.defined()) ops::normal_(bias_, 0.0, std, gen, stream);
+  if (score_bias_.defined()) {
     NoGradGuard no_grad;
-    bias_.fill_(0.0);
+    score_bias_.fill_(0.0);
   }
 }
 
@@ -375,7 +425,7 @@ SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t in
                                std::shared_ptr<const ExpertDispatch> dispatch,
                                const MoeNames& names)
     : Module(std::move(name)),
-      gate(hidden_size, validated(config)),
+      gate(names.router, hidden_size, validated(config)),
       experts("experts", size_t(held_experts(config, dispatch.get()).first)),
       config_(config),
       dispatch_(std::move(dispatch)),
@@ -388,8 +438,8 @@ SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t in
   register_module(gate);
   register_module(experts);
   for (int64_t e = local_.first; e < local_.first + local_.count; ++e) {
-    experts.append(
-        std::make_unique<MoeExpert>(std::to_string(e), hidden_size, expert_size_, names_));
+    experts.append(std::make_unique<MoeExpert>(std::to_string(e), hidden_size, expert_size_, names_,
+                                               config.expert_bias));
   }
   const int64_t shared = config.shared_intermediate_size(intermediate_size);
   if (shared > 0) {
@@ -405,12 +455,18 @@ SparseMoeBlock::SparseMoeBlock(std::string name, int64_t hidden_size, int64_t in
 MoeWeights SparseMoeBlock::weights() const {
   MoeWeights w;
   w.gate = gate.weight();
+  w.gate_bias = gate.bias();
   w.score_bias = gate.score_bias();
   w.first_expert = local_.first;
   for (size_t e = 0; e < experts.size(); ++e) {
-    w.w1.push_back(experts[e].gate_proj.weight());
-    w.w2.push_back(experts[e].down_proj.weight());
-    w.w3.push_back(experts[e].up_proj.weight());
+    const MoeExpert& x = experts[e];
+    w.w1.push_back(x.gate_proj.weight());
+    w.w2.push_back(x.down_proj.weight());
+    w.w3.push_back(x.up_proj.weight());
+    if (!config_.expert_bias) continue;
+    w.b1.push_back(x.gate_proj.bias());
+    w.b2.push_back(x.down_proj.bias());
+    w.b3.push_back(x.up_proj.bias());
   }
   if (shared_experts) {
     w.shared_gate = shared_experts->gate_proj.weight();
@@ -437,11 +493,13 @@ void SparseMoeBlock::skip_expert_init(int64_t first, int64_t end, rng::Generator
   }
 }
 
-std::string router_scopes(const std::string& moe_block) { return "*." + moe_block + ".gate"; }
-
-std::string moe_block_of(const LlamaConfig& config) {
-  return config.moe ? config.info().names.block : "";
+MoeScopes moe_scopes_of(const LlamaConfig& config) {
+  if (!config.moe) return {};
+  const ExpertNames& names = config.info().names;
+  return {.block = names.block, .router = names.router};
 }
+
+std::string router_scopes(const MoeScopes& moe) { return "*." + moe.block + "." + moe.router; }
 
 std::string expert_of(std::string_view name) {
   // ".experts.<digits>." after a layer's MoE block; a shared expert's

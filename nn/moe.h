@@ -1,6 +1,6 @@
 #pragma once
 // The mixture-of-experts feed-forward layer of Mixtral, Qwen2-MoE,
-// Qwen3-MoE, OLMoE and DeepSeek-V3, under each family's on-disk names
+// Qwen3-MoE, OLMoE, DeepSeek-V3, GLM-4.5 and GPT-OSS, under each family's names
 // (MoeNames, from the family's row in nn/model_config.h). Mixtral's:
 //
 //   <block>.gate.weight                     (E, C)  the router
@@ -15,21 +15,24 @@
 // "model.layers.{i}.mlp" with experts.{e}.gate_proj / up_proj / down_proj,
 // Qwen2-MoE's shared expert "shared_expert" with its (1, C)
 // "shared_expert_gate", and DeepSeek-V3's router bias
-// "gate.e_score_correction_bias" (E), a buffer.
+// "gate.e_score_correction_bias" (E), a buffer. GPT-OSS's router is
+// "router" with a bias (E), and its experts' projections have biases;
+// its checkpoints fuse each layer's experts (nn/hf_layout.h).
 //
 // N = tokens (B T), C = hidden_size, F = the experts' intermediate size,
 // E = num_local_experts, k = num_experts_per_tok, M = kept (token, expert)
 // assignments (N k without a capacity limit), S = the shared expert's width.
 //
 // The layer computes, for each token x (a row of (N, C)):
-//   logits = gate(x)                                  (E)   in f32 (x's dtype)
+//   logits = gate(x) (+ bias)                         (E)   in f32 (x's dtype)
 //   s      = softmax(logits) or sigmoid(logits)       (E)   scoring_func
 //   top    = the k largest s, ties by lower expert    (k)   indices and values
 //            (DeepSeek-V3: the k largest s + bias among the topk_group
 //            best of n_group groups, values from s; ops/moe_route.h)
 //   g      = top / sum(top) when norm_topk_prob, else top; times routed_scaling_factor
 //   out    = sum_j g_j expert_{top_j}(x) + shared(x)
-//   expert_e(x) = down(silu(gate_proj(x)) * up(x))
+//   expert_e(x) = down(silu(gate_proj(x)) * up(x))    (each with its bias in GPT-OSS,
+//                 and its clamped SwiGLU: MoeConfig::clamped_swiglu)
 //   shared(x)   = the shared expert's SwiGLU, times sigmoid(shared_expert_gate(x))
 //                 with a shared expert gate (Qwen2-MoE)
 // With the defaults (softmax, top-2, renormalized, no capacity limit, no
@@ -86,6 +89,7 @@ struct MoeNames {
   const char* expert_up = "w3";
   const char* expert_down = "w2";
   const char* shared = "shared_experts";
+  const char* router = "gate";
 };
 MoeNames moe_names(const FamilyInfo& family);
 
@@ -175,11 +179,11 @@ class ExpertDispatch {
 };
 
 // One expert: down(silu(gate_proj(x)) * up(x)), under the family's names
-// (Mixtral's w1, w3, w2).
+// (Mixtral's w1, w3, w2), its projections with biases when `bias`.
 class MoeExpert : public Module {
  public:
   MoeExpert(std::string name, int64_t hidden_size, int64_t intermediate_size,
-            const MoeNames& names = {});
+            const MoeNames& names = {}, bool bias = false);
 
   Linear gate_proj, up_proj, down_proj;  // (F, C), (F, C), (C, F)
 };
@@ -188,8 +192,10 @@ class MoeExpert : public Module {
 // gradient check).
 struct MoeWeights {
   Tensor gate;                     // (E, C) the router
+  Tensor gate_bias;                // (E) its bias (GPT-OSS), or undefined
   Tensor score_bias;               // (E) DeepSeek's e_score_correction_bias, or undefined
   std::vector<Tensor> w1, w2, w3;  // one per expert held: gate (F, C), down (C, F), up (F, C)
+  std::vector<Tensor> b1, b2, b3;  // their biases (F), (C), (F) with expert_bias, else empty
   int64_t first_expert = 0;        // the index of w1[0]'s expert (expert parallel)
   Tensor shared_gate, shared_up;   // (S, C), undefined without shared experts
   Tensor shared_down;              // (C, S)
@@ -205,7 +211,7 @@ struct MoeResult {
 
 // The MoE layer as a function: what SparseMoeBlock::forward computes, for
 // weights of any floating dtype matching x. Records the router under
-// Scope("gate"), the experts under Scope("experts") (each projection under
+// Scope(names.router), the experts under Scope("experts") (each projection under
 // its name in `names`) and the shared expert under Scope(names.shared) of
 // the current scope. `layer` names the layer in errors and in its
 // statistics. x: (B, T, C) or (N, C). With `dispatch`, `weights` holds
@@ -245,18 +251,21 @@ class SparseMoeBlock : public Module {
   void skip_expert_init(int64_t first, int64_t end, rng::Generator& gen,
                         std::string_view stream) const;
 
-  // The router "gate": its weight (E, C) and, for DeepSeek-V3, the buffer
+  // The router ("gate"; GPT-OSS's "router"): its weight (E, C), with
+  // router_bias its bias (E), and for DeepSeek-V3 the buffer
   // e_score_correction_bias (E).
   class Router : public Module {
    public:
-    Router(int64_t hidden_size, const MoeConfig& config);
-    // The weight normal(0, std^2) from `stream` of `gen`, the bias zero.
+    Router(const char* name, int64_t hidden_size, const MoeConfig& config);
+    // The weight (and the bias) normal(0, std^2) from `stream` of `gen`,
+    // as HF initialises them; the score bias zero.
     void reset_parameters(double std, rng::Generator& gen, std::string_view stream);
     const Tensor& weight() const { return weight_; }
-    const Tensor& score_bias() const { return bias_; }  // undefined without
+    const Tensor& bias() const { return bias_; }              // undefined without
+    const Tensor& score_bias() const { return score_bias_; }  // undefined without
 
    private:
-    Tensor weight_, bias_;
+    Tensor weight_, bias_, score_bias_;
   };
 
   Router gate;
@@ -274,13 +283,20 @@ class SparseMoeBlock : public Module {
   int64_t hidden_size_, expert_size_;
 };
 
-// The scope glob of every MoE layer's router in a model whose MoE blocks
-// are named `moe_block`: "*.block_sparse_moe.gate", "*.mlp.gate". The
-// router's logits, scores and routing decision are recorded under it (and
-// a dense MLP's "mlp.gate_proj" is not matched).
-std::string router_scopes(const std::string& moe_block);
-// The MoE block name of a model of `config`, "" when it has no MoE layers.
-std::string moe_block_of(const LlamaConfig& config);
+// The module names an MoE layer records under, in a decoder layer: its
+// block ("mlp"; Mixtral's "block_sparse_moe") and the block's router
+// ("gate"; GPT-OSS's "router"). An empty block: a model without MoE layers.
+struct MoeScopes {
+  std::string block;
+  std::string router = "gate";
+  bool empty() const { return block.empty(); }
+};
+MoeScopes moe_scopes_of(const LlamaConfig& config);
+// The scope glob of every MoE layer's router: "*.block_sparse_moe.gate",
+// "*.mlp.gate", "*.mlp.router". The router's logits, scores and routing
+// decision are recorded under it (and a dense MLP's "mlp.gate_proj" is not
+// matched).
+std::string router_scopes(const MoeScopes& moe);
 
 // The routed expert a parameter name belongs to, as its module path with a
 // final dot ("model.layers.3.block_sparse_moe.experts.5." for

@@ -107,7 +107,7 @@ void Trainer::set_compute_options(const TrainConfig& c) {
     checkpointing.on_mismatch = autograd::OnMismatch::report;
   }
   checkpointing_ =
-      std::make_unique<LayerCheckpointing>(checkpointing, generator_, moe_block_of(config_.model));
+      std::make_unique<LayerCheckpointing>(checkpointing, generator_, moe_scopes_of(config_.model));
   config_.checkpointing = c.checkpointing;
 }
 

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   nn::to_device(model, gpu);
   model.set_dropout_generator(dropout);
   nn::LayerCheckpointing layers(nn::CheckpointConfig::parse(a.checkpoint), dropout,
-                                nn::moe_block_of(c));
+                                nn::moe_scopes_of(c));
   nn::AdamW opt(model.parameters(), {.lr = 1e-4, .weight_decay = 0.1});
   std::vector<int64_t> tokens(size_t(a.batch * a.seq));
   uint64_t s = 12345;

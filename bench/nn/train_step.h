@@ -76,7 +76,7 @@ inline std::unique_ptr<nn::LlamaForCausalLM> bench_model(benchmark::State& state
 inline void train_step(benchmark::State& state, nn::LlamaForCausalLM& model,
                        const nn::CheckpointConfig& checkpointing, const Tensor& ids) {
   nn::LayerCheckpointing layers(checkpointing, model.dropout_generator(),
-                                nn::moe_block_of(model.config()));
+                                nn::moe_scopes_of(model.config()));
   nn::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.1});
   const char* dtype = std::getenv("TRAIN_STEP_DTYPE");
   const bool bf16 = dtype != nullptr && std::string_view(dtype) == "bf16";

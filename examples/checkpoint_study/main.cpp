@@ -287,7 +287,7 @@ ScenarioSetup scenario_setup(const Scenario& s, const Model& model,
     policy += s.router == Router::saved ? ", router saved" : ", router recomputed";
     if (s.noise_ulps > 0) noise += s.noise_on == NoiseOn::all ? " (all)" : " (router)";
     if (s.noise_on == NoiseOn::router) {
-      ac.noise_scopes = nn::router_scopes(nn::moe_block_of(model.config));
+      ac.noise_scopes = nn::router_scopes(nn::moe_scopes_of(model.config));
     }
   }
   return {ac, policy, noise};

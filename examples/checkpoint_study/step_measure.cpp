@@ -114,7 +114,7 @@ StepMeasurement StepBench::step(nn::LayerCheckpointing& layers, bool read_grads)
 StepMeasurement StepBench::run(const nn::CheckpointConfig& checkpointing, int warmup, int repeats) {
   REPRISE_CHECK(repeats >= 1 && warmup >= 0, "StepBench::run: expected warmup >= 0 and ",
                 "repeats >= 1, got ", warmup, " and ", repeats);
-  nn::LayerCheckpointing layers(checkpointing, gen_, nn::moe_block_of(model_.config()));
+  nn::LayerCheckpointing layers(checkpointing, gen_, nn::moe_scopes_of(model_.config()));
   for (int i = 0; i < warmup; ++i) step(layers, false);
   StepMeasurement first = step(layers, true);
   std::vector<double> times{first.seconds};

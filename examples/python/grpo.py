@@ -192,7 +192,7 @@ def main(argv: list[str]) -> int:
         nn.save_model(model, a.save_start)
     reference = frozen_copy(model) if a.kl > 0 else None
     layers = nn.LayerCheckpointing(nn.CheckpointConfig.parse(a.checkpoint_policy),
-                                   model.dropout_generator, nn.moe_block_of(model.config))
+                                   model.dropout_generator, nn.moe_scopes_of(model.config))
     opt = nn.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
     rng = random.Random(a.seed)
     metrics = open(a.metrics, "w") if a.metrics else None

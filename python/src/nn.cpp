@@ -533,10 +533,21 @@ void bind_checkpoint_config(nb::module_& m) {
   m.def("parse_rng_replay", &nn::parse_rng_replay, arg("name"));
   m.def("parse_verify", &nn::parse_verify, arg("name"));
   m.def("op_sac_ops", &nn::op_sac_ops);
-  m.def("moe_block_of", &nn::moe_block_of, arg("config"),
-        "The module name of the config's MoE layers ('block_sparse_moe', 'mlp'), '' when dense.");
-  m.def("router_scopes", &nn::router_scopes, arg("moe_block"),
-        "The scope glob of every router: '*.<moe_block>.gate'.");
+  nb::class_<nn::MoeScopes>(m, "MoeScopes",
+                            "The module names an MoE layer records under: its block ('mlp', "
+                            "'block_sparse_moe') and the block's router ('gate', 'router'); an "
+                            "empty block for a dense model.")
+      .def(nb::init<>())
+      .def_rw("block", &nn::MoeScopes::block)
+      .def_rw("router", &nn::MoeScopes::router)
+      .def("__bool__", [](const nn::MoeScopes& s) { return !s.empty(); })
+      .def("__repr__", [](const nn::MoeScopes& s) {
+        return "MoeScopes(block='" + s.block + "', router='" + s.router + "')";
+      });
+  m.def("moe_scopes_of", &nn::moe_scopes_of, arg("config"),
+        "The module names of the config's MoE layers and routers; empty when dense.");
+  m.def("router_scopes", &nn::router_scopes, arg("moe"),
+        "The scope glob of every router: '*.<block>.<router>'.");
 }
 
 void bind_layer_checkpointing(nb::module_& m) {
@@ -545,10 +556,10 @@ void bind_layer_checkpointing(nb::module_& m) {
       "Runs decoder layers under a CheckpointConfig: pass it as LlamaForCausalLM.forward's "
       "`layers`. With a budget policy it records on its first forward with grad, plans on the "
       "next, and applies the plan after.")
-      .def(nb::init<nn::CheckpointConfig, std::shared_ptr<rng::Generator>, const std::string&>(),
-           arg("config"), arg("generator"), arg("moe_block") = "",
+      .def(nb::init<nn::CheckpointConfig, std::shared_ptr<rng::Generator>, const nn::MoeScopes&>(),
+           arg("config"), arg("generator"), arg("moe") = nn::MoeScopes{},
            "generator: what the stash and fresh replay modes draw from (the model's dropout "
-           "generator). moe_block: the model's MoE layer name (nn.moe_block_of(config)), '' "
+           "generator). moe: the model's MoE layer names (nn.moe_scopes_of(config)), empty "
            "for a dense model.")
       .def(
           "run",

@@ -56,7 +56,7 @@ struct GpuModel {
 
   GpuModel(bool moe, CheckpointConfig ckpt, Precision precision)
       : model(testing::gpu_test_model(moe, 0.1), init),
-        layers(std::move(ckpt), dropout, moe_block_of(model.config())),
+        layers(std::move(ckpt), dropout, moe_scopes_of(model.config())),
         ids(testing::random_token_ids(4, 96, 96, 9).to(kGpu)),
         precision(precision) {
     to_device(model, kGpu);

@@ -182,7 +182,7 @@ TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
       CheckpointConfig config = CheckpointConfig::parse(spec);
       config.verify = autograd::Verify::bitwise;
       config.save_router = false;
-      LayerCheckpointing layers(config, gen, moe_block_of(model.config()));
+      LayerCheckpointing layers(config, gen, moe_scopes_of(model.config()));
       gen->set_state(start);
       const Step replayed = run_step(model, ids, DType::bf16, layers.runner(), attention);
       EXPECT_EQ(replayed.loss, plain.loss);

@@ -75,7 +75,7 @@ struct TiedRouters {
     ac.on_mismatch = autograd::OnMismatch::report;
     ac.recompute_noise_ulps = noise_ulps;
     ac.noise_scopes = "*.block_sparse_moe.gate";
-    layers.emplace(ac, model.dropout_generator(), "block_sparse_moe");
+    layers.emplace(ac, model.dropout_generator(), MoeScopes{.block = "block_sparse_moe"});
   }
 
   std::optional<LayerCheckpointing> layers;  // none: plain recording

@@ -28,10 +28,11 @@ namespace {
 using testing::expect_error;
 using testing::fixture_path;
 
-const char* const kModels[] = {"llama_tiny",          "mixtral_tiny",       "families/llama3",
-                               "families/mistral",    "families/qwen2",     "families/qwen3",
-                               "families/qwen2_moe",  "families/qwen3_moe", "families/olmoe",
-                               "families/deepseek_v3"};
+const char* const kModels[] = {
+    "llama_tiny",     "mixtral_tiny",         "families/llama3",    "families/mistral",
+    "families/qwen2", "families/qwen3",       "families/qwen2_moe", "families/qwen3_moe",
+    "families/olmoe", "families/deepseek_v3", "families/smollm3",   "families/olmo2",
+    "families/olmo3", "families/gemma3_text", "families/glm4_moe",  "families/gpt_oss"};
 
 // Prompts of lengths 5, 9, 5 and 5 (the last repeats the first): two
 // lengths, so two batches, one of them of three.
@@ -165,7 +166,7 @@ TEST(Rollout, TheTrainingForwardGivesTheSamplersLogprobsBitForBit) {
     for (const char* policy : {"none", "full", "op-sac"}) {
       SCOPED_TRACE(policy);
       LayerCheckpointing layers(CheckpointConfig::parse(policy), model->dropout_generator(),
-                                moe_block_of(model->config()));
+                                moe_scopes_of(model->config()));
       const Tensor logprobs = next_token_logprobs(model->forward(ids, layers.runner()).logits, ids);
       ASSERT_TRUE(logprobs.requires_grad());
       for (size_t i = 0; i < prompts.size(); ++i) {
@@ -194,7 +195,7 @@ TEST(Rollout, TheRoutingRecordIsTheTrainingForwardsRouting) {
     RoutingCapture capture;
     model->forward(ids);
     const std::vector<RoutingRecord> trained = capture.records(int64_t(prompts.size()), longest);
-    const size_t moe_layers = moe_block_of(model->config()).empty() ? 0 : trained[0].layers.size();
+    const size_t moe_layers = moe_scopes_of(model->config()).empty() ? 0 : trained[0].layers.size();
     for (size_t i = 0; i < prompts.size(); ++i) {
       expect_same(recorded[i], plain[i], "recording changes nothing");
       const RoutingRecord& r = recorded[i].routing;
@@ -259,15 +260,19 @@ TEST(Rollout, TheTrainingForwardAgreesUnderBf16Autocast) {
 
 // The routers' weights, by name.
 std::vector<std::pair<std::string, Tensor>> routers(const LlamaForCausalLM& model) {
+  std::string suffix = ".";
+  suffix += moe_scopes_of(model.config()).router;
+  suffix += ".weight";
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [name, t] : model.named_parameters()) {
-    if (name.ends_with(".gate.weight")) out.emplace_back(name, t);
+    if (name.ends_with(suffix)) out.emplace_back(name, t);
   }
   return out;
 }
 
-const char* const kMoeModels[] = {"mixtral_tiny", "families/qwen2_moe", "families/qwen3_moe",
-                                  "families/olmoe", "families/deepseek_v3"};
+const char* const kMoeModels[] = {"mixtral_tiny",    "families/qwen2_moe",   "families/qwen3_moe",
+                                  "families/olmoe",  "families/deepseek_v3", "families/glm4_moe",
+                                  "families/gpt_oss"};
 
 // A model's rollouts with their routing records, and the training batch of
 // prompt + tokens (padded to `longest`).
@@ -324,7 +329,7 @@ TEST(RoutingReplay, RoutesByTheRecordWithGradientsToTheRouter) {
     for (const char* policy : {"none", "full"}) {
       SCOPED_TRACE(policy);
       LayerCheckpointing layers(CheckpointConfig::parse(policy), model->dropout_generator(),
-                                moe_block_of(model->config()));
+                                moe_scopes_of(model->config()));
       RoutingReplay replay(records, longest);
       RoutingCapture capture;
       const Tensor logprobs = next_token_logprobs(model->forward(ids, layers.runner()).logits, ids);

@@ -96,7 +96,7 @@ def test_a_layer_checkpointing_and_its_generator_dropped_before_backward():
         model.set_dropout_generator(g)
         config = reprise.nn.CheckpointConfig.parse("full")
         config.rng_replay = RngReplay.stash
-        layers = reprise.nn.LayerCheckpointing(config, g, reprise.nn.moe_block_of(model.config))
+        layers = reprise.nn.LayerCheckpointing(config, g, reprise.nn.moe_scopes_of(model.config))
         if keep is not None:
             keep += [g, layers]
         out = model(ids, layers)
