@@ -53,6 +53,13 @@ struct AttentionDropout {
   double p;
 };
 
+// The keys one tile of every backend's fused attention kernel holds (Bc).
+// Keys are tiled from index 0, so two calls whose keys begin at positions
+// a multiple of it apart tile them alike: a KV cache that drops a sliding
+// window's old positions in such steps decodes bit for bit as the forward
+// over the whole sequence (nn/kv_cache.h).
+inline constexpr int64_t kAttentionKeyBlock = 64;
+
 struct AttentionParams {
   double scale;
   bool causal;                // query i sees keys j <= i + causal_offset

@@ -149,9 +149,10 @@ int main(int argc, char** argv) {
     write_seed(out / "hf" / "llama_tied_bf16", hf_seed(tied, DType::bf16, scratch / "tied"));
     write_seed(out / "hf" / "mixtral_f16", hf_seed(mixtral, DType::f16, scratch / "mixtral"));
     // The families whose config.json has the most pieces to read (a rope
-    // per layer type, layer_types, Gemma's fields, pad_token_id), shrunk to
-    // a few KB: a fuzzer's inputs grow from its seeds.
-    for (const char* name : {"gemma3_text", "olmo3"}) {
+    // per layer type, layer_types, Gemma's fields, pad_token_id; GPT-OSS's
+    // fused experts), shrunk to a few KB: a fuzzer's inputs grow from its
+    // seeds.
+    for (const char* name : {"gemma3_text", "olmo3", "gpt_oss"}) {
       nn::LlamaConfig c = nn::read_llama_config((fixtures / "families" / name).string());
       c.vocab_size = 16;
       c.hidden_size = c.intermediate_size = 8;
@@ -161,6 +162,10 @@ int main(int argc, char** argv) {
       c.head_dim = 4;
       c.sliding_window = 4;
       c.layer_types = {nn::LayerAttention::sliding, nn::LayerAttention::full};
+      if (c.moe) {
+        c.moe->num_local_experts = 2;
+        c.moe->num_experts_per_tok = 1;
+      }
       write_seed(out / "hf" / (std::string(name) + "_bf16"),
                  hf_seed(c, DType::bf16, scratch / name));
     }

@@ -9,8 +9,18 @@
 // DeepSeek's MLA the compressed latent (B, P, kv_lora_rank) and the rotated
 // shared key (B, 1, P, qk_rope_head_dim), R + dr numbers per position
 // instead of Hq (dn + dr + dv). Positions [0, length()) hold the tokens fed
-// so far. A forward of T tokens writes positions [length(), length() + T)
-// of every layer, then advance(T) counts them.
+// so far. A forward of T tokens calls reserve(T), writes positions
+// [length(), length() + T) of every layer, then advance(T) counts them.
+//
+// A layer with a sliding window W keeps only the positions a query still
+// sees: its buffers start at position first (LayerKv::first), a multiple
+// of kAttentionKeyBlock at most W - 1 before the next query, and hold about
+// W + kAttentionKeyBlock positions while decoding (more for a longer
+// forward, such as the prompt's). Because the attention kernels tile keys
+// from index 0 in blocks of kAttentionKeyBlock, a buffer that starts at a
+// multiple of it tiles the window's keys as the forward over the whole
+// sequence does: decoding stays bit for bit that forward (the rollout
+// promise, nn/rollout.h).
 
 #include <cstdint>
 #include <vector>
@@ -33,9 +43,17 @@ class KvCache {
   int64_t batch() const { return batch_; }
   size_t num_layers() const { return layers_.size(); }
 
-  // Layer i's buffers (B, Hkv, P, D), with start = length(): where a forward
-  // writes its positions.
+  // Makes room in every layer for a forward of `tokens` more positions: a
+  // sliding layer drops the positions no query from length() on sees, and
+  // its buffers grow to hold the forward's or shrink back to the window's.
+  // Raises when length() + tokens passes the capacity.
+  void reserve(int64_t tokens);
+  // Layer i's buffers (B, Hkv, P_i, D), with start = length() (where a
+  // forward writes its positions) and first (the position of their row 0).
   LayerKv layer(size_t i) const;
+  // The positions layer i's buffers have room for (P_i): the capacity, or
+  // for a sliding layer what its window needs.
+  int64_t rows(size_t i) const;
 
   // Counts `tokens` more positions as held, once a forward wrote them in
   // every layer. Raises when that passes the capacity.
@@ -45,12 +63,16 @@ class KvCache {
   // as they were. A batch of rollouts drops the sequences that stopped.
   void keep_rows(const std::vector<int64_t>& rows);
   // Forgets every position (the buffers stay allocated).
-  void clear() { length_ = 0; }
+  void clear();
 
  private:
   struct Buffers {
     Tensor k, v;
+    int64_t window = 0;  // the layer's sliding window, 0: none
+    int64_t first = 0;   // the position of row 0
   };
+  // A sliding layer's rows while decoding: the window and a block.
+  int64_t window_rows(int64_t window) const;
   std::vector<Buffers> layers_;
   int64_t batch_, capacity_;
   int64_t length_ = 0;

@@ -39,7 +39,8 @@ void check_attention_input(const Tensor& x, const std::string& name) {
 }
 
 // The cache buffers a forward of T tokens at kv.start writes and reads:
-// checked against the shapes `want` (positions in dimension `pos_dim`).
+// checked against the shapes `want` (positions in dimension `pos_dim`,
+// from kv.first).
 void check_cache(const LayerKv& kv, const Shape& want_k, const Shape& want_v, int64_t pos_dim,
                  int64_t T, DType dtype, const std::string& name) {
   auto fits = [&](const Tensor& t, const Shape& want) {
@@ -50,9 +51,11 @@ void check_cache(const LayerKv& kv, const Shape& want_k, const Shape& want_v, in
                 to_string(want_v), " and dtype ", dtype_name(dtype), ", got ",
                 kv.k.defined() ? kv.k.describe() : "undefined", " and ",
                 kv.v.defined() ? kv.v.describe() : "undefined");
-  REPRISE_CHECK(kv.start >= 0 && kv.start + T <= want_k[size_t(pos_dim)], "attention '", name,
-                "': positions ", kv.start, " .. ", kv.start + T - 1, " do not fit a KV cache of ",
-                want_k[size_t(pos_dim)]);
+  REPRISE_CHECK(kv.first >= 0 && kv.first <= kv.start &&
+                    kv.start - kv.first + T <= want_k[size_t(pos_dim)],
+                "attention '", name, "': positions ", kv.start, " .. ", kv.start + T - 1,
+                " do not fit a KV cache of ", want_k[size_t(pos_dim)], " positions from ",
+                kv.first);
   REPRISE_CHECK(!GradMode::enabled(), "attention '", name,
                 "': a forward through a KV cache runs without grad (NoGradGuard)");
 }
@@ -140,9 +143,12 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   if (kv) {
     const Shape want{B, kv_heads_, kv->k.defined() ? kv->k.size(2) : 0, head_dim_};
     check_cache(*kv, want, want, 2, T, q.dtype(), name());
-    k = through_cache(kv->k, k, 2, start);  // (B, Hkv, start + T, D)
-    v = through_cache(kv->v, v, 2, start);
-    options.causal_offset = start;  // query t is position start + t
+    // Row r of the buffers is position first + r (a sliding window's cache
+    // drops whole key blocks, so the kernel tiles keys as without it).
+    const int64_t at = start - kv->first;
+    k = through_cache(kv->k, k, 2, at);  // (B, Hkv, at + T, D)
+    v = through_cache(kv->v, v, 2, at);
+    options.causal_offset = at;  // query t is row at + t
   } else if (training() && config_.attention_dropout > 0) {
     options.dropout_p = config_.attention_dropout;
     options.generator = &gen;
@@ -477,6 +483,7 @@ Tensor LlamaForCausalLM::forward_cached(const Tensor& input_ids, KvCache& cache,
   REPRISE_CHECK(cache.length() + T <= cache.capacity(), "LlamaForCausalLM::forward_cached: ", T,
                 " tokens after the ", cache.length(), " in the KV cache exceed its capacity of ",
                 cache.capacity(), " positions");
+  cache.reserve(T);
   Tensor h = embed(input_ids);  // (B, T, C)
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const LlamaDecoderLayer& layer = model.layers[i];

@@ -65,15 +65,18 @@ namespace reprise::nn {
 class KvCache;
 
 // One decoder layer's share of a KV cache in one forward (nn/kv_cache.h):
-// buffers whose positions [0, start) hold earlier tokens. The forward puts
-// its T tokens at positions start .. start + T - 1, writes what it keeps
-// of them there and attends over [0, start + T). Grouped-query attention
+// buffers whose rows hold positions first, first + 1, ..., of which
+// [first, start) are earlier tokens (first > 0 only where a sliding window
+// let the cache drop older ones). The forward puts its T tokens at
+// positions start .. start + T - 1, writes what it keeps of them there and
+// attends over [first, start + T). Grouped-query attention
 // keeps keys (after RoPE) and values, (B, Hkv, P, D) each; MLA keeps its
 // compressed latent after kv_a_layernorm in k (B, P, R) and the rotated
 // shared key in v (B, 1, P, dr).
 struct LayerKv {
   Tensor k, v;
   int64_t start = 0;
+  int64_t first = 0;
 };
 
 // A decoder layer's attention: x (B, T, C) -> (B, T, C) at positions

@@ -44,7 +44,7 @@
 
 namespace reprise::cuda {
 
-inline constexpr int64_t kKeyBlock = 64;  // Bc, the CPU's
+inline constexpr int64_t kKeyBlock = kAttentionKeyBlock;  // Bc, the CPU's
 inline constexpr int64_t kFwdRows = 64;   // query rows of a forward block
 inline constexpr int kAttnThreads = 256;
 

@@ -128,20 +128,25 @@ Pass train_pass(LlamaForCausalLM& model, const Golden& g,
   return p;
 }
 
-// The pass again under checkpoint policy `spec`, the bitwise verifier on
-// (it raises on any replayed difference) and the router recomputed too:
-// the loss and every gradient bit for bit those of `plain`.
+// The pass again under checkpoint policy `spec`, `passes` times with one
+// LayerCheckpointing (a budget plans on its second pass and applies the
+// plan from the third), the bitwise verifier on (it raises on any replayed
+// difference) and the router recomputed too: the loss and every gradient
+// bit for bit those of `plain` each time.
 void expect_replay_bitwise(LlamaForCausalLM& model, const Golden& g, const char* spec,
-                           const Pass& plain) {
+                           const Pass& plain, int passes = 1) {
   CheckpointConfig config = CheckpointConfig::parse(spec);
   config.verify = autograd::Verify::bitwise;
   config.save_router = false;
   LayerCheckpointing layers(config, model.dropout_generator(), moe_scopes_of(model.config()));
-  const Pass replayed = train_pass(model, g, layers.runner());
-  EXPECT_EQ(replayed.loss, plain.loss);
-  for (size_t i = 0; i < plain.grads.size(); ++i) {
-    EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
-        << plain.grads[i].first;
+  for (int pass = 0; pass < passes; ++pass) {
+    SCOPED_TRACE("pass " + std::to_string(pass));
+    const Pass replayed = train_pass(model, g, layers.runner());
+    EXPECT_EQ(replayed.loss, plain.loss);
+    for (size_t i = 0; i < plain.grads.size(); ++i) {
+      EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
+          << plain.grads[i].first;
+    }
   }
 }
 
@@ -394,14 +399,18 @@ TEST_P(Families, GreedyGenerationEqualsTransformers) {
   }
 }
 
-TEST_P(Families, ReplayUnderFullAndOpSacIsBitwise) {
+TEST_P(Families, ReplayUnderEveryPolicyIsBitwise) {
   const Golden& g = golden(GetParam());
   auto model = load_model(g.dir());
   const Pass plain = train_pass(*model, g);
-  for (const char* spec : {"full", "op-sac"}) {
+  for (const char* spec : {"full", "op-sac", "every-n-layers:2"}) {
     SCOPED_TRACE(spec);
     expect_replay_bitwise(*model, g, spec, plain);
   }
+  // A budget of a few KB: the planner saves some activations and
+  // recomputes the rest.
+  SCOPED_TRACE("budget");
+  expect_replay_bitwise(*model, g, "budget:20000", plain, 3);
 }
 
 // Under bf16 autocast (products and attention on bf16 copies) every family

@@ -52,7 +52,7 @@ TEST(FuzzCorpus, JsonAndSafetensorsSeedsRead) {
 TEST(FuzzCorpus, HfSeedsAreFoldersThatLoad) {
   const std::string dir = testing::fresh_temp_dir("fuzz_corpus_hf");
   fs::create_directories(dir);
-  EXPECT_EQ(seeds("hf").size(), 5u);
+  EXPECT_EQ(seeds("hf").size(), 6u);
   for (const fs::path& p : seeds("hf")) {
     SCOPED_TRACE(p.string());
     // config.json, a NUL, model.safetensors (fuzz/hf.cpp).

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -87,6 +88,44 @@ TEST(KvCache, LogitsEqualTheFullForwardBitForBit) {
     EXPECT_EQ(cache.length(), L);
     EXPECT_EQ(pos, L);
   }
+}
+
+// A layer with a sliding window keeps only about the window in the cache
+// (GPT-OSS's layout: layer 0 slides over 8 positions, layer 1 attends to
+// all), growing for a long forward and shrinking back, and the logits are
+// still the full forward's bit for bit: the cache drops whole key blocks.
+TEST(KvCache, ASlidingLayerKeepsItsWindowAndTheFullForwardsBits) {
+  LlamaConfig c = read_llama_config(fixture_path("families/gpt_oss"));
+  c.max_position_embeddings = 512;
+  c.sliding_window = 8;
+  ASSERT_EQ(c.attention_window(0), 8);
+  ASSERT_EQ(c.attention_window(1), 0);
+  rng::Generator init(7);
+  const LlamaForCausalLM model(c, init);
+  const int64_t B = 2, L = 300;
+  std::vector<int64_t> seq(size_t(B * L));
+  for (size_t i = 0; i < seq.size(); ++i) seq[i] = int64_t(i * 7919 % size_t(c.vocab_size));
+  const Tensor ids = Tensor::from_vector(seq, {B, L});
+  Tensor full;
+  {
+    NoGradGuard no_grad;
+    full = model.forward(ids).logits;  // (B, L, V)
+  }
+  KvCache cache(c, B, L);
+  EXPECT_EQ(cache.rows(0), 128);  // the window, rounded up to a key block, and a block
+  EXPECT_EQ(cache.rows(1), L);
+  std::vector<int64_t> pieces{13, 9, 1, 1, 150};
+  pieces.resize(pieces.size() + size_t(L - 174), 1);
+  int64_t pos = 0, widest = 0;
+  for (int64_t len : pieces) {
+    const Tensor part = model.forward_cached(ids.slice(1, pos, pos + len).contiguous(), cache);
+    ASSERT_EQ(bits_of(part), bits_of(full.slice(1, pos, pos + len))) << "positions " << pos;
+    widest = std::max(widest, cache.rows(0));
+    pos += len;
+  }
+  EXPECT_EQ(pos, L);
+  EXPECT_EQ(widest, 24 + 150);  // the long forward's keys, from position 0
+  EXPECT_EQ(cache.rows(0), 128);
 }
 
 TEST(KvCache, LastOnlyGivesTheLastRow) {
