@@ -60,6 +60,11 @@ struct AttentionDropout {
 // over the whole sequence (nn/kv_cache.h).
 inline constexpr int64_t kAttentionKeyBlock = 64;
 
+// The positions between the states the gated delta rule keeps for its
+// backward (engine/kernels/delta_rule.def): a block's states are
+// recomputed from the one before it.
+inline constexpr int64_t kDeltaRuleBlock = 64;
+
 struct AttentionParams {
   double scale;
   bool causal;                // query i sees keys j <= i + causal_offset

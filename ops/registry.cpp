@@ -40,6 +40,12 @@ double layernorm_flops(const Tensors& in, const Tensors&) { return 7.0 * double(
 double rotary_flops(const Tensors& in, const Tensors&) { return 3.0 * double(in[0].numel()); }
 // The sigmoid's exp, its divide and the gating multiply: 4 per element.
 double swiglu_flops(const Tensors& in, const Tensors&) { return 4.0 * double(in[0].numel()); }
+// Per position and (b, h): decay, m, the correction and out, each K V
+// multiply-adds or multiplies: about 7 K V.
+double delta_rule_flops(const Tensors& in, const Tensors&) {
+  const Tensor &q = in[0], &v = in[2];
+  return 7.0 * double(q.size(0) * q.size(1) * q.size(2)) * double(q.size(3) * v.size(3));
+}
 // About k comparisons per score, plus the gates.
 double route_flops(const Tensors& in, const Tensors&) { return 2.0 * double(in[0].numel()); }
 // An embedding lookup reads the ids and the gathered rows (not all of the
@@ -97,6 +103,7 @@ const OpInfo kLinear{.name = "linear", .flops = product_flops};
 const OpInfo kGroupedLinear{.name = "grouped_linear", .flops = product_flops};
 const OpInfo kSdpa{.name = "sdpa", .flops = sdpa_flops};
 const OpInfo kSdpaDropout{.name = "sdpa_dropout", .is_random = true, .flops = sdpa_flops};
+const OpInfo kDeltaRule{.name = "gated_delta_rule", .flops = delta_rule_flops};
 const OpInfo kMoeRoute{.name = "moe_route", .flops = route_flops};
 const OpInfo kDropout{.name = "dropout", .is_random = true};
 const OpInfo kCast{.name = "cast", .flops = autograd::no_flops, .takes_wide_gradients = true};
@@ -122,7 +129,7 @@ const std::vector<const OpInfo*>& all() {
           &kLogSoftmax,  &kCrossEntropy, &kRmsnorm,    &kLayernorm, &kRotary,        &kEmbedding,
           &kIndexSelect, &kGather,       &kScatterAdd, &kIndexAdd,  &kWhere,         &kClamp,
           &kTopk,        &kSort,         &kMatmul,     &kLinear,    &kGroupedLinear, &kSdpa,
-          &kSdpaDropout, &kMoeRoute,     &kDropout,    &kCast,      &kReshape,       &kTranspose,
+          &kSdpaDropout, &kDeltaRule,    &kMoeRoute,     &kDropout,    &kCast,      &kReshape,       &kTranspose,
           &kPermute,     &kSlice,        &kExpand,     &kSqueeze,   &kUnsqueeze,     &kContiguous,
           &kCat,         &kSplit,        &kStack})
       v.push_back(op);

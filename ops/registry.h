@@ -27,8 +27,9 @@ extern const OpInfo kSum, kMean, kMax, kCumsum;
 extern const OpInfo kSoftmax, kLogSoftmax, kCrossEntropy, kRmsnorm, kLayernorm, kRotary, kEmbedding;
 // Indexing (ops/indexing.h), clamp (ops/clamp.h).
 extern const OpInfo kIndexSelect, kGather, kScatterAdd, kIndexAdd, kWhere, kTopk, kSort, kClamp;
-// Products (ops/matmul.h, ops/grouped_linear.h, ops/attention.h).
-extern const OpInfo kMatmul, kLinear, kGroupedLinear, kSdpa, kSdpaDropout;
+// Products (ops/matmul.h, ops/grouped_linear.h, ops/attention.h), and the
+// gated delta rule (ops/delta_rule.h).
+extern const OpInfo kMatmul, kLinear, kGroupedLinear, kSdpa, kSdpaDropout, kDeltaRule;
 // Mixture of experts, random, casts (ops/moe_route.h, ops/random.h, ops/cast.h).
 extern const OpInfo kMoeRoute, kDropout, kCast;
 // Layout (ops/views.h, ops/shape.h).

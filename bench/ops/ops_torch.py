@@ -70,6 +70,20 @@ def moe_route(scores):
     return weights / weights.sum(-1, keepdim=True), indices
 
 
+def gated_delta_rule(q, k, v, decay, beta):
+    """The recurrence as transformers' torch fallback for decoding writes it
+    (torch_recurrent_gated_delta_rule), on (B, T, H, K) inputs."""
+    state = q.new_zeros(q.shape[0], q.shape[2], q.shape[3], v.shape[3])
+    outs = []
+    for t in range(q.shape[1]):
+        state = state * decay[:, t, :, None, None]
+        kt = k[:, t, :, :, None]
+        delta = (v[:, t] - (state * kt).sum(-2)) * beta[:, t, :, None]
+        state = state + kt * delta[:, :, None, :]
+        outs.append((state * q[:, t, :, :, None]).sum(-2))
+    return torch.stack(outs, 1)
+
+
 def grouped_linear(x, *weights):
     blocks = x.split(N * K // E)
     return torch.cat([b @ w.t() for b, w in zip(blocks, weights)])
@@ -140,6 +154,9 @@ def cases(F):
     c["sdpa_dropout/8x8x256x32_gqa4_causal_p0.1"] = (
         qkv, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True,
                                                             enable_gqa=True))
+    c["gated_delta_rule/8x256x4x32x32"] = (
+        lambda: [u(B, T, 4, D, lo=-0.2, hi=0.2), u(B, T, 4, D, lo=-0.2, hi=0.2), u(B, T, 4, D),
+                 u(B, T, 4, lo=0.5, hi=1.0), u(B, T, 4, lo=0.0, hi=1.0)], gated_delta_rule)
     c["moe_route/2048x8_top2"] = (lambda: [torch.softmax(u(N, E), -1)], moe_route)
     c["dropout/2048x256_p0.1"] = (act, lambda x: F.dropout(x, 0.1))
     c["cast/2048x256_f64_to_f32"] = (lambda: [u(N, C).double()], lambda x: x.float())

@@ -2,6 +2,7 @@
 
 #include "cuda/kernels/attention.h"
 #include "cuda/kernels/copy.h"
+#include "cuda/kernels/delta_rule.h"
 #include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/indexing.h"
 #include "cuda/kernels/loss.h"
