@@ -40,7 +40,7 @@
 REPRISE_CPU_BEGIN
 namespace {
 
-constexpr int64_t kBr = 64;  // query rows per tile
+constexpr int64_t kBr = 64;                  // query rows per tile
 constexpr int64_t kBc = kAttentionKeyBlock;  // keys per tile
 
 constexpr int64_t W = 16;  // tile rows hold whole V16s

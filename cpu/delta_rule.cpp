@@ -24,8 +24,14 @@ Sequence<T> sequence(const Tensor& q, const Tensor& k, const Tensor& v, const Te
                      const Tensor& beta, int64_t b, int64_t h) {
   const int64_t T_ = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   const int64_t row = b * T_ * H + h;
-  return {q.data<T>() + row * K, k.data<T>() + row * K, v.data<T>() + row * V,
-          decay.data<T>() + row, beta.data<T>() + row, H * K, H * V, H};
+  return {q.data<T>() + row * K,
+          k.data<T>() + row * K,
+          v.data<T>() + row * V,
+          decay.data<T>() + row,
+          beta.data<T>() + row,
+          H * K,
+          H * V,
+          H};
 }
 
 // One step of the recurrence on column j of S (K, V): returns out_j.
@@ -74,7 +80,8 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& de
         const T* kt = s.k + t * s.qk_stride;
         const T* vt = s.v + t * s.v_stride;
         const T a = s.decay[t * s.gate_stride], be = s.beta[t * s.gate_stride];
-        for (int64_t j = 0; j < V; ++j) o[t * H * V + j] = step_column(S, K, V, j, qt, kt, vt[j], a, be);
+        for (int64_t j = 0; j < V; ++j)
+          o[t * H * V + j] = step_column(S, K, V, j, qt, kt, vt[j], a, be);
       }
     }
   });
@@ -196,9 +203,8 @@ Tensors CpuBackend::delta_rule_backward(const Tensor& q, const Tensor& k, const 
   Tensors g{Tensor::empty(q.shape(), q.dtype()), Tensor::empty(k.shape(), q.dtype()),
             Tensor::empty(v.shape(), q.dtype()), Tensor::empty(decay.shape(), q.dtype()),
             Tensor::empty(beta.shape(), q.dtype())};
-  dispatch_float(q.dtype(), "delta_rule_backward", [&]<class T>() {
-    backward<T>(q, k, v, decay, beta, checkpoints, dout, g);
-  });
+  dispatch_float(q.dtype(), "delta_rule_backward",
+                 [&]<class T>() { backward<T>(q, k, v, decay, beta, checkpoints, dout, g); });
   return g;
 }
 

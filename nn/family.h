@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "nn/linear_attention_config.h"
 #include "nn/rope.h"
 
 namespace reprise::nn {
@@ -27,7 +28,7 @@ namespace reprise::nn {
 #define REPRISE_FAMILIES(X)                                                   \
   X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) \
   X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe) X(olmo3)   \
-  X(gemma3_text) X(gpt_oss)
+  X(gemma3_text) X(gpt_oss) X(qwen3_next)
 // clang-format on
 
 enum class Family : uint8_t {
@@ -132,6 +133,9 @@ struct FamilyDefaults {
   // ExpertPieces::clamped_swiglu.
   double swiglu_alpha = 1.702;
   double swiglu_limit = 7.0;
+  // FamilyInfo::linear_attention: the layers' shape, and the period of
+  // full-attention layers when layer_types is absent (full_attention_every).
+  LinearAttentionConfig linear_attention = {};
 };
 
 // The mixture of experts a family's layers may hold, and how config.json
@@ -222,6 +226,14 @@ struct FamilyInfo {
   // GPT-OSS: a learned logit per head in each softmax's denominator
   // (self_attn.sinks, ops::AttentionOptions::sinks).
   bool attention_sinks = false;
+  // Qwen3-Next: q_proj also gives each head a gate, sigmoid(gate) times
+  // the attention's output before o_proj.
+  bool attention_output_gate = false;
+  // Qwen3-Next: gated DeltaNet layers ("linear_attn") where layer_types
+  // says "linear_attention" (by default all but every
+  // FamilyDefaults::full_attention_every-th), their shape from the
+  // linear_* fields.
+  bool linear_attention = false;
   // Fields of the family's config that its transformers model does not
   // read (a training setting of the authors' own code).
   std::span<const char* const> unread_fields = {};

@@ -65,7 +65,8 @@ void count_attention(const LlamaConfig& c, Count& n) {
     return;
   }
   const int64_t D = c.resolved_head_dim(), Hkv = c.num_key_value_heads;
-  n.linear(n.product(H, D), C, c.qkv_bias);
+  // With an output gate q_proj gives each head its gate too.
+  n.linear(n.product(n.product(H, D), c.attention_output_gate ? 2 : 1), C, c.qkv_bias);
   n.linear(n.product(Hkv, D), C, c.qkv_bias);
   n.linear(n.product(Hkv, D), C, c.qkv_bias);
   n.linear(C, n.product(H, D), c.o_bias);
@@ -75,6 +76,19 @@ void count_attention(const LlamaConfig& c, Count& n) {
     n.add(1, n.product(H, D));
     n.add(1, n.product(Hkv, D));
   }
+}
+
+// A gated DeltaNet layer (nn/gated_deltanet.h).
+void count_linear_attention(const LlamaConfig& c, Count& n) {
+  const LinearAttentionConfig& a = *c.linear_attention;
+  const int64_t C = c.hidden_size, K = n.product(a.key_heads, a.key_head_dim);
+  const int64_t V = n.product(a.value_heads, a.value_head_dim);
+  n.linear(n.product(2, K) + n.product(2, V), C);    // in_proj_qkvz
+  n.linear(n.product(2, a.value_heads), C);          // in_proj_ba
+  n.add(1, n.product(a.conv_dim(), a.conv_kernel));  // conv1d
+  n.add(2, a.value_heads);                           // dt_bias, A_log
+  n.add(1, a.value_head_dim);                        // norm
+  n.linear(C, V);                                    // out_proj
 }
 
 void count_swiglu(int64_t C, int64_t F, bool bias, Count& n) {
@@ -93,7 +107,11 @@ LlamaSize llama_size(const LlamaConfig& c) {
   n.add(1, C);                                                       // the final norm
   for (int64_t i = 0; i < c.num_hidden_layers && !n.overflow(); ++i) {
     n.add(c.norm_placement == NormPlacement::both ? 4 : 2, C);  // the layer's norms
-    count_attention(c, n);
+    if (c.is_linear_layer(i)) {
+      count_linear_attention(c, n);
+    } else {
+      count_attention(c, n);
+    }
     if (!c.is_moe_layer(i)) {
       count_swiglu(C, c.intermediate_size, c.mlp_bias, n);
       continue;

@@ -332,6 +332,35 @@ void write_rope(const LlamaConfig& l, json::Value& c) {
 
 // ---- attention --------------------------------------------------------------------
 
+const char* layer_type_name(LayerAttention t) {
+  switch (t) {
+    case LayerAttention::full:
+      return "full_attention";
+    case LayerAttention::sliding:
+      return "sliding_attention";
+    case LayerAttention::linear:
+      return "linear_attention";
+  }
+  REPRISE_FAIL("layer_type_name: unknown layer type ", int(t));
+}
+
+// layer_types `v`: one entry per layer, "full_attention" or the family's
+// other kind (`other`: sliding or linear).
+std::vector<LayerAttention> read_layer_types(Fields& c, const json::Value& v, int64_t layers,
+                                             LayerAttention other) {
+  REPRISE_CHECK(v.is_array() && int64_t(v.as_array().size()) == layers, c.where(),
+                ": field \"layer_types\" must list ", layers, " layer types");
+  std::vector<LayerAttention> types;
+  for (const json::Value& e : v.as_array()) {
+    const bool full = e.is_string() && e.as_string() == layer_type_name(LayerAttention::full);
+    const bool others = e.is_string() && e.as_string() == layer_type_name(other);
+    REPRISE_CHECK(full || others, c.where(), ": field \"layer_types\" holds ", json::dump(e),
+                  "; expected \"full_attention\" or \"", layer_type_name(other), "\"");
+    types.push_back(others ? other : LayerAttention::full);
+  }
+  return types;
+}
+
 // The sliding window (FamilyInfo::window): Mistral and Mixtral put
 // sliding_window on every layer; Qwen2, Qwen3 and Qwen2-MoE only with
 // use_sliding_window, on the layers layer_types marks (HF derives them:
@@ -362,15 +391,7 @@ void read_window(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
   if (f.window_pattern_field) c.skip({"_sliding_window_pattern"});
   std::vector<LayerAttention> types;
   if (const json::Value* v = c.get("layer_types")) {
-    REPRISE_CHECK(v->is_array() && int64_t(v->as_array().size()) == l.num_hidden_layers, c.where(),
-                  ": field \"layer_types\" must list ", l.num_hidden_layers, " layer types");
-    for (const json::Value& e : v->as_array()) {
-      const bool full = e.is_string() && e.as_string() == "full_attention";
-      const bool sliding = e.is_string() && e.as_string() == "sliding_attention";
-      REPRISE_CHECK(full || sliding, c.where(), ": field \"layer_types\" holds ", json::dump(e),
-                    "; expected \"full_attention\" or \"sliding_attention\"");
-      types.push_back(sliding ? LayerAttention::sliding : LayerAttention::full);
-    }
+    types = read_layer_types(c, *v, l.num_hidden_layers, LayerAttention::sliding);
     c.skip({"sliding_window_pattern"});  // layer_types wins, as in transformers
   } else {
     const int64_t first_sliding = c.integer("max_window_layers", 28);
@@ -418,7 +439,49 @@ void write_window(const LlamaConfig& l, json::Value& c) {
   if (window != Window::per_layer_if_enabled && window != Window::per_layer) return;
   json::Array types;
   for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
-    types.emplace_back(l.attention_window(i) > 0 ? "sliding_attention" : "full_attention");
+    types.emplace_back(layer_type_name(l.attention_window(i) > 0 ? LayerAttention::sliding
+                                                                 : LayerAttention::full));
+  }
+  c.set("layer_types", types);
+}
+
+// Qwen3-Next's gated DeltaNet layers (FamilyInfo::linear_attention): their
+// shape from the linear_* fields, and which layers from layer_types
+// ("linear_attention" or "full_attention"; without it, all but every
+// full_attention_every-th).
+void read_linear_attention(Fields& c, LlamaConfig& l, const FamilyDefaults& d) {
+  if (!l.info().linear_attention) return;
+  LinearAttentionConfig a = d.linear_attention;
+  a.conv_kernel = c.integer("linear_conv_kernel_dim", a.conv_kernel);
+  a.key_heads = c.integer("linear_num_key_heads", a.key_heads);
+  a.value_heads = c.integer("linear_num_value_heads", a.value_heads);
+  a.key_head_dim = c.integer("linear_key_head_dim", a.key_head_dim);
+  a.value_head_dim = c.integer("linear_value_head_dim", a.value_head_dim);
+  l.linear_attention = a;
+  std::vector<LayerAttention> types;
+  if (const json::Value* v = c.get("layer_types")) {
+    types = read_layer_types(c, *v, l.num_hidden_layers, LayerAttention::linear);
+  } else {
+    for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
+      const bool full = (i + 1) % d.full_attention_every == 0;
+      types.push_back(full ? LayerAttention::full : LayerAttention::linear);
+    }
+  }
+  l.layer_types = std::move(types);
+}
+
+void write_linear_attention(const LlamaConfig& l, json::Value& c) {
+  if (!l.linear_attention) return;
+  const LinearAttentionConfig& a = *l.linear_attention;
+  c.set("linear_conv_kernel_dim", a.conv_kernel);
+  c.set("linear_num_key_heads", a.key_heads);
+  c.set("linear_num_value_heads", a.value_heads);
+  c.set("linear_key_head_dim", a.key_head_dim);
+  c.set("linear_value_head_dim", a.value_head_dim);
+  json::Array types;
+  for (int64_t i = 0; i < l.num_hidden_layers; ++i) {
+    types.emplace_back(
+        layer_type_name(l.is_linear_layer(i) ? LayerAttention::linear : LayerAttention::full));
   }
   c.set("layer_types", types);
 }
@@ -734,6 +797,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   read_biases(c, l);
   read_nope_layers(c, l);
   read_window(c, l, d);
+  read_linear_attention(c, l, d);
   settle_sliding_rope(l);
   read_gemma_pieces(c, l, d);
   l.qk_norm = family->qk_norm_field == nullptr || c.flag(family->qk_norm_field, false)
@@ -742,6 +806,7 @@ ModelConfigFile read_model_config(const json::Value& json, const std::string& wh
   for (const char* field : family->unread_fields) c.skip({field});
   l.norm_placement = family->norm_placement;
   l.attention_sinks = family->attention_sinks;
+  l.attention_output_gate = family->attention_output_gate;
   if (family->mla) {
     l.mla = read_mla(c);
   } else {
@@ -818,6 +883,7 @@ json::Value llama_config_to_json(const LlamaConfig& l, DType dtype) {
   if (f.qk_norm_field != nullptr) c.set(f.qk_norm_field, l.qk_norm != QkNorm::none);
   write_nope_layers(l, c);
   write_window(l, c);
+  write_linear_attention(l, c);
   if (f.query_pre_attn_scalar) c.set("query_pre_attn_scalar", l.query_pre_attn_scalar);
   if (f.final_logit_softcapping) {
     c.set("final_logit_softcapping",

@@ -26,9 +26,17 @@ KvCache::KvCache(const LlamaConfig& config, int64_t batch, int64_t capacity, Dev
     const int64_t window = config.mla ? 0 : config.attention_window(i);
     Shape ki = k, vi = v;
     if (window > 0) ki[2] = vi[2] = window_rows(window);
+    if (config.is_linear_layer(i)) {
+      // A gated DeltaNet layer's states: the convolution's last inputs and
+      // the recurrence's (nn/gated_deltanet.h).
+      const LinearAttentionConfig& a = *config.linear_attention;
+      ki = {batch, a.conv_kernel - 1, a.conv_dim()};
+      vi = {batch, a.value_heads, a.key_head_dim, a.value_head_dim};
+    }
     layers_.push_back({.k = Tensor::empty(ki, DType::f32, device),
                        .v = Tensor::empty(vi, DType::f32, device),
-                       .window = window});
+                       .window = window,
+                       .recurrent = config.is_linear_layer(i)});
   }
 }
 
@@ -72,8 +80,9 @@ LayerKv KvCache::layer(size_t i) const {
 
 int64_t KvCache::rows(size_t i) const {
   REPRISE_CHECK(i < layers_.size(), "KvCache: layer ", i, " of ", layers_.size());
-  const Tensor& k = layers_[i].k;
-  return k.size(k.dim() == 3 ? 1 : 2);  // MLA's (B, P, R), else (B, Hkv, P, D)
+  const Buffers& b = layers_[i];
+  if (b.recurrent) return 0;
+  return b.k.size(b.k.dim() == 3 ? 1 : 2);  // MLA's (B, P, R), else (B, Hkv, P, D)
 }
 
 void KvCache::clear() {

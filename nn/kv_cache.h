@@ -8,7 +8,9 @@
 // RoPE) and values (B, Hkv, P, D) for grouped-query attention; for
 // DeepSeek's MLA the compressed latent (B, P, kv_lora_rank) and the rotated
 // shared key (B, 1, P, qk_rope_head_dim), R + dr numbers per position
-// instead of Hq (dn + dr + dv). Positions [0, length()) hold the tokens fed
+// instead of Hq (dn + dr + dv); for a gated DeltaNet layer its states, a
+// fixed size whatever the length (nn/gated_deltanet.h). Positions [0,
+// length()) hold the tokens fed
 // so far. A forward of T tokens calls reserve(T), writes positions
 // [length(), length() + T) of every layer, then advance(T) counts them.
 //
@@ -52,7 +54,9 @@ class KvCache {
   // forward writes its positions) and first (the position of their row 0).
   LayerKv layer(size_t i) const;
   // The positions layer i's buffers have room for (P_i): the capacity, or
-  // for a sliding layer what its window needs.
+  // for a sliding layer what its window needs; 0 for a gated DeltaNet
+  // layer, which keeps states instead (its convolution's last inputs in k
+  // (B, W - 1, Cc), its recurrence's in v (B, Hv, dk, dv)).
   int64_t rows(size_t i) const;
 
   // Counts `tokens` more positions as held, once a forward wrote them in
@@ -68,8 +72,9 @@ class KvCache {
  private:
   struct Buffers {
     Tensor k, v;
-    int64_t window = 0;  // the layer's sliding window, 0: none
-    int64_t first = 0;   // the position of row 0
+    int64_t window = 0;      // the layer's sliding window, 0: none
+    int64_t first = 0;       // the position of row 0
+    bool recurrent = false;  // a gated DeltaNet layer's states, no positions
   };
   // A sliding layer's rows while decoding: the window and a block.
   int64_t window_rows(int64_t window) const;

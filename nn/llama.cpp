@@ -8,6 +8,7 @@
 #include "autograd/scope.h"
 #include "engine/grad_mode.h"
 #include "nn/autocast.h"
+#include "nn/gated_deltanet.h"
 #include "nn/kv_cache.h"
 #include "ops/attention.h"
 #include "ops/binary.h"
@@ -51,11 +52,10 @@ void check_cache(const LayerKv& kv, const Shape& want_k, const Shape& want_v, in
                 to_string(want_v), " and dtype ", dtype_name(dtype), ", got ",
                 kv.k.defined() ? kv.k.describe() : "undefined", " and ",
                 kv.v.defined() ? kv.v.describe() : "undefined");
-  REPRISE_CHECK(kv.first >= 0 && kv.first <= kv.start &&
-                    kv.start - kv.first + T <= want_k[size_t(pos_dim)],
-                "attention '", name, "': positions ", kv.start, " .. ", kv.start + T - 1,
-                " do not fit a KV cache of ", want_k[size_t(pos_dim)], " positions from ",
-                kv.first);
+  REPRISE_CHECK(
+      kv.first >= 0 && kv.first <= kv.start && kv.start - kv.first + T <= want_k[size_t(pos_dim)],
+      "attention '", name, "': positions ", kv.start, " .. ", kv.start + T - 1,
+      " do not fit a KV cache of ", want_k[size_t(pos_dim)], " positions from ", kv.first);
   REPRISE_CHECK(!GradMode::enabled(), "attention '", name,
                 "': a forward through a KV cache runs without grad (NoGradGuard)");
 }
@@ -74,7 +74,9 @@ Tensor through_cache(const Tensor& buffer, const Tensor& fresh, int64_t pos_dim,
 
 LlamaAttention::LlamaAttention(std::string name, const LlamaConfig& c, int64_t layer)
     : Attention(std::move(name)),
-      q_proj("q_proj", c.hidden_size, c.num_attention_heads * c.resolved_head_dim(), c.qkv_bias),
+      q_proj("q_proj", c.hidden_size,
+             c.num_attention_heads * c.resolved_head_dim() * (c.attention_output_gate ? 2 : 1),
+             c.qkv_bias),
       k_proj("k_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim(), c.qkv_bias),
       v_proj("v_proj", c.hidden_size, c.num_key_value_heads * c.resolved_head_dim(), c.qkv_bias),
       o_proj("o_proj", c.num_attention_heads * c.resolved_head_dim(), c.hidden_size, c.o_bias),
@@ -119,7 +121,14 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
     return norm != nullptr && whole ? norm->forward(y) : y;
   };
   const Tensor in = autocast_operand(x);  // one 16-bit copy for q, k and v under Autocast
-  Tensor q = split_heads(projected(q_proj, q_norm.get(), in), heads_, q_norm.get());
+  Tensor q_out = projected(q_proj, q_norm.get(), in), gate;
+  if (config_.attention_output_gate) {
+    // (B, T, H 2D): each head's query, then its gate (Qwen3-Next's layout).
+    const Tensor both = ops::reshape(q_out, {B, T, heads_, 2 * head_dim_});
+    gate = ops::reshape(ops::slice(both, 3, head_dim_, 2 * head_dim_), {B, T, heads_ * head_dim_});
+    q_out = ops::reshape(ops::slice(both, 3, 0, head_dim_), {B, T, heads_ * head_dim_});
+  }
+  Tensor q = split_heads(q_out, heads_, q_norm.get());
   Tensor k = split_heads(projected(k_proj, k_norm.get(), in), kv_heads_, k_norm.get());
   if (rope_) {
     const RopeTable rope = rope_table(config_, *rope_, start + T, x.device());
@@ -155,6 +164,7 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
   }
   Tensor a = autocast_attention(q, k, v, options);                        // (B, Hq, T, D)
   a = ops::reshape(ops::transpose(a, 1, 2), {B, T, heads_ * head_dim_});  // (B, T, Hq D)
+  if (gate.defined()) a = ops::mul(a, ops::sigmoid(gate));
   return o_proj.forward(a);
 }
 
@@ -278,6 +288,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, int64_t index,
       dropout_p_(c.dropout) {
   if (c.mla) {
     self_attn = std::make_unique<MlaAttention>("self_attn", c);
+  } else if (c.is_linear_layer(index)) {
+    self_attn = std::make_unique<GatedDeltaNet>("linear_attn", c);
   } else {
     self_attn = std::make_unique<LlamaAttention>("self_attn", c, index);
   }
@@ -379,6 +391,7 @@ void init_tree(Module& m, double std, rng::Generator& gen, std::string_view stre
   if (auto* n = dynamic_cast<RMSNorm*>(&m)) n->reset_parameters();
   if (auto* r = dynamic_cast<SparseMoeBlock::Router*>(&m)) r->reset_parameters(std, gen, stream);
   if (auto* a = dynamic_cast<LlamaAttention*>(&m)) a->reset_sinks(std, gen, stream);
+  if (auto* d = dynamic_cast<GatedDeltaNet*>(&m)) d->reset_parameters(std, gen, stream);
   const auto* moe = dynamic_cast<const SparseMoeBlock*>(&m);
   for (Module* c : m.children()) {
     if (moe && c == &moe->experts) {

@@ -167,7 +167,9 @@ class LlamaDecoderLayer : public Module {
   // all four, pre_feedforward_layernorm before the MLP (Gemma 3). The ones
   // a placement lacks are nullptr.
   std::unique_ptr<RMSNorm> input_layernorm;
-  std::unique_ptr<Attention> self_attn;  // LlamaAttention or MlaAttention
+  // LlamaAttention, MlaAttention, or on a linear layer GatedDeltaNet
+  // (named "linear_attn", as HF's).
+  std::unique_ptr<Attention> self_attn;
   RMSNorm post_attention_layernorm;
   std::unique_ptr<RMSNorm> pre_feedforward_layernorm;
   std::unique_ptr<RMSNorm> post_feedforward_layernorm;

@@ -136,6 +136,27 @@ void MlaConfig::validate() const {
                 " must be even for rotary embeddings");
 }
 
+// ---- LinearAttentionConfig ---------------------------------------------------
+
+void LinearAttentionConfig::validate() const {
+  for (const auto& [name, v] : {std::pair{"linear_conv_kernel_dim", conv_kernel},
+                                {"linear_num_key_heads", key_heads},
+                                {"linear_num_value_heads", value_heads},
+                                {"linear_key_head_dim", key_head_dim},
+                                {"linear_value_head_dim", value_head_dim}}) {
+    REPRISE_CHECK(v > 0, "LinearAttentionConfig: ", name, " must be positive, got ", v);
+  }
+  REPRISE_CHECK(value_heads % key_heads == 0, "LinearAttentionConfig: linear_num_value_heads ",
+                value_heads, " is not a multiple of linear_num_key_heads ", key_heads);
+  // The projections' widths, 2 (Hk dk + Hv dv), must fit in int64.
+  int64_t k = 0, v = 0, sum = 0, both = 0;
+  REPRISE_CHECK(!__builtin_mul_overflow(key_heads, key_head_dim, &k) &&
+                    !__builtin_mul_overflow(value_heads, value_head_dim, &v) &&
+                    !__builtin_add_overflow(k, v, &sum) && !__builtin_mul_overflow(sum, 2, &both),
+                "LinearAttentionConfig: the heads' widths overflow int64 (", key_heads, " x ",
+                key_head_dim, ", ", value_heads, " x ", value_head_dim, ")");
+}
+
 // ---- LlamaConfig -------------------------------------------------------------
 
 int64_t LlamaConfig::resolved_head_dim() const {
@@ -223,8 +244,17 @@ void check_attention_pieces(const LlamaConfig& c) {
   refuse(c.final_logit_softcapping != 0 && !f.final_logit_softcapping, "final_logit_softcapping");
   refuse(c.sliding_window != 0 && f.window == Window::none, "sliding-window attention");
   refuse(!c.layer_types.empty() && f.window != Window::per_layer_if_enabled &&
-             f.window != Window::per_layer,
+             f.window != Window::per_layer && !f.linear_attention,
          "per-layer attention types (layer_types)");
+  REPRISE_CHECK(f.linear_attention == c.linear_attention.has_value(), "LlamaConfig: ", f.model_type,
+                f.linear_attention ? " models have gated DeltaNet layers (set linear_attention)"
+                                   : " models have no gated DeltaNet layers (linear_attention)");
+  const bool linear =
+      std::count(c.layer_types.begin(), c.layer_types.end(), LayerAttention::linear) > 0;
+  refuse(linear && !c.linear_attention, "linear attention layers without linear_attention");
+  REPRISE_CHECK(c.attention_output_gate == f.attention_output_gate, "LlamaConfig: ", f.model_type,
+                " models ", f.attention_output_gate ? "gate" : "do not gate",
+                " their attention's output, not as this config says (attention_output_gate)");
   refuse(c.sliding_rope.has_value() && !f.rope_per_layer_type, "rope per layer type");
   refuse(!c.nope_layers.empty() && !f.nope_layers, "layers without rotary embeddings (NoPE)");
   refuse(c.partial_rotary_factor != 1 && !f.partial_rotary, "partial rotary embeddings");
@@ -338,6 +368,7 @@ void LlamaConfig::validate() const {
                 "LlamaConfig: the experts of an MoE layer are SwiGLU; hidden_act must be silu");
   if (mla) mla->validate();
   if (moe) moe->validate();
+  if (linear_attention) linear_attention->validate();
   check_attention_pieces(*this);
   check_expert_pieces(*this);
 }
@@ -366,6 +397,13 @@ std::string LlamaConfig::describe() const {
   if (hidden_act == MlpActivation::gelu_tanh) s << ", GELU-tanh MLP";
   if (final_logit_softcapping > 0) s << ", logits capped at " << final_logit_softcapping;
   if (attention_sinks) s << ", attention sinks";
+  if (attention_output_gate) s << ", gated attention";
+  if (linear_attention) {
+    const LinearAttentionConfig& a = *linear_attention;
+    s << ", " << std::count(layer_types.begin(), layer_types.end(), LayerAttention::linear)
+      << " gated DeltaNet layers (" << a.key_heads << "/" << a.value_heads << " heads of "
+      << a.key_head_dim << "/" << a.value_head_dim << ", conv " << a.conv_kernel << ")";
+  }
   if (sliding_window > 0) s << ", window " << sliding_window;
   if (!nope_layers.empty())
     s << ", NoPE on " << std::count(nope_layers.begin(), nope_layers.end(), true) << " layers";

@@ -114,8 +114,10 @@ struct MoeConfig {
 
 // ---- attention ---------------------------------------------------------------
 
-// A decoder layer's attention mask (HF's layer_types).
-enum class LayerAttention : uint8_t { full, sliding };
+// A decoder layer's token mixer (HF's layer_types): attention over every
+// earlier position, over a sliding window, or a gated DeltaNet layer
+// (linear attention, LlamaConfig::linear_attention).
+enum class LayerAttention : uint8_t { full, sliding, linear };
 
 // DeepSeek's multi-head latent attention: q through a low-rank bottleneck
 // (or q_proj), keys and values from one compressed latent per position:
@@ -191,6 +193,12 @@ struct LlamaConfig {
   // GPT-OSS: each head's learned sink logit (self_attn.sinks (Hq)) joins
   // its softmax's denominator (ops::AttentionOptions::sinks).
   bool attention_sinks = false;
+  // Qwen3-Next: q_proj gives 2 D per head, the query and a gate; the
+  // attention's output is multiplied by sigmoid(gate) before o_proj.
+  bool attention_output_gate = false;
+  // Set: the layers layer_types marks linear are gated DeltaNet layers of
+  // this shape (Qwen3-Next).
+  std::optional<LinearAttentionConfig> linear_attention;
   // Sliding-window attention: each query sees at most sliding_window keys,
   // itself included (0: none), on the layers layer_types marks sliding
   // (every layer when layer_types is empty).
@@ -218,6 +226,10 @@ struct LlamaConfig {
   // The rope of decoder layer `layer`: sliding_rope on a sliding layer when
   // set, else rope_theta and rope_scaling.
   LayerRope rope_of(int64_t layer) const;
+  // Whether decoder layer `layer` is a gated DeltaNet layer.
+  bool is_linear_layer(int64_t layer) const {
+    return !layer_types.empty() && layer_types.at(size_t(layer)) == LayerAttention::linear;
+  }
   // Whether decoder layer `layer` rotates q and k.
   bool uses_rope(int64_t layer) const {
     return nope_layers.empty() || !nope_layers.at(size_t(layer));

@@ -34,8 +34,9 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   if (!state.defined()) return;
   detail::check_same_dtype_device(kName, q, state);
   const Shape want{q.size(0), q.size(2), q.size(3), v.size(3)};
-  REPRISE_CHECK(state.shape() == want, kName, ": expected a state of shape (B, H, K, V) = ",
-                to_string(want), ", got ", state.describe());
+  REPRISE_CHECK(state.shape() == want, kName,
+                ": expected a state of shape (B, H, K, V) = ", to_string(want), ", got ",
+                state.describe());
   REPRISE_CHECK(!state.requires_grad() || !GradMode::enabled(), kName,
                 ": the initial state takes no gradient; detach it (got ", state.describe(),
                 " that requires grad)");

@@ -29,7 +29,6 @@ struct DeltaRuleResult {
 // position 0 (undefined: zeros), which takes no gradient. Differentiable in
 // q, k, v, decay and beta. T may be 0.
 DeltaRuleResult gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const Tensor& decay, const Tensor& beta,
-                                 const Tensor& state = {});
+                                 const Tensor& decay, const Tensor& beta, const Tensor& state = {});
 
 }  // namespace reprise::ops

@@ -129,9 +129,9 @@ const std::vector<const OpInfo*>& all() {
           &kLogSoftmax,  &kCrossEntropy, &kRmsnorm,    &kLayernorm, &kRotary,        &kEmbedding,
           &kIndexSelect, &kGather,       &kScatterAdd, &kIndexAdd,  &kWhere,         &kClamp,
           &kTopk,        &kSort,         &kMatmul,     &kLinear,    &kGroupedLinear, &kSdpa,
-          &kSdpaDropout, &kDeltaRule,    &kMoeRoute,     &kDropout,    &kCast,      &kReshape,       &kTranspose,
-          &kPermute,     &kSlice,        &kExpand,     &kSqueeze,   &kUnsqueeze,     &kContiguous,
-          &kCat,         &kSplit,        &kStack})
+          &kSdpaDropout, &kDeltaRule,    &kMoeRoute,   &kDropout,   &kCast,          &kReshape,
+          &kTranspose,   &kPermute,      &kSlice,      &kExpand,    &kSqueeze,       &kUnsqueeze,
+          &kContiguous,  &kCat,          &kSplit,      &kStack})
       v.push_back(op);
     return v;
   }();

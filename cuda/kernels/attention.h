@@ -45,7 +45,7 @@
 namespace reprise::cuda {
 
 inline constexpr int64_t kKeyBlock = kAttentionKeyBlock;  // Bc, the CPU's
-inline constexpr int64_t kFwdRows = 64;   // query rows of a forward block
+inline constexpr int64_t kFwdRows = 64;                   // query rows of a forward block
 inline constexpr int kAttnThreads = 256;
 
 // A 4-d tensor (b, h, row, col) by its strides.

@@ -274,8 +274,8 @@ Tensors delta_rule_backward(const Exec& ex, const Tensor& q, const Tensor& k, co
             Tensor::empty(beta.shape(), q.dtype(), ex.device())};
   if (B * H == 0 || q.size(1) == 0) return g;
   dispatch_float(q.dtype(), "delta_rule_backward", [&]<class T>() {
-    Tensor scratch = Tensor::empty({B * H, DeltaRuleScratch<T>::elements(K, V)}, q.dtype(),
-                                   ex.device());
+    Tensor scratch =
+        Tensor::empty({B * H, DeltaRuleScratch<T>::elements(K, V)}, q.dtype(), ex.device());
     ex.launch(DeltaRuleBackwardKernel<T>{.in = delta_rule_inputs<T>(q, k, v, decay, beta),
                                          .checkpoints = checkpoints.data<T>(),
                                          .dout = dout.data<T>(),

@@ -20,13 +20,13 @@ Inputs delta_rule_inputs(int64_t B, int64_t T_, int64_t H, int64_t K, int64_t V,
 }
 
 OpFn delta_rule_fn() {
-  return [](const Inputs& in) {
-    return ops::gated_delta_rule(in[0], in[1], in[2], in[3], in[4]).out;
-  };
+  return
+      [](const Inputs& in) { return ops::gated_delta_rule(in[0], in[1], in[2], in[3], in[4]).out; };
 }
 
 const RegisterOpCases delta_rule_cases({
-    {"gated_delta_rule/2x5x3x4x3", [] { return delta_rule_inputs(2, 5, 3, 4, 3, 71); },
+    {"gated_delta_rule/2x5x3x4x3",
+     [] { return delta_rule_inputs(2, 5, 3, 4, 3, 71); },
      delta_rule_fn(),
      {},
      PerfInputs{"8x256x4x32x32",

@@ -78,8 +78,8 @@ TEST(GatedDeltaRule, PiecesFromTheStateGiveOneCallsBits) {
   int64_t at = 0;
   for (int64_t len : {1, 63, 2, 70, 1, 13}) {
     auto part = [&](const Tensor& t) { return t.slice(1, at, at + len).contiguous(); };
-    const DeltaRuleResult r = gated_delta_rule(part(in.q), part(in.k), part(in.v),
-                                               part(in.decay), part(in.beta), state);
+    const DeltaRuleResult r =
+        gated_delta_rule(part(in.q), part(in.k), part(in.v), part(in.decay), part(in.beta), state);
     EXPECT_EQ(r.out.to_vector<float>(), part(whole.out).to_vector<float>()) << "from " << at;
     state = r.state;
     at += len;
@@ -107,11 +107,8 @@ TEST(GatedDeltaRule, BadInputIsAnErrorNamingIt) {
         gated_delta_rule(in.q, in.k, in.v, in.decay, in.beta, Tensor::zeros({1, 2, 5, 4}));
       },
       {"gated_delta_rule", "state of shape (B, H, K, V) = [1, 2, 4, 5]"});
-  expect_error(
-      [&] {
-        gated_delta_rule(in.q.to(DType::bf16), in.k, in.v, in.decay, in.beta);
-      },
-      {"gated_delta_rule", "f32 or f64"});
+  expect_error([&] { gated_delta_rule(in.q.to(DType::bf16), in.k, in.v, in.decay, in.beta); },
+               {"gated_delta_rule", "f32 or f64"});
   const Tensor trained = Tensor::zeros({1, 2, 4, 5}).requires_grad(true);
   expect_error([&] { gated_delta_rule(in.q, in.k, in.v, in.decay, in.beta, trained); },
                {"the initial state takes no gradient"});
