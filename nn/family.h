@@ -28,7 +28,7 @@ namespace reprise::nn {
 #define REPRISE_FAMILIES(X)                                                   \
   X(llama) X(mistral) X(qwen2) X(qwen3) X(mixtral) X(qwen2_moe) X(qwen3_moe) \
   X(olmoe) X(deepseek_v3) X(smollm3) X(olmo2) X(glm4_moe) X(olmo3)   \
-  X(gemma3_text) X(gpt_oss) X(qwen3_next)
+  X(gemma3_text) X(gpt_oss) X(qwen3_next) X(qwen3_5_text) X(qwen3_5_moe_text)
 // clang-format on
 
 enum class Family : uint8_t {
@@ -234,6 +234,10 @@ struct FamilyInfo {
   // FamilyDefaults::full_attention_every-th), their shape from the
   // linear_* fields.
   bool linear_attention = false;
+  // Qwen3.5: rope_parameters may hold M-RoPE's mrope_section and
+  // mrope_interleaved, which change nothing for text (its three position
+  // streams are equal), so they are read and left alone.
+  bool text_mrope = false;
   // Fields of the family's config that its transformers model does not
   // read (a training setting of the authors' own code).
   std::span<const char* const> unread_fields = {};

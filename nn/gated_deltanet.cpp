@@ -45,23 +45,34 @@ GatedDeltaNet::Conv::Conv(int64_t channels, int64_t width) : Module("conv1d") {
 
 GatedDeltaNet::GatedDeltaNet(std::string name, const LlamaConfig& c)
     : Attention(std::move(name)),
-      in_proj_qkvz("in_proj_qkvz", c.hidden_size,
-                   2 * shape_of(c).key_heads * shape_of(c).key_head_dim +
-                       2 * shape_of(c).value_heads * shape_of(c).value_head_dim),
-      in_proj_ba("in_proj_ba", c.hidden_size, 2 * shape_of(c).value_heads),
       conv1d(shape_of(c).conv_dim(), shape_of(c).conv_kernel),
       norm("norm", shape_of(c).value_head_dim, c.rms_norm_eps),
       out_proj("out_proj", shape_of(c).value_heads * shape_of(c).value_head_dim, c.hidden_size),
       shape_(shape_of(c)),
       eps_(c.rms_norm_eps) {
-  // HF's registration order.
+  const int64_t C = c.hidden_size, K = shape_.key_heads * shape_.key_head_dim;
+  const int64_t V = shape_.value_heads * shape_.value_head_dim;
+  auto linear = [&](const char* name, int64_t out) {
+    auto l = std::make_unique<Linear>(name, C, out);
+    register_module(*l);
+    return l;
+  };
+  // HF's registration order (Qwen3.5's projections come last).
   register_module(conv1d);
-  register_module(in_proj_qkvz);
-  register_module(in_proj_ba);
+  if (!shape_.split_projections) {
+    in_proj_qkvz = linear("in_proj_qkvz", 2 * K + 2 * V);
+    in_proj_ba = linear("in_proj_ba", 2 * shape_.value_heads);
+  }
   dt_bias_ = register_parameter("dt_bias", {shape_.value_heads}, /*decay=*/false);
   a_log_ = register_parameter("A_log", {shape_.value_heads}, /*decay=*/false);
   register_module(norm);
   register_module(out_proj);
+  if (shape_.split_projections) {
+    in_proj_qkv = linear("in_proj_qkv", 2 * K + V);
+    in_proj_z = linear("in_proj_z", V);
+    in_proj_b = linear("in_proj_b", shape_.value_heads);
+    in_proj_a = linear("in_proj_a", shape_.value_heads);
+  }
 }
 
 void GatedDeltaNet::reset_parameters(double std, rng::Generator& gen, std::string_view stream) {
@@ -91,18 +102,26 @@ Tensor GatedDeltaNet::forward(const Tensor& x, rng::Generator&, const LayerKv* k
                   " and no grad, got ", kv->k.defined() ? kv->k.describe() : "undefined", " and ",
                   kv->v.defined() ? kv->v.describe() : "undefined");
   }
-  // (B, T, Hk, 2 dk + 2 r dv): q, k, v, z per key head; (B, T, Hk, 2 r): b, a.
-  const Tensor qkvz = ops::reshape(in_proj_qkvz.forward(x), {B, T, Hk, 2 * dk + 2 * r * dv});
-  const Tensor ba = ops::reshape(in_proj_ba.forward(x), {B, T, Hk, 2 * r});
   auto part = [&](const Tensor& t, int64_t from, int64_t to, const Shape& shape) {
     return ops::reshape(ops::slice(t, 3, from, to), shape);
   };
-  const Tensor mixed =
-      ops::cat({part(qkvz, 0, dk, {B, T, Hk * dk}), part(qkvz, dk, 2 * dk, {B, T, Hk * dk}),
-                part(qkvz, 2 * dk, 2 * dk + r * dv, {B, T, Hv * dv})},
-               2);  // (B, T, Cc)
-  const Tensor z = part(qkvz, 2 * dk + r * dv, 2 * dk + 2 * r * dv, {B, T, Hv, dv});
-  const Tensor b = part(ba, 0, r, {B, T, Hv}), a = part(ba, r, 2 * r, {B, T, Hv});
+  Tensor mixed, z, b, a;  // (B, T, Cc): q, k, v; (B, T, Hv, dv); (B, T, Hv) twice
+  if (shape_.split_projections) {
+    mixed = in_proj_qkv->forward(x);
+    z = ops::reshape(in_proj_z->forward(x), {B, T, Hv, dv});
+    b = in_proj_b->forward(x);
+    a = in_proj_a->forward(x);
+  } else {
+    // (B, T, Hk, 2 dk + 2 r dv): q, k, v, z per key head; (B, T, Hk, 2 r): b, a.
+    const Tensor qkvz = ops::reshape(in_proj_qkvz->forward(x), {B, T, Hk, 2 * dk + 2 * r * dv});
+    const Tensor ba = ops::reshape(in_proj_ba->forward(x), {B, T, Hk, 2 * r});
+    mixed = ops::cat({part(qkvz, 0, dk, {B, T, Hk * dk}), part(qkvz, dk, 2 * dk, {B, T, Hk * dk}),
+                      part(qkvz, 2 * dk, 2 * dk + r * dv, {B, T, Hv * dv})},
+                     2);
+    z = part(qkvz, 2 * dk + r * dv, 2 * dk + 2 * r * dv, {B, T, Hv, dv});
+    b = part(ba, 0, r, {B, T, Hv});
+    a = part(ba, r, 2 * r, {B, T, Hv});
+  }
 
   Tensor conv;  // (B, T, Cc)
   {

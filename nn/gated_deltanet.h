@@ -1,9 +1,11 @@
 #pragma once
-// A gated DeltaNet layer, Qwen3-Next's linear attention ("linear_attn"),
-// under transformers' names:
+// A gated DeltaNet layer, the linear attention of Qwen3-Next and Qwen3.5
+// ("linear_attn"), under transformers' names:
 //
 //   linear_attn.in_proj_qkvz.weight  (Hk (2 dk + 2 r dv), C)  q, k, v, z grouped by key head
 //   linear_attn.in_proj_ba.weight    (2 Hv, C)                b, a grouped by key head
+//     (Qwen3.5: in_proj_qkv (2 Hk dk + Hv dv, C), q, k and v each whole,
+//     in_proj_z (Hv dv, C), in_proj_b and in_proj_a (Hv, C))
 //   linear_attn.conv1d.weight        (Cc, 1, W)               depthwise causal convolution
 //   linear_attn.dt_bias              (Hv)
 //   linear_attn.A_log                (Hv)
@@ -29,6 +31,7 @@
 // bits are the same whether the sequence came in one forward or token by
 // token: rollouts equal training.
 
+#include <memory>
 #include <string>
 
 #include "nn/layers.h"
@@ -58,7 +61,10 @@ class GatedDeltaNet final : public Attention {
     Tensor weight_;
   };
 
-  Linear in_proj_qkvz, in_proj_ba;
+  // Qwen3-Next's grouped projections, or Qwen3.5's apart
+  // (LinearAttentionConfig::split_projections); the others are nullptr.
+  std::unique_ptr<Linear> in_proj_qkvz, in_proj_ba;
+  std::unique_ptr<Linear> in_proj_qkv, in_proj_z, in_proj_b, in_proj_a;
   Conv conv1d;
   RMSNorm norm;
   Linear out_proj;

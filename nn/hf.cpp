@@ -83,8 +83,14 @@ void count_linear_attention(const LlamaConfig& c, Count& n) {
   const LinearAttentionConfig& a = *c.linear_attention;
   const int64_t C = c.hidden_size, K = n.product(a.key_heads, a.key_head_dim);
   const int64_t V = n.product(a.value_heads, a.value_head_dim);
-  n.linear(n.product(2, K) + n.product(2, V), C);    // in_proj_qkvz
-  n.linear(n.product(2, a.value_heads), C);          // in_proj_ba
+  if (a.split_projections) {
+    n.linear(n.product(2, K) + V, C);       // in_proj_qkv
+    n.linear(V, C);                         // in_proj_z
+    n.add(2, n.product(a.value_heads, C));  // in_proj_b, in_proj_a
+  } else {
+    n.linear(n.product(2, K) + n.product(2, V), C);  // in_proj_qkvz
+    n.linear(n.product(2, a.value_heads), C);        // in_proj_ba
+  }
   n.add(1, n.product(a.conv_dim(), a.conv_kernel));  // conv1d
   n.add(2, a.value_heads);                           // dt_bias, A_log
   n.add(1, a.value_head_dim);                        // norm

@@ -197,6 +197,7 @@ LayerRope read_rope_object(Fields& c, const json::Value& object, const std::stri
                 "\"; reprise supports default, linear, dynamic, llama3 and yarn");
   LayerRope rope{.theta = r.real("rope_theta", default_theta)};
   if (partial) l.partial_rotary_factor = read_partial_rotary(c, &r, l, d);
+  if (l.info().text_mrope) r.skip({"mrope_section", "mrope_interleaved"});
   RopeScaling& s = rope.scaling;
   s.type = *t;
   if (s.type != RopeType::standard) {

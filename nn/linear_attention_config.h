@@ -12,6 +12,11 @@ struct LinearAttentionConfig {
   int64_t value_heads = 32;      // linear_num_value_heads (Hv), a multiple of Hk
   int64_t key_head_dim = 128;    // linear_key_head_dim (dk)
   int64_t value_head_dim = 128;  // linear_value_head_dim (dv)
+  // The input projections as Qwen3.5 writes them, in_proj_qkv (q, k, v
+  // each contiguous), in_proj_z, in_proj_b and in_proj_a; else Qwen3-Next's
+  // in_proj_qkvz and in_proj_ba, grouped by key head. A family's layout,
+  // not a config.json field.
+  bool split_projections = false;
 
   // The channels the convolution mixes: q, k (Hk dk each) and v (Hv dv).
   int64_t conv_dim() const { return 2 * key_heads * key_head_dim + value_heads * value_head_dim; }

@@ -252,6 +252,12 @@ void check_attention_pieces(const LlamaConfig& c) {
   const bool linear =
       std::count(c.layer_types.begin(), c.layer_types.end(), LayerAttention::linear) > 0;
   refuse(linear && !c.linear_attention, "linear attention layers without linear_attention");
+  REPRISE_CHECK(!c.linear_attention || c.linear_attention->split_projections ==
+                                           f.defaults.linear_attention.split_projections,
+                "LlamaConfig: ", f.model_type, " models' gated DeltaNet layers project ",
+                f.defaults.linear_attention.split_projections ? "q, k, v, z, b and a apart"
+                                                              : "qkvz and ba together",
+                ", not as this config says (split_projections)");
   REPRISE_CHECK(c.attention_output_gate == f.attention_output_gate, "LlamaConfig: ", f.model_type,
                 " models ", f.attention_output_gate ? "gate" : "do not gate",
                 " their attention's output, not as this config says (attention_output_gate)");

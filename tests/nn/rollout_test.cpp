@@ -28,12 +28,25 @@ namespace {
 using testing::expect_error;
 using testing::fixture_path;
 
-const char* const kModels[] = {"llama_tiny",           "mixtral_tiny",         "families/llama3",
-                               "families/mistral",     "families/qwen2",       "families/qwen3",
-                               "families/qwen2_moe",   "families/qwen3_moe",   "families/olmoe",
-                               "families/deepseek_v3", "families/smollm3",     "families/olmo2",
-                               "families/olmo3",       "families/gemma3_text", "families/glm4_moe",
-                               "families/gpt_oss",     "families/qwen3_next"};
+const char* const kModels[] = {"llama_tiny",
+                               "mixtral_tiny",
+                               "families/llama3",
+                               "families/mistral",
+                               "families/qwen2",
+                               "families/qwen3",
+                               "families/qwen2_moe",
+                               "families/qwen3_moe",
+                               "families/olmoe",
+                               "families/deepseek_v3",
+                               "families/smollm3",
+                               "families/olmo2",
+                               "families/olmo3",
+                               "families/gemma3_text",
+                               "families/glm4_moe",
+                               "families/gpt_oss",
+                               "families/qwen3_next",
+                               "families/qwen3_5_text",
+                               "families/qwen3_5_moe_text"};
 
 // Prompts of lengths 5, 9, 5 and 5 (the last repeats the first): two
 // lengths, so two batches, one of them of three.
@@ -271,9 +284,10 @@ std::vector<std::pair<std::string, Tensor>> routers(const LlamaForCausalLM& mode
   return out;
 }
 
-const char* const kMoeModels[] = {"mixtral_tiny",     "families/qwen2_moe",   "families/qwen3_moe",
-                                  "families/olmoe",   "families/deepseek_v3", "families/glm4_moe",
-                                  "families/gpt_oss", "families/qwen3_next"};
+const char* const kMoeModels[] = {
+    "mixtral_tiny",     "families/qwen2_moe",   "families/qwen3_moe",
+    "families/olmoe",   "families/deepseek_v3", "families/glm4_moe",
+    "families/gpt_oss", "families/qwen3_next",  "families/qwen3_5_moe_text"};
 
 // A model's rollouts with their routing records, and the training batch of
 // prompt + tokens (padded to `longest`).
