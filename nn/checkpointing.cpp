@@ -162,7 +162,9 @@ CheckpointConfig CheckpointConfig::read_json(const json::Value& v, const std::st
   return c;
 }
 
-std::vector<std::string> op_sac_ops() { return {"linear", "sdpa", "sdpa_dropout"}; }
+std::vector<std::string> op_sac_ops() {
+  return {"linear", "sdpa", "sdpa_dropout", "gated_delta_rule"};
+}
 
 // ---- LayerCheckpointing -----------------------------------------------------
 

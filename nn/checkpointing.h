@@ -76,7 +76,9 @@ autograd::Verify parse_verify(const std::string& s);
 
 // The ops whose outputs op-level SAC saves: the attention kernels, and every
 // second "linear" (policies::op_sac), as torchtitan's save list (mm, sdpa)
-// does.
+// does; and the gated delta rule, a DeltaNet layer's attention (its output
+// and its chunk states: a replay then recomputes the rest of the layer but
+// not the recurrence).
 std::vector<std::string> op_sac_ops();
 
 // Runs decoder layers as a CheckpointConfig says: layer i under
