@@ -48,8 +48,7 @@ GatedDeltaNet::GatedDeltaNet(std::string name, const LlamaConfig& c)
       conv1d(shape_of(c).conv_dim(), shape_of(c).conv_kernel),
       norm("norm", shape_of(c).value_head_dim, c.rms_norm_eps),
       out_proj("out_proj", shape_of(c).value_heads * shape_of(c).value_head_dim, c.hidden_size),
-      shape_(shape_of(c)),
-      eps_(c.rms_norm_eps) {
+      shape_(shape_of(c)) {
   const int64_t C = c.hidden_size, K = shape_.key_heads * shape_.key_head_dim;
   const int64_t V = shape_.value_heads * shape_.value_head_dim;
   auto linear = [&](const char* name, int64_t out) {

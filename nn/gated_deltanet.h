@@ -73,7 +73,6 @@ class GatedDeltaNet final : public Attention {
 
  private:
   LinearAttentionConfig shape_;
-  double eps_;
   Tensor dt_bias_, a_log_;
 };
 
