@@ -221,6 +221,38 @@ TEST(FamilyConfigs, ALayerScheduleNoPieceExpressesIsAnErrorNamingTheField) {
 // The rope of each layer type reaches its layers: the sliding layers of
 // the olmo3 case rotate by theta 10000, the full one by yarn; a config
 // read back from its own config.json is the same.
+// A DeltaNet family's layer_types holds linear and full layers only; the
+// linear layers' shape is checked; M-RoPE's fields are read only where
+// text positions make them a plain rope (Qwen3.5).
+TEST(FamilyConfigs, LinearLayersNoPieceExpressesAreErrorsNamingTheField) {
+  const std::string path = fixture_path("families/qwen3_next/config.json");
+  std::ifstream in(path);
+  const json::Value base = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  auto with = [&](const char* key, const json::Value& value) {
+    json::Value v = base;
+    v.set(key, value);
+    return v;
+  };
+  json::Array types = base.at("layer_types").as_array();
+  types[1] = "sliding_attention";
+  expect_error([&] { read_model_config(with("layer_types", types), path); },
+               {path + ": field \"layer_types\" holds \"sliding_attention\"",
+                "expected \"full_attention\" or \"linear_attention\""});
+  expect_error([&] { read_model_config(with("linear_num_value_heads", int64_t(3)), path); },
+               {"linear_num_value_heads 3 is not a multiple of linear_num_key_heads 2"});
+  expect_error([&] { read_model_config(with("linear_conv_kernel_dim", int64_t(0)), path); },
+               {"linear_conv_kernel_dim must be positive, got 0"});
+  json::Value rope = base.at("rope_parameters");
+  rope.set("mrope_section", json::Array{int64_t(1), int64_t(1), int64_t(0)});
+  expect_error([&] { read_model_config(with("rope_parameters", rope), path); },
+               {"holds \"mrope_section\", which rope type default does not read"});
+  json::Value qwen3_5 = with("rope_parameters", rope);
+  qwen3_5.set("model_type", "qwen3_5_text");
+  qwen3_5.set("architectures", json::Array{"Qwen3_5ForCausalLM"});
+  // (The experts' fields are left over: Qwen3.5's dense model reads none.)
+  EXPECT_EQ(read_model_config(qwen3_5, path).config.rope_dim(), 4);
+}
+
 TEST(FamilyConfigs, EachLayerTypeRotatesByItsOwnRope) {
   const LlamaConfig c = read_llama_config(fixture_path("families/olmo3"));
   ASSERT_TRUE(c.sliding_rope.has_value());

@@ -128,6 +128,38 @@ TEST(KvCache, ASlidingLayerKeepsItsWindowAndTheFullForwardsBits) {
   EXPECT_EQ(cache.rows(0), 128);
 }
 
+// A gated DeltaNet layer decodes from its two states (the convolution's
+// last inputs, the delta rule's matrix), past several of the delta rule's
+// 64-position blocks: the logits are the full forward's bit for bit, and
+// its cache holds no positions.
+TEST(KvCache, DeltaNetLayersDecodeAsTheFullForward) {
+  LlamaConfig c = read_llama_config(fixture_path("families/qwen3_next"));
+  c.max_position_embeddings = 256;
+  rng::Generator init(11);
+  const LlamaForCausalLM model(c, init);
+  const int64_t B = 2, L = 200;
+  std::vector<int64_t> seq(size_t(B * L));
+  for (size_t i = 0; i < seq.size(); ++i) seq[i] = int64_t(i * 7919 % size_t(c.vocab_size));
+  const Tensor ids = Tensor::from_vector(seq, {B, L});
+  Tensor full;
+  {
+    NoGradGuard no_grad;
+    full = model.forward(ids).logits;  // (B, L, V)
+  }
+  KvCache cache(c, B, L);
+  EXPECT_EQ(cache.rows(0), 0);  // linear: states, not positions
+  EXPECT_EQ(cache.rows(2), L);  // full attention
+  std::vector<int64_t> pieces{13, 9, 1, 1, 100};
+  pieces.resize(pieces.size() + size_t(L - 124), 1);
+  int64_t pos = 0;
+  for (int64_t len : pieces) {
+    const Tensor part = model.forward_cached(ids.slice(1, pos, pos + len).contiguous(), cache);
+    ASSERT_EQ(bits_of(part), bits_of(full.slice(1, pos, pos + len))) << "positions " << pos;
+    pos += len;
+  }
+  EXPECT_EQ(pos, L);
+}
+
 TEST(KvCache, LastOnlyGivesTheLastRow) {
   auto model = load_model(fixture_path("llama_tiny"));
   const Tensor ids = Tensor::from_vector(std::vector<int64_t>{5, 6, 7, 8}, {1, 4});
