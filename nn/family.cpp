@@ -271,7 +271,8 @@ constexpr FamilyInfo kFamilies[] = {
      .unit_offset_norms = true,
      .attention_output_gate = true,
      .linear_attention = true,
-     .text_mrope = true},
+     .text_mrope = true,
+     .vision_wrapper = "qwen3_5"},
     {.family = Family::qwen3_5_moe_text,
      .model_type = "qwen3_5_moe_text",
      .architecture = "Qwen3_5MoeForCausalLM",
@@ -292,6 +293,7 @@ constexpr FamilyInfo kFamilies[] = {
      .attention_output_gate = true,
      .linear_attention = true,
      .text_mrope = true,
+     .vision_wrapper = "qwen3_5_moe",
      .experts = {.moe = true,
                  .experts_field = "num_experts",
                  .expert_width = true,
@@ -321,6 +323,13 @@ const FamilyInfo& family_info(Family f) {
 const FamilyInfo* family_named(std::string_view model_type) {
   for (const FamilyInfo& info : kFamilies) {
     if (model_type == info.model_type) return &info;
+  }
+  return nullptr;
+}
+
+const FamilyInfo* family_nested_in(std::string_view model_type) {
+  for (const FamilyInfo& info : kFamilies) {
+    if (info.vision_wrapper != nullptr && model_type == info.vision_wrapper) return &info;
   }
   return nullptr;
 }

@@ -238,6 +238,10 @@ struct FamilyInfo {
   // mrope_interleaved, which change nothing for text (its three position
   // streams are equal), so they are read and left alone.
   bool text_mrope = false;
+  // The model_type of the vision-language folders that nest this family's
+  // config as text_config and its weights under model.language_model.
+  // (Qwen3.5's "qwen3_5"): reprise reads their text model; nullptr: none.
+  const char* vision_wrapper = nullptr;
   // Fields of the family's config that its transformers model does not
   // read (a training setting of the authors' own code).
   std::span<const char* const> unread_fields = {};
@@ -250,6 +254,9 @@ std::span<const FamilyInfo> all_families();
 const FamilyInfo& family_info(Family f);
 // The family of a config.json model_type; nullptr for one reprise lacks.
 const FamilyInfo* family_named(std::string_view model_type);
+// The family whose text model a vision-language model_type nests
+// (FamilyInfo::vision_wrapper); nullptr for none.
+const FamilyInfo* family_nested_in(std::string_view model_type);
 // "llama, mistral, qwen2, ..." for error messages.
 std::string supported_model_types();
 

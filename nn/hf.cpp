@@ -196,8 +196,24 @@ bool derived_tensor(const std::string& name) {
          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A vision-language folder (FamilyInfo::vision_wrapper) keeps its text
+// model's weights under model.language_model. (the head stays lm_head),
+// beside the vision tower's and any other part, which reprise leaves alone.
+constexpr std::string_view kNestedTextModel = "model.language_model.";
+
+bool nested_folder(const io::SafetensorsFolder& folder, const LlamaConfig& config) {
+  return config.info().vision_wrapper != nullptr &&
+         folder.contains(std::string(kNestedTextModel) + "embed_tokens.weight");
+}
+
 void read_weights(LlamaForCausalLM& model, const io::SafetensorsFolder& folder) {
-  const std::vector<HfTensor> layout = hf_layout(model.named_state(), model.config());
+  std::vector<HfTensor> layout = hf_layout(model.named_state(), model.config());
+  const bool nested = nested_folder(folder, model.config());
+  if (nested) {
+    for (HfTensor& t : layout) {
+      if (t.name.rfind("model.", 0) == 0) t.name = std::string(kNestedTextModel) + t.name.substr(6);
+    }
+  }
   const bool tied = model.config().tie_word_embeddings;
   const Tensor& embedding = model.model.embed_tokens.weight();
   std::set<std::string> expected;
@@ -220,6 +236,7 @@ void read_weights(LlamaForCausalLM& model, const io::SafetensorsFolder& folder) 
   const bool head_too = tied && folder.contains("lm_head.weight");
   for (const std::string& name : folder.names()) {
     if (expected.count(name) != 0 || derived_tensor(name)) continue;
+    if (nested && name.rfind(kNestedTextModel, 0) != 0 && name != "lm_head.weight") continue;
     REPRISE_CHECK(head_too && name == "lm_head.weight", folder.file_of(name),
                   ": unexpected tensor '", name, "' (not part of a ",
                   model.config().info().model_type, " model of this config)");

@@ -762,11 +762,44 @@ MlaConfig read_mla(Fields& c) {
 
 // ---- config.json ----------------------------------------------------------------
 
+namespace {
+
+// A vision-language config (FamilyInfo::vision_wrapper): its text model's
+// config from text_config, with the top level's tie_word_embeddings (the
+// head the whole model ties); the vision fields are left alone, the rest
+// reported as unknown.
+ModelConfigFile read_nested_text_config(Fields& c, const FamilyInfo& family,
+                                        const std::string& where) {
+  const json::Value* text = c.get("text_config");
+  REPRISE_CHECK(text != nullptr && text->is_object(), where, ": model_type \"",
+                family.vision_wrapper, "\" needs a \"text_config\" object (its ",
+                family.model_type, " text model)");
+  REPRISE_CHECK(text->find("model_type") == nullptr ||
+                    (text->at("model_type").is_string() &&
+                     text->at("model_type").as_string() == family.model_type),
+                where, ": \"text_config\" of a ", family.vision_wrapper, " model must be a ",
+                family.model_type, " config");
+  json::Value own = *text;
+  own.set("model_type", family.model_type);
+  ModelConfigFile file = read_model_config(own, where + " text_config");
+  file.config.tie_word_embeddings = c.flag("tie_word_embeddings", file.config.tie_word_embeddings);
+  skip_common(c);
+  c.skip({"vision_config", "image_token_id", "video_token_id", "vision_start_token_id",
+          "vision_end_token_id"});
+  for (std::string& f : c.unread()) file.unknown.push_back(std::move(f));
+  return file;
+}
+
+}  // namespace
+
 ModelConfigFile read_model_config(const json::Value& json, const std::string& where) {
   Fields c(json, where);
   const std::optional<std::string> type = c.text("model_type");
   REPRISE_CHECK(type.has_value(), where, ": missing \"model_type\" (reprise supports ",
                 supported_model_types(), ")");
+  if (const FamilyInfo* nested = family_nested_in(*type)) {
+    return read_nested_text_config(c, *nested, where);
+  }
   const FamilyInfo* family = family_named(*type);
   REPRISE_CHECK(family != nullptr, where, ": model_type is \"", *type, "\"; reprise supports ",
                 supported_model_types());

@@ -11,6 +11,7 @@
 
 #include "io/safetensors.h"
 #include "tests/support/expect_error.h"
+#include "tests/support/golden.h"
 
 namespace reprise::nn {
 namespace {
@@ -326,6 +327,30 @@ TEST(HfFolder, ConfigJsonOverOneMiBIsRefused) {
   EXPECT_EQ(error_of([&] { read_llama_config(dir.str()); }),
             "read_llama_config: " + config.string() +
                 ": more than 1048576 bytes; a config.json has a few thousand");
+}
+
+// Qwen3.5's vision-language folder (tests/fixtures/nested_text_model.py:
+// the qwen3_5_text case's weights inside Qwen3_5ForConditionalGeneration)
+// loads as its text model: the config from text_config, the weights from
+// model.language_model., the vision tower left alone.
+TEST(HfFolder, AVisionLanguageFolderLoadsItsTextModel) {
+  const std::string dir = testing::fixture_path("nested/qwen3_5");
+  const LoadedModel nested = load_model_folder(dir);
+  auto text = load_model(testing::fixture_path("families/qwen3_5_text"));
+  EXPECT_EQ(nested.model->config(), text->config());
+  EXPECT_TRUE(nested.unknown_config_fields.empty());
+  const auto ours = nested.model->named_state(), theirs = text->named_state();
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_EQ(ours[i].first, theirs[i].first);
+    EXPECT_EQ(ours[i].second.to_vector<float>(), theirs[i].second.to_vector<float>())
+        << ours[i].first;
+  }
+  json::Value bare = json::Object{};
+  bare.set("model_type", "qwen3_5");
+  testing::expect_error([&] { read_model_config(bare, "config.json"); },
+                        {"config.json: model_type \"qwen3_5\" needs a \"text_config\" object (its "
+                         "qwen3_5_text text model)"});
 }
 
 }  // namespace
