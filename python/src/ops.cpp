@@ -2,6 +2,7 @@
 // and Python's operators. Every op records on the tape as it does in C++,
 // and its errors (dtypes, shapes, devices) are reprise.Error.
 
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/variant.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "ops/binary.h"
 #include "ops/cast.h"
 #include "ops/clamp.h"
+#include "ops/delta_rule.h"
 #include "ops/compare.h"
 #include "ops/einsum.h"
 #include "ops/embedding.h"
@@ -300,20 +302,37 @@ void bind_layer_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-         std::optional<double> scale, double dropout_p, rng::Generator* generator,
-         std::string dropout_stream) {
+         std::optional<double> scale, int64_t window, std::optional<Tensor> sinks,
+         double dropout_p, rng::Generator* generator, std::string dropout_stream) {
         return ops::scaled_dot_product_attention(q, k, v,
                                                  {.causal = causal,
+                                                  .window = window,
                                                   .scale = scale,
                                                   .dropout_p = dropout_p,
+                                                  .sinks = sinks.value_or(Tensor()),
                                                   .generator = generator,
                                                   .dropout_stream = std::move(dropout_stream)});
       },
       arg("q"), arg("k"), arg("v"), nb::kw_only(), arg("causal") = false, arg("scale") = nb::none(),
-      arg("dropout_p") = 0.0, arg("generator") = nb::none(), arg("dropout_stream") = "dropout",
+      arg("window") = 0, arg("sinks") = nb::none(), arg("dropout_p") = 0.0,
+      arg("generator") = nb::none(), arg("dropout_stream") = "dropout",
       "softmax(scale q k^T + mask) v per batch and head; q (B, Hq, T, D), k and v (B, Hkv, S, "
-      "D); grouped-query when Hkv < Hq. Dropout on the weights draws from the generator's "
-      "stream and replays exactly.");
+      "D); grouped-query when Hkv < Hq. window: each causal query sees at most that many keys "
+      "(0: all). sinks (Hq): a logit per head in each row's denominator (GPT-OSS). Dropout on "
+      "the weights draws from the generator's stream and replays exactly.");
+  m.def(
+      "gated_delta_rule",
+      [](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& decay, const Tensor& beta,
+         std::optional<Tensor> state) {
+        const ops::DeltaRuleResult r =
+            ops::gated_delta_rule(q, k, v, decay, beta, state.value_or(Tensor()));
+        return std::make_pair(r.out, r.state);
+      },
+      arg("q"), arg("k"), arg("v"), arg("decay"), arg("beta"), arg("state") = nb::none(),
+      "The gated delta rule (a gated DeltaNet layer's recurrence), position by position: q, k "
+      "(B, T, H, K), v (B, T, H, V), decay and beta (B, T, H), state (B, H, K, V) or None "
+      "(zeros) -> (out (B, T, H, V), the state after the last position, which takes no "
+      "gradient). A sequence fed in pieces from the returned states gives one call's bits.");
 }
 
 // ---- indexing ----------------------------------------------------------------

@@ -93,3 +93,40 @@ def test_random_ops_follow_their_generator():
     c = reprise.rand(5, generator=g1)
     g1.set_state(reprise.GeneratorState.from_bytes(state.to_bytes()))
     assert reprise.rand(5, generator=g1).tolist() == c.tolist()
+
+
+def test_gated_delta_rule_carries_its_state_across_calls():
+    """Two calls, the second from the first's state, give one call's bits;
+    the output backpropagates, the state does not."""
+    rng = np.random.default_rng(7)
+    B, T, H, K, V = 2, 70, 2, 4, 3
+
+    def t(*shape, lo=-1.0, hi=1.0):
+        return reprise.tensor(rng.uniform(lo, hi, shape).astype(np.float32))
+
+    q, k, v = t(B, T, H, K), t(B, T, H, K), t(B, T, H, V)
+    decay, beta = t(B, T, H, lo=0.8), t(B, T, H, lo=0.0)
+    whole, final = reprise.gated_delta_rule(q, k, v, decay, beta)
+    first, state = reprise.gated_delta_rule(*(x[:, :40] for x in (q, k, v, decay, beta)))
+    second, last = reprise.gated_delta_rule(*(x[:, 40:] for x in (q, k, v, decay, beta)), state)
+    assert np.array_equal(whole.numpy()[:, :40], first.numpy())
+    assert np.array_equal(whole.numpy()[:, 40:], second.numpy())
+    assert np.array_equal(final.numpy(), last.numpy())
+    assert not final.requires_grad
+    q.requires_grad_(True)
+    out, _ = reprise.gated_delta_rule(q, k, v, decay, beta)
+    out.sum().backward()
+    assert q.grad is not None and np.abs(q.grad.numpy()).sum() > 0
+
+
+def test_attention_takes_sinks_and_a_window():
+    rng = np.random.default_rng(8)
+    q, k, v = (reprise.tensor(rng.standard_normal((1, 2, 5, 4)).astype(np.float32))
+               for _ in range(3))
+    plain = reprise.scaled_dot_product_attention(q, k, v, causal=True)
+    sinks = reprise.tensor(np.array([0.5, -1.0], dtype=np.float32))
+    sunk = reprise.scaled_dot_product_attention(q, k, v, causal=True, sinks=sinks)
+    # A sink takes weight from every key, so each output shrinks toward 0.
+    assert np.all(np.abs(sunk.numpy()) <= np.abs(plain.numpy()) + 1e-6)
+    one = reprise.scaled_dot_product_attention(q, k, v, causal=True, window=1)
+    assert np.allclose(one.numpy(), v.numpy(), atol=1e-6)  # each query sees itself only
