@@ -772,8 +772,8 @@ ModelConfigFile read_nested_text_config(Fields& c, const FamilyInfo& family,
                                         const std::string& where) {
   const json::Value* text = c.get("text_config");
   REPRISE_CHECK(text != nullptr && text->is_object(), where, ": model_type \"",
-                family.vision_wrapper, "\" needs a \"text_config\" object (its ",
-                family.model_type, " text model)");
+                family.vision_wrapper, "\" needs a \"text_config\" object (its ", family.model_type,
+                " text model)");
   REPRISE_CHECK(text->find("model_type") == nullptr ||
                     (text->at("model_type").is_string() &&
                      text->at("model_type").as_string() == family.model_type),

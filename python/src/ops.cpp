@@ -14,8 +14,8 @@
 #include "ops/binary.h"
 #include "ops/cast.h"
 #include "ops/clamp.h"
-#include "ops/delta_rule.h"
 #include "ops/compare.h"
+#include "ops/delta_rule.h"
 #include "ops/einsum.h"
 #include "ops/embedding.h"
 #include "ops/grouped_linear.h"
@@ -302,8 +302,8 @@ void bind_layer_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-         std::optional<double> scale, int64_t window, std::optional<Tensor> sinks,
-         double dropout_p, rng::Generator* generator, std::string dropout_stream) {
+         std::optional<double> scale, int64_t window, std::optional<Tensor> sinks, double dropout_p,
+         rng::Generator* generator, std::string dropout_stream) {
         return ops::scaled_dot_product_attention(q, k, v,
                                                  {.causal = causal,
                                                   .window = window,
