@@ -1,12 +1,14 @@
 // The gated delta rule on the CPU (engine/kernels/delta_rule.def): one
 // task per (batch, head), positions in order. Each column of the (K, V)
-// state evolves on its own, and every sum runs in order of its index, as
-// cuda/kernels/delta_rule.h's threads compute them: the same bits on both,
+// state evolves on its own by engine/delta_rule_math.h's step, which
+// cuda/kernels/delta_rule.h's threads run too, and the backward's sums run
+// in order of their index as the CUDA phases do: the same bits on both,
 // and at every CPU capability (scalar code, no FMA contraction).
 #include <algorithm>
 #include <vector>
 
 #include "cpu/backend.h"
+#include "engine/delta_rule_math.h"
 #include "engine/threads.h"
 
 REPRISE_CPU_BEGIN
@@ -32,27 +34,6 @@ Sequence<T> sequence(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           H * K,
           H * V,
           H};
-}
-
-// One step of the recurrence on column j of S (K, V): returns out_j.
-// m_j and d_j are written for the backward's recompute.
-template <class T>
-T step_column(T* S, int64_t K, int64_t V, int64_t j, const T* q, const T* k, T v, T a, T beta,
-              T* m_out = nullptr, T* d_out = nullptr) {
-  T m = 0;
-  for (int64_t i = 0; i < K; ++i) {
-    S[i * V + j] = S[i * V + j] * a;
-    m = m + S[i * V + j] * k[i];
-  }
-  const T d = (v - m) * beta;
-  T o = 0;
-  for (int64_t i = 0; i < K; ++i) {
-    S[i * V + j] = S[i * V + j] + k[i] * d;
-    o = o + S[i * V + j] * q[i];
-  }
-  if (m_out) *m_out = m;
-  if (d_out) *d_out = d;
-  return o;
 }
 
 template <class T>
@@ -81,7 +62,7 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& de
         const T* vt = s.v + t * s.v_stride;
         const T a = s.decay[t * s.gate_stride], be = s.beta[t * s.gate_stride];
         for (int64_t j = 0; j < V; ++j)
-          o[t * H * V + j] = step_column(S, K, V, j, qt, kt, vt[j], a, be);
+          o[t * H * V + j] = delta_rule_column(S, K, V, j, qt, kt, vt[j], a, be);
       }
     }
   });
@@ -117,8 +98,8 @@ void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d
           std::copy_n(S - KV, KV, S);
           const T a = s.decay[t * s.gate_stride], be = s.beta[t * s.gate_stride];
           for (int64_t j = 0; j < V; ++j) {
-            step_column(S, K, V, j, s.q + t * s.qk_stride, s.k + t * s.qk_stride,
-                        s.v[t * s.v_stride + j], a, be);
+            delta_rule_column(S, K, V, j, s.q + t * s.qk_stride, s.k + t * s.qk_stride,
+                              s.v[t * s.v_stride + j], a, be);
           }
         }
         for (int64_t t = t1 - 1; t >= t0; --t) {

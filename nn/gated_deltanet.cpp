@@ -142,12 +142,14 @@ Tensor GatedDeltaNet::forward(const Tensor& x, rng::Generator&, const LayerKv* k
     conv = ops::silu(conv);
     if (kv && W > 1) Tensor(kv->k).copy_(ops::slice(padded, 1, T, T + W - 1));
   }
+  // Channels [from, to) of the convolution's output, as `shape`.
+  auto channels = [&](int64_t from, int64_t to, const Shape& shape) {
+    return ops::reshape(ops::slice(conv, 2, from, to), shape);
+  };
   const Tensor q =
-      ops::mul(l2_normalized(part(ops::reshape(conv, {B, T, 1, Cc}), 0, Hk * dk, {B, T, Hk, dk})),
-               1.0 / std::sqrt(double(dk)));
-  const Tensor k =
-      l2_normalized(part(ops::reshape(conv, {B, T, 1, Cc}), Hk * dk, 2 * Hk * dk, {B, T, Hk, dk}));
-  const Tensor v = part(ops::reshape(conv, {B, T, 1, Cc}), 2 * Hk * dk, Cc, {B, T, Hv, dv});
+      ops::mul(l2_normalized(channels(0, Hk * dk, {B, T, Hk, dk})), 1.0 / std::sqrt(double(dk)));
+  const Tensor k = l2_normalized(channels(Hk * dk, 2 * Hk * dk, {B, T, Hk, dk}));
+  const Tensor v = channels(2 * Hk * dk, Cc, {B, T, Hv, dv});
   const Tensor beta = ops::sigmoid(b);
   const Tensor decay =
       ops::exp(ops::mul(ops::neg(ops::exp(a_log_)), ops::softplus(ops::add(a, dt_bias_))));

@@ -16,6 +16,7 @@
 
 #include "cuda/kernel.h"
 #include "engine/backend.h"
+#include "engine/delta_rule_math.h"
 #include "engine/tensor.h"
 
 namespace reprise::cuda {
@@ -37,24 +38,6 @@ struct DeltaRuleInputs {
     return {q + row * K, k + row * K, v + row * V, decay + row, beta + row, H * K, H * V, H};
   }
 };
-
-// One step on column j of S (cpu/delta_rule.cpp's step_column).
-template <class T>
-REPRISE_HD T delta_rule_column(T* S, int64_t K, int64_t V, int64_t j, const T* q, const T* k, T v,
-                               T a, T beta) {
-  T m = 0;
-  for (int64_t i = 0; i < K; ++i) {
-    S[i * V + j] = S[i * V + j] * a;
-    m = m + S[i * V + j] * k[i];
-  }
-  const T d = (v - m) * beta;
-  T o = 0;
-  for (int64_t i = 0; i < K; ++i) {
-    S[i * V + j] = S[i * V + j] + k[i] * d;
-    o = o + S[i * V + j] * q[i];
-  }
-  return o;
-}
 
 template <class T>
 struct DeltaRuleKernel {

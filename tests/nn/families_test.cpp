@@ -180,17 +180,24 @@ TEST(FamilyRows, TheDocsTableListsEveryFamily) {
   EXPECT_EQ(listed, rows);
 }
 
+// A config.json, parsed.
+json::Value json_file(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+}
+
+// `base` with field `key` set to `value`.
+json::Value replaced(json::Value base, const char* key, const json::Value& value) {
+  base.set(key, value);
+  return base;
+}
+
 // A per-layer schedule field that no piece expresses is an Error naming
 // the file and the field, never read as something else.
 TEST(FamilyConfigs, ALayerScheduleNoPieceExpressesIsAnErrorNamingTheField) {
   const std::string path = fixture_path("families/olmo3/config.json");
-  std::ifstream in(path);
-  const json::Value base = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
-  auto with = [&](const char* key, const json::Value& value) {
-    json::Value v = base;
-    v.set(key, value);
-    return v;
-  };
+  const json::Value base = json_file(path);
+  auto with = [&](const char* key, const json::Value& value) { return replaced(base, key, value); };
   const json::Array four = base.at("layer_types").as_array();
   json::Array chunked = four;
   chunked[0] = "chunked_attention";
@@ -219,21 +226,13 @@ TEST(FamilyConfigs, ALayerScheduleNoPieceExpressesIsAnErrorNamingTheField) {
                {"\"rope_parameters\" holds \"full_attention\""});
 }
 
-// The rope of each layer type reaches its layers: the sliding layers of
-// the olmo3 case rotate by theta 10000, the full one by yarn; a config
-// read back from its own config.json is the same.
 // A DeltaNet family's layer_types holds linear and full layers only; the
 // linear layers' shape is checked; M-RoPE's fields are read only where
 // text positions make them a plain rope (Qwen3.5).
 TEST(FamilyConfigs, LinearLayersNoPieceExpressesAreErrorsNamingTheField) {
   const std::string path = fixture_path("families/qwen3_next/config.json");
-  std::ifstream in(path);
-  const json::Value base = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
-  auto with = [&](const char* key, const json::Value& value) {
-    json::Value v = base;
-    v.set(key, value);
-    return v;
-  };
+  const json::Value base = json_file(path);
+  auto with = [&](const char* key, const json::Value& value) { return replaced(base, key, value); };
   json::Array types = base.at("layer_types").as_array();
   types[1] = "sliding_attention";
   expect_error([&] { read_model_config(with("layer_types", types), path); },
@@ -254,6 +253,9 @@ TEST(FamilyConfigs, LinearLayersNoPieceExpressesAreErrorsNamingTheField) {
   EXPECT_EQ(read_model_config(qwen3_5, path).config.rope_dim(), 4);
 }
 
+// The rope of each layer type reaches its layers: the sliding layers of
+// the olmo3 case rotate by theta 10000, the full one by yarn; a config
+// read back from its own config.json is the same.
 TEST(FamilyConfigs, EachLayerTypeRotatesByItsOwnRope) {
   const LlamaConfig c = read_llama_config(fixture_path("families/olmo3"));
   ASSERT_TRUE(c.sliding_rope.has_value());
@@ -302,12 +304,9 @@ TEST(FamilyConfigs, GemmaStartsWithZeroNormWeightsAndAZeroPadRow) {
 // family's default.
 TEST(FamilyConfigs, PadTokenIdIsTheEmbeddingsPaddingRow) {
   const std::string path = fixture_path("families/olmo3/config.json");
-  std::ifstream in(path);
-  const json::Value base = json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  const json::Value base = json_file(path);
   auto pad_of = [&](const json::Value& value) {
-    json::Value v = base;
-    v.set("pad_token_id", value);
-    return read_model_config(v, path).config.pad_token_id;
+    return read_model_config(replaced(base, "pad_token_id", value), path).config.pad_token_id;
   };
   EXPECT_EQ(pad_of(json::Value()), std::nullopt);
   EXPECT_EQ(pad_of(5), 5);

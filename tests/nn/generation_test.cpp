@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -90,6 +91,34 @@ TEST(KvCache, LogitsEqualTheFullForwardBitForBit) {
   }
 }
 
+// cache.batch() sequences of L ids fed through `cache` in `pieces`, then
+// one id at a time up to L: each piece's logits are the bits of one forward
+// over the whole sequences. after_piece runs after each piece.
+void expect_pieces_give_the_full_forwards_bits(const LlamaForCausalLM& model, KvCache& cache,
+                                               int64_t L, std::vector<int64_t> pieces,
+                                               const std::function<void()>& after_piece = {}) {
+  const int64_t B = cache.batch(), V = model.config().vocab_size;
+  std::vector<int64_t> seq(size_t(B * L));
+  for (size_t i = 0; i < seq.size(); ++i) seq[i] = int64_t(i * 7919 % size_t(V));
+  const Tensor ids = Tensor::from_vector(seq, {B, L});
+  Tensor full;
+  {
+    NoGradGuard no_grad;
+    full = model.forward(ids).logits;  // (B, L, V)
+  }
+  int64_t fed = 0;
+  for (int64_t len : pieces) fed += len;
+  pieces.resize(pieces.size() + size_t(L - fed), 1);
+  int64_t pos = 0;
+  for (int64_t len : pieces) {
+    const Tensor part = model.forward_cached(ids.slice(1, pos, pos + len).contiguous(), cache);
+    ASSERT_EQ(bits_of(part), bits_of(full.slice(1, pos, pos + len))) << "positions " << pos;
+    if (after_piece) after_piece();
+    pos += len;
+  }
+  EXPECT_EQ(cache.length(), L);
+}
+
 // A layer with a sliding window keeps only about the window in the cache
 // (GPT-OSS's layout: layer 0 slides over 8 positions, layer 1 attends to
 // all), growing for a long forward and shrinking back, and the logits are
@@ -102,28 +131,13 @@ TEST(KvCache, ASlidingLayerKeepsItsWindowAndTheFullForwardsBits) {
   ASSERT_EQ(c.attention_window(1), 0);
   rng::Generator init(7);
   const LlamaForCausalLM model(c, init);
-  const int64_t B = 2, L = 300;
-  std::vector<int64_t> seq(size_t(B * L));
-  for (size_t i = 0; i < seq.size(); ++i) seq[i] = int64_t(i * 7919 % size_t(c.vocab_size));
-  const Tensor ids = Tensor::from_vector(seq, {B, L});
-  Tensor full;
-  {
-    NoGradGuard no_grad;
-    full = model.forward(ids).logits;  // (B, L, V)
-  }
-  KvCache cache(c, B, L);
+  const int64_t L = 300;
+  KvCache cache(c, 2, L);
   EXPECT_EQ(cache.rows(0), 128);  // the window, rounded up to a key block, and a block
   EXPECT_EQ(cache.rows(1), L);
-  std::vector<int64_t> pieces{13, 9, 1, 1, 150};
-  pieces.resize(pieces.size() + size_t(L - 174), 1);
-  int64_t pos = 0, widest = 0;
-  for (int64_t len : pieces) {
-    const Tensor part = model.forward_cached(ids.slice(1, pos, pos + len).contiguous(), cache);
-    ASSERT_EQ(bits_of(part), bits_of(full.slice(1, pos, pos + len))) << "positions " << pos;
-    widest = std::max(widest, cache.rows(0));
-    pos += len;
-  }
-  EXPECT_EQ(pos, L);
+  int64_t widest = 0;
+  expect_pieces_give_the_full_forwards_bits(model, cache, L, {13, 9, 1, 1, 150},
+                                            [&] { widest = std::max(widest, cache.rows(0)); });
   EXPECT_EQ(widest, 24 + 150);  // the long forward's keys, from position 0
   EXPECT_EQ(cache.rows(0), 128);
 }
@@ -137,27 +151,11 @@ TEST(KvCache, DeltaNetLayersDecodeAsTheFullForward) {
   c.max_position_embeddings = 256;
   rng::Generator init(11);
   const LlamaForCausalLM model(c, init);
-  const int64_t B = 2, L = 200;
-  std::vector<int64_t> seq(size_t(B * L));
-  for (size_t i = 0; i < seq.size(); ++i) seq[i] = int64_t(i * 7919 % size_t(c.vocab_size));
-  const Tensor ids = Tensor::from_vector(seq, {B, L});
-  Tensor full;
-  {
-    NoGradGuard no_grad;
-    full = model.forward(ids).logits;  // (B, L, V)
-  }
-  KvCache cache(c, B, L);
+  const int64_t L = 200;
+  KvCache cache(c, 2, L);
   EXPECT_EQ(cache.rows(0), 0);  // linear: states, not positions
   EXPECT_EQ(cache.rows(2), L);  // full attention
-  std::vector<int64_t> pieces{13, 9, 1, 1, 100};
-  pieces.resize(pieces.size() + size_t(L - 124), 1);
-  int64_t pos = 0;
-  for (int64_t len : pieces) {
-    const Tensor part = model.forward_cached(ids.slice(1, pos, pos + len).contiguous(), cache);
-    ASSERT_EQ(bits_of(part), bits_of(full.slice(1, pos, pos + len))) << "positions " << pos;
-    pos += len;
-  }
-  EXPECT_EQ(pos, L);
+  expect_pieces_give_the_full_forwards_bits(model, cache, L, {13, 9, 1, 1, 100});
 }
 
 TEST(KvCache, LastOnlyGivesTheLastRow) {
