@@ -18,31 +18,6 @@
 
 REPRISE_CPU_BEGIN
 
-// The type a stored T computes in.
-template <class T>
-using ComputeType = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
-
-// 16 lanes of T from p (the first n, the rest 0) as ComputeType<T>, and
-// back (the first n stored).
-template <class T>
-REPRISE_CPU_INLINE auto load_lanes(const T* p, int64_t n) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    return load_bf16(p, n);
-  } else {
-    return n >= 16 ? V16<T>::load(p) : V16<T>::load_first(p, n);
-  }
-}
-template <class T, class V>
-REPRISE_CPU_INLINE void store_lanes(T* p, const V& v, int64_t n) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    store_bf16(p, v, n);
-  } else if (n >= 16) {
-    v.store(p);
-  } else {
-    v.store_first(p, n);
-  }
-}
-
 // out[m][j] = f(in[0][j], ..., in[N-1][j])[m] over one run of n elements,
 // for M outputs from one pass over the inputs; st[m] is out[m]'s stride,
 // st[M + i] in[i]'s.

@@ -1,11 +1,14 @@
 // cross_entropy on the CPU: one pass per row for its logsumexp and loss,
 // and the gradient rebuilt from the saved logits and logsumexp:
 //   dlogits[n, c] = scale * (exp(logits[n, c] - lse[n]) - [c == targets[n]])
-// N = rows, C = classes.
+// N = rows, C = classes. bf16 logits are read widened and computed in f32
+// (lse f32); their gradient rounds once to bf16.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu/backend.h"
+#include "cpu/loops.h"
 #include "cpu/rows.h"
 #include "engine/threads.h"
 
@@ -32,12 +35,13 @@ Tensors CpuBackend::cross_entropy(const Tensor& logits_in, const Tensor& targets
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
   const int64_t N = logits.size(0), C = logits.size(1);
   const int64_t* t = targets.data<int64_t>();
-  Tensor lse = Tensor::empty({N}, logits.dtype());
+  Tensor lse = Tensor::empty({N}, compute_dtype(logits.dtype()));
   // Row losses are summed afterwards in row order, in double, so the total
   // does not depend on how rows were split across threads.
   std::vector<double> row_loss(size_t(N), 0.0);
-  dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-    const T* x = logits.data<T>();
+  dispatch_float_or_bf16(logits.dtype(), "cross_entropy", [&]<class S>() {
+    using T = ComputeType<S>;
+    const S* x = logits.data<S>();
     T* l = lse.data<T>();
     threads::parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
@@ -45,14 +49,14 @@ Tensors CpuBackend::cross_entropy(const Tensor& logits_in, const Tensor& targets
           l[n] = T(0);  // never read: the row has no gradient
           continue;
         }
-        const T* xr = x + n * C;
+        const S* xr = x + n * C;
         const T m = row_max(xr, C);
         const V16<T> mv = V16<T>::splat(m);
         const T sum = row_sum<T>(
-            C, [&](int64_t i, int64_t valid) { return exp_of(row_load(xr, i, valid) - mv); });
+            C, [&](int64_t i, int64_t valid) { return exp_of(load_lanes(xr + i, valid) - mv); });
         const T v = m + std::log(sum);
         l[n] = v;
-        row_loss[size_t(n)] = double(v - xr[t[n]]);
+        row_loss[size_t(n)] = double(v - T(xr[t[n]]));
       }
     });
   });
@@ -70,24 +74,32 @@ Tensor CpuBackend::cross_entropy_backward(const Tensor& logits_in, const Tensor&
   const int64_t* t = targets.data<int64_t>();
   const double scale = divisor > 0 ? g.item<double>() / divisor : 0.0;
   Tensor dx = Tensor::empty(logits.shape(), logits.dtype());
-  dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-    const T* x = logits.data<T>();
+  dispatch_float_or_bf16(logits.dtype(), "cross_entropy", [&]<class S>() {
+    using T = ComputeType<S>;
+    const S* x = logits.data<S>();
     const T* l = lse.data<T>();
-    T* d = dx.data<T>();
+    S* d = dx.data<S>();
     const V16<T> s = V16<T>::splat(scale);
     threads::parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
-        T* dr = d + n * C;
+        S* dr = d + n * C;
         if (t[n] == ignore_index) {
-          for (int64_t c = 0; c < C; ++c) dr[c] = T(0);
+          std::fill_n(dr, C, S(0));
           continue;
         }
-        const T* xr = x + n * C;
+        const S* xr = x + n * C;
         const V16<T> lr = V16<T>::splat(l[n]);
         row_steps(C, [&](int64_t i, int64_t valid) {
-          row_store(dr, i, valid, exp_of(row_load(xr, i, valid) - lr) * s);
+          V16<T> v = exp_of(load_lanes(xr + i, valid) - lr) * s;
+          if (const int64_t j = t[n] - i; j >= 0 && j < valid) {
+            // The target's term, in T before any rounding to S.
+            T lanes[16];
+            v.store(lanes);
+            lanes[j] -= T(scale);
+            v = V16<T>::load(lanes);
+          }
+          store_lanes(dr + i, v, valid);
         });
-        dr[t[n]] -= T(scale);
       }
     });
   });

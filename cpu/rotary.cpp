@@ -4,7 +4,7 @@
 // rotating a few heads, so each thread keeps the last tables it built and
 // reuses them while the positions, the frequencies and the scaling match: q
 // and k, forward and backward, and every layer of a model rotate by the
-// same tables.
+// same tables. bf16 x rotates in f32, each result rounded once.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -72,24 +72,25 @@ Tensor CpuBackend::rotary(const Tensor& x_in, const Tensor& positions, const Ten
   const int64_t sb = x.stride(0), sh = x.stride(1), st = x.stride(2);
   const bool per_batch = positions.dim() == 2;
   Tensor y = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "rotary", [&]<class T>() {
+  dispatch_float_or_bf16(x.dtype(), "rotary", [&]<class S>() {
+    using T = ComputeType<S>;
     const Tables<T>& tab = tables_for<T>(positions, inv_freq, scaling);
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
+    const S* px = x.data<S>();
+    S* py = y.data<S>();
     const T sg = T(sign);
     threads::parallel_for(B * H * T_, std::max<int64_t>(1, 16384 / D), [&](int64_t r0, int64_t r1) {
       for (int64_t row = r0; row < r1; ++row) {
         const int64_t b = row / (H * T_), h = (row / T_) % H, t = row % T_;
-        const T* xr = px + b * sb + h * sh + t * st;
-        T* yr = py + row * D;
+        const S* xr = px + b * sb + h * sh + t * st;
+        S* yr = py + row * D;
         const int64_t p = per_batch ? b * T_ + t : t;
         const T* c = tab.cos.data() + p * half;
         const T* s = tab.sin.data() + p * half;
         // HF's q * cos + rotate_half(q) * sin, in the same order.
         for (int64_t i = 0; i < half; ++i) {
-          const T x1 = xr[i], x2 = xr[i + half], si = sg * s[i];
-          yr[i] = x1 * c[i] - x2 * si;
-          yr[i + half] = x2 * c[i] + x1 * si;
+          const T x1 = T(xr[i]), x2 = T(xr[i + half]), si = sg * s[i];
+          yr[i] = S(x1 * c[i] - x2 * si);
+          yr[i + half] = S(x2 * c[i] + x1 * si);
         }
       }
     });

@@ -39,15 +39,13 @@ T row_sum(int64_t n, Term term) {
 }
 
 // The largest of x[0, n), n >= 1 (a NaN may be skipped; callers propagate
-// it through their sum of exponentials).
-template <class T>
-T row_max(const T* x, int64_t n) {
-  V16<T> acc = V16<T>::splat(x[0]);
+// it through their sum of exponentials); bf16 values compare widened.
+template <class S, class T = ComputeType<S>>
+T row_max(const S* x, int64_t n) {
+  V16<T> acc = V16<T>::splat(T(x[0]));
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) acc = vmax(V16<T>::load(x + i), acc);
-  if (i < n) {
-    acc = select(first_lanes<T>(n - i), vmax(V16<T>::load_first(x + i, n - i), acc), acc);
-  }
+  for (; i + 16 <= n; i += 16) acc = vmax(load_lanes(x + i, 16), acc);
+  if (i < n) acc = select(first_lanes<T>(n - i), vmax(load_lanes(x + i, n - i), acc), acc);
   return fold_max(acc);
 }
 

@@ -542,4 +542,25 @@ REPRISE_CPU_INLINE void store_bf16(bfloat16* p, V16<float> v, int64_t n = 16) {
   for (int i = 0; i < V16<float>::kParts; ++i) store_first_bf16(p + i * L, v.p[i], n - i * L);
 }
 
+// 16 lanes of T from p (the first n, the rest 0) as ComputeType<T>, and
+// back (the first n stored).
+template <class T>
+REPRISE_CPU_INLINE auto load_lanes(const T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return load_bf16(p, n);
+  } else {
+    return n >= 16 ? V16<T>::load(p) : V16<T>::load_first(p, n);
+  }
+}
+template <class T, class V>
+REPRISE_CPU_INLINE void store_lanes(T* p, const V& v, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    store_bf16(p, v, n);
+  } else if (n >= 16) {
+    v.store(p);
+  } else {
+    v.store_first(p, n);
+  }
+}
+
 REPRISE_CPU_END

@@ -48,6 +48,8 @@ bool is_floating(DType t) {
 
 bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
 
+DType compute_dtype(DType t) { return is_16bit_float(t) ? DType::f32 : t; }
+
 std::string to_string(DType t) { return dtype_name(t); }
 
 }  // namespace reprise

@@ -20,6 +20,8 @@ const char* dtype_name(DType t);
 bool is_floating(DType t);
 // bf16 or f16: storage types whose arithmetic goes through f32.
 bool is_16bit_float(DType t);
+// The dtype t's arithmetic runs in: f32 for the 16-bit floats, t otherwise.
+DType compute_dtype(DType t);
 std::string to_string(DType t);
 
 // Maps a C++ element type to its DType.

@@ -105,4 +105,9 @@ struct float16 {
 template <class T>
 inline constexpr bool is_16bit_float_v = std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
+// The type a stored T computes in: float for the 16-bit types, T otherwise
+// (compute_dtype for a runtime DType).
+template <class T>
+using ComputeType = std::conditional_t<is_16bit_float_v<T>, float, T>;
+
 }  // namespace reprise

@@ -39,6 +39,8 @@ Tensor autocast_operand(const Tensor& t) {
   return ops::cast(t, current);
 }
 
+Tensor widened(const Tensor& t) { return is_16bit_float(t.dtype()) ? ops::cast(t, DType::f32) : t; }
+
 Tensor autocast_product(const Tensor& x, const Tensor& w) {
   return ops::linear(autocast_operand(x), autocast_operand(w));
 }

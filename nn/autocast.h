@@ -4,11 +4,18 @@
 // LM head, an MoE layer's routed and shared experts) multiplies 16-bit
 // copies of its operands, accumulates in f32, rounds the product once to
 // 16 bits and widens it back, exactly, to its weight's dtype. The
-// exception, as in torch: the gate and up products of a dense bf16 MLP
-// stay bf16 and SwiGLU runs on them (in f32, rounding once), so SwiGLU and
-// down_proj save bf16. Everything else (embedding, norms, RoPE, attention,
-// softmax, loss, the MoE router) computes in the model's dtype, so with
-// f32 parameters:
+// exceptions, where torch leaves a product 16-bit and the ops after it can
+// read it (each computes in f32 and rounds once, so the bits are those of
+// widening first):
+//   - the gate and up products of a dense bf16 MLP stay bf16 for SwiGLU,
+//     so SwiGLU and down_proj save bf16;
+//   - with 16-bit attention too, q, k and v stay 16-bit through RoPE into
+//     attention (in a layer without q/k norms, an output gate or biases,
+//     and outside a KV cache);
+//   - the LM head's bf16 logits stay bf16 and the loss reads them, so
+//     neither the logits nor their gradient has an f32 copy.
+// Everything else (embedding, norms, RoPE, attention, softmax, loss, the
+// MoE router) computes in the model's dtype, so with f32 parameters:
 //   - the parameters stay f32 (the master weights, and the optimizer's
 //     state with them); each forward casts them to bf16 as recorded ops, so
 //     their gradients come back through the cast as f32;
@@ -60,6 +67,11 @@ DType autocast_attention_dtype();
 // projection's input goes through this once when several projections
 // share it (q, k and v; gate and up), so they share one 16-bit copy.
 Tensor autocast_operand(const Tensor& t);
+
+// t widened to f32 (exactly, a recorded cast) when it is 16-bit; t itself
+// otherwise: for the readers of a product autocast left 16-bit (logits for
+// the sampler and log-probs).
+Tensor widened(const Tensor& t);
 
 // x: (..., K), w: (N, K) -> (..., N) in w's dtype: ops::linear of the
 // autocast operands.

@@ -39,6 +39,13 @@ Tensor Linear::project(const Tensor& x) const {
   return bias_.defined() ? ops::add(y, bias_) : y;
 }
 
+Tensor Linear::forward_16bit(const Tensor& x) const {
+  REPRISE_CHECK(!bias_.defined(), "Linear '", name(),
+                "': forward_16bit is for a layer without a bias (a bias is added widened)");
+  autograd::Scope scope(name());
+  return autocast_product(x, weight_);
+}
+
 void Linear::reset_parameters(double std, rng::Generator& gen, std::string_view stream) {
   ops::normal_(weight_, 0.0, std, gen, stream);
   if (bias_.defined()) {

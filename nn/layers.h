@@ -29,6 +29,10 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   // forward() in the caller's scope (for a caller that names the scope).
   Tensor project(const Tensor& x) const;
+  // forward() left in autocast's 16-bit dtype, as torch.autocast leaves a
+  // product for the ops after it (autocast_product); a layer with a bias
+  // raises an Error (its sum is widened, forward()).
+  Tensor forward_16bit(const Tensor& x) const;
   // The weight normal(0, std^2) from `stream` of `gen`, the bias zero, as
   // HF's _init_weights.
   void reset_parameters(double std, rng::Generator& gen, std::string_view stream = "init");

@@ -116,7 +116,18 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
     if (norm != nullptr && per_head) heads = norm->forward(heads);
     return ops::transpose(heads, 1, 2);
   };
+  // With 16-bit attention under autocast, q, k and v stay 16-bit from their
+  // products to attention, as torch.autocast leaves them; RoPE on them
+  // computes in f32 and rounds once. Those are the bits of widening them and
+  // rounding again before attention, which is what a layer with q/k norms,
+  // an output gate, biases or a KV cache still does.
+  const DType attention_dtype = autocast_attention_dtype();
+  const bool narrow =
+      kv == nullptr && is_16bit_float(attention_dtype) && attention_dtype == autocast_dtype() &&
+      q_norm == nullptr && k_norm == nullptr && !config_.attention_output_gate &&
+      !q_proj.bias().defined() && !k_proj.bias().defined() && !v_proj.bias().defined();
   auto projected = [&](const Linear& proj, const RMSNorm* norm, const Tensor& in) {
+    if (narrow) return proj.forward_16bit(in);
     Tensor y = proj.forward(in);  // (B, T, H D)
     return norm != nullptr && whole ? norm->forward(y) : y;
   };
@@ -144,7 +155,7 @@ Tensor LlamaAttention::forward(const Tensor& x, rng::Generator& gen, const Layer
     q = rotate(q);
     k = rotate(k);
   }
-  Tensor v = split_heads(v_proj.forward(in), kv_heads_, nullptr);
+  Tensor v = split_heads(projected(v_proj, nullptr, in), kv_heads_, nullptr);
   ops::AttentionOptions options{.causal = true, .window = window_, .sinks = sinks_};
   if (config_.query_pre_attn_scalar > 0) {
     options.scale = std::pow(config_.query_pre_attn_scalar, -0.5);  // Gemma
@@ -449,7 +460,17 @@ Tensor LlamaForCausalLM::head(const Tensor& h) const {
   Tensor logits;  // (B, T, V)
   {
     autograd::Scope scope("lm_head");
-    logits = lm_head_ ? lm_head_->project(n) : autocast_linear(n, model.embed_tokens.weight());
+    // Under bf16 autocast the logits stay bf16 (as torch.autocast leaves
+    // them) and the loss reads them so: the bits of widening them first,
+    // without an f32 copy of (B, T, V) or of its gradient.
+    const Tensor& w = lm_head_ ? lm_head_->weight() : model.embed_tokens.weight();
+    const bool narrow =
+        autocast_dtype() == DType::bf16 && !(lm_head_ && lm_head_->bias().defined());
+    if (narrow) {
+      logits = autocast_product(n, w);
+    } else {
+      logits = lm_head_ ? lm_head_->project(n) : autocast_linear(n, w);
+    }
   }
   const double cap = config_.final_logit_softcapping;
   if (cap == 0) return logits;
@@ -506,7 +527,7 @@ Tensor LlamaForCausalLM::forward_cached(const Tensor& input_ids, KvCache& cache,
   }
   cache.advance(T);
   if (last_only) h = h.slice(1, T - 1, T);  // (B, 1, C)
-  return head(h);
+  return widened(head(h));                  // the sampler reads f32
 }
 
 Tensor LlamaForCausalLM::loss(const Tensor& logits, const Tensor& labels) {

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "engine/grad_mode.h"
+#include "nn/autocast.h"
 #include "nn/kv_cache.h"
 #include "nn/routing.h"
 #include "nn/sampling.h"
@@ -192,7 +193,7 @@ Tensor next_token_logprobs(const Tensor& logits, const Tensor& ids) {
                 "got ",
                 logits.describe(), " and ", ids.describe());
   const int64_t T = ids.size(1);
-  const Tensor logprobs = ops::log_softmax(logits, -1);                     // (B, T, V)
+  const Tensor logprobs = ops::log_softmax(widened(logits), -1);            // (B, T, V)
   const Tensor next = ops::unsqueeze(ids.slice(1, 1, T).contiguous(), -1);  // (B, T - 1, 1)
   return ops::squeeze(ops::gather(ops::slice(logprobs, 1, 0, T - 1), -1, next), -1);
 }

@@ -60,7 +60,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
   REPRISE_CHECK(opt.window >= 0, kOpName, ": window must be >= 0 (0: none), got ", opt.window,
                 " for ", shapes);
   if (opt.sinks.defined()) {
-    const DType want = is_16bit_float(q.dtype()) ? DType::f32 : q.dtype();
+    const DType want = compute_dtype(q.dtype());
     REPRISE_CHECK(opt.sinks.dim() == 1 && opt.sinks.size(0) == q.size(1) &&
                       opt.sinks.dtype() == want && opt.sinks.device() == q.device(),
                   kOpName, ": expected sinks of shape (Hq) = (", q.size(1), "), dtype ",

@@ -18,6 +18,12 @@ void check_float(const char* op, const Tensor& t) {
                 ": expected a tensor of dtype f32 or f64, got ", t.describe());
 }
 
+void check_float_or_bf16(const char* op, const Tensor& t) {
+  REPRISE_CHECK(t.defined(), op, ": undefined input");
+  REPRISE_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::bf16, op,
+                ": expected a tensor of dtype f32, f64 or bf16, got ", t.describe());
+}
+
 void check_any_float(const char* op, const Tensor& t) {
   REPRISE_CHECK(t.defined(), op, ": undefined input");
   REPRISE_CHECK(is_floating(t.dtype()), op,

@@ -14,6 +14,9 @@ namespace reprise::ops::detail {
 void check_same_dtype_device(const char* op, const Tensor& a, const Tensor& b);
 // Raises unless t is a defined floating tensor (f32 or f64).
 void check_float(const char* op, const Tensor& t);
+// Raises unless t is a defined f32, f64 or bf16 tensor: the ops that keep
+// bf16 activations (computing in f32 and rounding each result once).
+void check_float_or_bf16(const char* op, const Tensor& t);
 // Raises unless t is a defined floating tensor of any width (f32, f64,
 // bf16, f16): the operands of the matrix products.
 void check_any_float(const char* op, const Tensor& t);

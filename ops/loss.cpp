@@ -2,6 +2,8 @@
 // softmax from the saved logits and logsumexp:
 //   dlogits[n, c] = scale * (exp(logits[n, c] - lse[n]) - [c == targets[n]])
 // with scale = g / count (mean) or g (sum), and 0 for ignored rows.
+// bf16 logits compute in f32 (loss and lse f32) and their gradient rounds
+// once to bf16: the bits of the f32 op on the widened logits, then a cast.
 // N = rows, C = classes.
 #include "ops/loss.h"
 
@@ -19,7 +21,7 @@ using autograd::Node;
 using autograd::Tensors;
 
 void check_inputs(const Tensor& logits, const Tensor& targets) {
-  detail::check_float("cross_entropy", logits);
+  detail::check_float_or_bf16("cross_entropy", logits);
   REPRISE_CHECK(logits.dim() == 2, "cross_entropy: expected logits of shape (N, C), got ",
                 logits.describe());
   REPRISE_CHECK(targets.defined(), "cross_entropy: undefined targets");
@@ -54,7 +56,7 @@ Tensors forward(const Tensor& logits, const Tensor& targets, int64_t ignore_inde
   if (reduction == Reduction::mean) {
     total = count > 0 ? total / double(count) : std::numeric_limits<double>::quiet_NaN();
   }
-  return {Tensor::full({}, total, logits.dtype(), logits.device()), out[1]};
+  return {Tensor::full({}, total, out[1].dtype(), logits.device()), out[1]};
 }
 
 }  // namespace

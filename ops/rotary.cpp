@@ -1,6 +1,8 @@
 // rotary: the forward rotates each (i, i + half) pair of a head vector by
 // its angle; the backward is the inverse rotation (the same kernel with sin
-// negated). Nothing but the positions and the frequencies is saved.
+// negated). Nothing but the positions and the frequencies is saved. bf16
+// x (q and k under bf16 autocast) rotates in f32 with f32 frequencies, each
+// result rounded once to bf16.
 #include "ops/rotary.h"
 
 #include <cmath>
@@ -16,9 +18,9 @@ namespace {
 using autograd::Node;
 using autograd::Tensors;
 
-// x: a defined f32/f64 tensor (B, H, T, D) with D even.
+// x: a defined f32/f64/bf16 tensor (B, H, T, D) with D even.
 void check_x(const Tensor& x) {
-  detail::check_float("rotary", x);
+  detail::check_float_or_bf16("rotary", x);
   REPRISE_CHECK(x.dim() == 4, "rotary: expected x of shape (B, H, T, D), got ", x.describe());
   REPRISE_CHECK(x.size(3) % 2 == 0 && x.size(3) > 0, "rotary: head dim D = ", x.size(3), " of x ",
                 x.describe(), " is odd or zero (expected an even D: element i pairs with i + D/2)");
@@ -28,9 +30,10 @@ void check_inputs(const Tensor& x, const Tensor& positions, const Tensor& inv_fr
                   double scaling) {
   check_x(x);
   REPRISE_CHECK(inv_freq.defined() && inv_freq.dim() == 1 && inv_freq.size(0) == x.size(3) / 2 &&
-                    inv_freq.dtype() == x.dtype() && inv_freq.device() == x.device(),
+                    inv_freq.dtype() == compute_dtype(x.dtype()) && inv_freq.device() == x.device(),
                 "rotary: expected inv_freq of shape [", x.size(3) / 2, "], dtype ",
-                dtype_name(x.dtype()), " and x's device for x ", x.describe(), ", got ",
+                dtype_name(compute_dtype(x.dtype())), " and x's device for x ", x.describe(),
+                ", got ",
                 inv_freq.defined() ? inv_freq.describe() : std::string("an undefined tensor"));
   REPRISE_CHECK(std::isfinite(scaling) && scaling > 0, "rotary: expected a positive scaling, got ",
                 scaling);
@@ -86,7 +89,7 @@ namespace {
 // The default rope's frequencies for x (checked first, so errors name x).
 Tensor default_inv_freq_for(const Tensor& x, double theta) {
   check_x(x);
-  return rope_inv_freq(x.size(3), theta, x.dtype()).to(x.device());
+  return rope_inv_freq(x.size(3), theta, compute_dtype(x.dtype())).to(x.device());
 }
 }  // namespace
 

@@ -16,10 +16,7 @@ using autograd::Tensors;
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {
   constexpr const char* kName = "swiglu";
-  REPRISE_CHECK(gate.defined() && up.defined(), kName, ": undefined input");
-  const DType dt = gate.dtype();
-  REPRISE_CHECK(dt == DType::f32 || dt == DType::f64 || dt == DType::bf16, kName,
-                ": expected tensors of dtype f32, f64 or bf16, got gate ", gate.describe());
+  detail::check_float_or_bf16(kName, gate);
   detail::check_same_dtype_device(kName, gate, up);
   REPRISE_CHECK(gate.shape() == up.shape(), kName, ": gate ", gate.describe(), " and up ",
                 up.describe(), " must have the same shape");

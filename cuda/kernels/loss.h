@@ -3,7 +3,8 @@
 // its logsumexp lse[n] and loss lse[n] - logits[n, target], summed in row
 // order in f64; the gradient rebuilt from the saved logsumexp,
 //   dlogits[n, c] = exp(logits[n, c] - lse[n]) scale - [c == target] scale,
-// 0 on ignored rows; and the count of rows that count.
+// 0 on ignored rows; and the count of rows that count. bf16 logits (S)
+// compute in f32 (T), their gradient rounded once.
 
 #include <cmath>
 
@@ -14,10 +15,10 @@
 namespace reprise::cuda {
 
 // Per row: lse (0 on ignored rows) and the row's loss in f64 (0 there).
-template <class T>
+template <class S, class T = ComputeType<S>>
 struct CrossEntropyKernel {
   static constexpr int kThreads = kRowThreads;
-  const T* x;
+  const S* x;
   const int64_t* target;
   T* lse;
   double* row_loss;
@@ -32,8 +33,8 @@ struct CrossEntropyKernel {
       };
       auto row = [&](int t) { return x + (row0 + t / kLanes) * C; };
       const auto m = row_max<T>(ctx, C, counted, row);
-      const auto sum = row_sum<T>(ctx, C, counted,
-                                  [&](int t, int64_t i) { return fn::exp_of(row(t)[i] - m[t]); });
+      const auto sum = row_sum<T>(
+          ctx, C, counted, [&](int t, int64_t i) { return fn::exp_of(T(row(t)[i]) - m[t]); });
       ctx.threads([&](int t) {
         const int64_t n = row0 + t / kLanes;
         if (t % kLanes != 0 || n >= N) return;
@@ -44,7 +45,7 @@ struct CrossEntropyKernel {
         }
         const T v = m[t] + std::log(sum[t]);
         lse[n] = v;
-        row_loss[n] = double(v - row(t)[target[n]]);
+        row_loss[n] = double(v - T(row(t)[target[n]]));
       });
     });
   }
@@ -68,13 +69,13 @@ struct SumInOrderKernel {
   }
 };
 
-template <class T>
+template <class S, class T = ComputeType<S>>
 struct CrossEntropyBackwardKernel {
   static constexpr int kThreads = 256;
-  const T* x;
+  const S* x;
   const int64_t* target;
   const T* lse;
-  T* dx;
+  S* dx;
   int64_t N, C, ignore;
   double scale;
 
@@ -84,12 +85,12 @@ struct CrossEntropyBackwardKernel {
       for (int64_t i = ctx.block() * kThreads + t; i < N * C; i += ctx.blocks() * kThreads) {
         const int64_t n = i / C, c = i % C;
         if (target[n] == ignore) {
-          dx[i] = T(0);
+          dx[i] = S(T(0));
           continue;
         }
-        T d = fn::exp_of(x[i] - lse[n]) * T(scale);
+        T d = fn::exp_of(T(x[i]) - lse[n]) * T(scale);
         if (c == target[n]) d = d - T(scale);
-        dx[i] = d;
+        dx[i] = S(d);
       }
     });
   }
@@ -147,11 +148,12 @@ Tensors cross_entropy(const Exec& ex, const Tensor& logits_in, const Tensor& tar
                       int64_t ignore_index) {
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
   const int64_t N = logits.size(0), C = logits.size(1);
-  Tensor lse = Tensor::empty({N}, logits.dtype(), ex.device());
+  Tensor lse = Tensor::empty({N}, compute_dtype(logits.dtype()), ex.device());
   const Tensor row_loss = Tensor::empty({N}, DType::f64, ex.device());
   Tensor total = Tensor::empty({}, DType::f64, ex.device());
-  dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-    ex.launch(CrossEntropyKernel<T>{logits.data<T>(), targets.data<int64_t>(), lse.data<T>(),
+  dispatch_float_or_bf16(logits.dtype(), "cross_entropy", [&]<class S>() {
+    using T = ComputeType<S>;
+    ex.launch(CrossEntropyKernel<S>{logits.data<S>(), targets.data<int64_t>(), lse.data<T>(),
                                     row_loss.data<double>(), N, C, ignore_index},
               row_blocks(N));
   });
@@ -168,9 +170,10 @@ Tensor cross_entropy_backward(const Exec& ex, const Tensor& logits_in, const Ten
   const int64_t N = logits.size(0), C = logits.size(1);
   const double scale = divisor > 0 ? g.item<double>() / divisor : 0.0;
   Tensor dx = Tensor::empty(logits.shape(), logits.dtype(), ex.device());
-  dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-    ex.launch(CrossEntropyBackwardKernel<T>{logits.data<T>(), targets.data<int64_t>(),
-                                            lse.data<T>(), dx.data<T>(), N, C, ignore_index, scale},
+  dispatch_float_or_bf16(logits.dtype(), "cross_entropy", [&]<class S>() {
+    using T = ComputeType<S>;
+    ex.launch(CrossEntropyBackwardKernel<S>{logits.data<S>(), targets.data<int64_t>(),
+                                            lse.data<T>(), dx.data<S>(), N, C, ignore_index, scale},
               blocks_for(N * C, 256));
   });
   return dx;

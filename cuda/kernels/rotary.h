@@ -6,7 +6,8 @@
 // the device's, which may differ from the C library's in the last place (on
 // the simulator they are the C library's).
 // x (B, H, T, D) with unit stride along D -> y contiguous; sign -1 rotates
-// back (the backward).
+// back (the backward). bf16 x (S) rotates in f32 (T), each result rounded
+// once.
 
 #include <cmath>
 
@@ -16,13 +17,13 @@
 
 namespace reprise::cuda {
 
-template <class T, class I>
+template <class S, class I, class T = ComputeType<S>>
 struct RotaryKernel {
   static constexpr int kThreads = 256;
-  const T* x;
+  const S* x;
   const I* positions;
   const T* inv_freq;  // (half)
-  T* y;
+  S* y;
   int64_t B, H, T_, D, sb, sh, st;
   bool per_batch;
   T scaling, sign;
@@ -36,11 +37,11 @@ struct RotaryKernel {
         const int64_t b = row / (H * T_), h = (row / T_) % H, s = row % T_;
         const T a = inv_freq[i] * T(positions[per_batch ? b * T_ + s : s]);
         const T c = std::cos(a) * scaling, si = sign * (std::sin(a) * scaling);
-        const T* xr = x + b * sb + h * sh + s * st;
-        T* yr = y + row * D;
-        const T x1 = xr[i], x2 = xr[i + half];
-        yr[i] = x1 * c - x2 * si;
-        yr[i + half] = x2 * c + x1 * si;
+        const S* xr = x + b * sb + h * sh + s * st;
+        S* yr = y + row * D;
+        const T x1 = T(xr[i]), x2 = T(xr[i + half]);
+        yr[i] = S(x1 * c - x2 * si);
+        yr[i + half] = S(x2 * c + x1 * si);
       });
     });
   }
@@ -55,12 +56,13 @@ Tensor rotary(const Exec& ex, const Tensor& x_in, const Tensor& positions_in,
   Tensor y = Tensor::empty(x.shape(), x.dtype(), ex.device());
   const int64_t n = x.numel() / 2;
   if (n == 0) return y;
-  dispatch_float(x.dtype(), "rotary", [&]<class T>() {
+  dispatch_float_or_bf16(x.dtype(), "rotary", [&]<class S>() {
+    using T = ComputeType<S>;
     dispatch_index(positions.dtype(), "rotary", [&]<class I>() {
-      ex.launch(RotaryKernel<T, I>{.x = x.data<T>(),
+      ex.launch(RotaryKernel<S, I>{.x = x.data<S>(),
                                    .positions = static_cast<const I*>(positions.raw_data()),
                                    .inv_freq = inv_freq.data<T>(),
-                                   .y = y.data<T>(),
+                                   .y = y.data<S>(),
                                    .B = x.size(0),
                                    .H = x.size(1),
                                    .T_ = x.size(2),

@@ -45,17 +45,18 @@ REPRISE_HD auto row_sum(Ctx& ctx, int64_t R, const Active& active, const Term& t
   return acc;
 }
 
-// The CPU's row_max of x (row of thread t at row(t), R >= 1), broadcast.
+// The CPU's row_max of x (row of thread t at row(t), R >= 1, values of any
+// type read as T), broadcast.
 template <class T, class Ctx, class Active, class Row>
 REPRISE_HD auto row_max(Ctx& ctx, int64_t R, const Active& active, const Row& row) {
   auto acc = local<T>(ctx);
   ctx.threads([&](int t) {
     T a = T(0);
     if (active(t)) {
-      const T* x = row(t);
+      const auto* x = row(t);
       const int l = t % kLanes;
-      a = x[0];
-      for (int64_t i = l; i < R; i += kLanes) a = fn::vmax(x[i], a);
+      a = T(x[0]);
+      for (int64_t i = l; i < R; i += kLanes) a = fn::vmax(T(x[i]), a);
     }
     acc[t] = a;
   });

@@ -1,5 +1,6 @@
 // Cases of softmax, log_softmax, cross_entropy, rmsnorm, layernorm,
 // rotary and embedding.
+#include "ops/cast.h"
 #include "ops/embedding.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
@@ -69,6 +70,16 @@ const RegisterOpCases cross_entropy_cases({
                 [] {
                   return Inputs{perf_input({N, V}, 11), indices({N}, V, 12)};
                 }}},
+    // bf16 logits (computed in f32, the gradient rounded once), through a
+    // cast: the tolerance is about a bf16 ulp of the inputs over the step.
+    {"cross_entropy/bf16_9x37_ignored",
+     [] {
+       return Inputs{param({9, 37}, 114, -3, 3), targets_with_ignored(9, 37, -100)};
+     },
+     [](const Inputs& in) {
+       return ops::cast(ops::cross_entropy(ops::cast(in[0], DType::bf16), in[1]), DType::f64);
+     },
+     {.eps = 0.25, .atol = 0.02, .rtol = 0}},
 });
 const RegisterOpCases norm_cases({
     {"rmsnorm/3x5x7_x_w",
@@ -139,6 +150,16 @@ const RegisterOpCases rotary_cases({
        return Inputs{param({2, 5, 3, 4}, 143)};
      },
      [](const Inputs& in) { return ops::rotary(ops::transpose(in[0], 1, 2), 11, 10000.0); }},
+    // bf16 q or k under autocast (rotated in f32, rounded once), through
+    // casts, with swiglu/bf16's tolerance.
+    {"rotary/bf16_2x3x5x8",
+     [] {
+       return Inputs{param({2, 3, 5, 8}, 145, -4, 4)};
+     },
+     [](const Inputs& in) {
+       return ops::cast(ops::rotary(ops::cast(in[0], DType::bf16), 3, 10000.0), DType::f64);
+     },
+     {.eps = 0.25, .atol = 0.05, .rtol = 0}},
 });
 const RegisterOpCases embedding_cases({
     {"embedding/11x7_repeated_ids",

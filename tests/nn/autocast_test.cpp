@@ -197,6 +197,46 @@ TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
 INSTANTIATE_TEST_SUITE_P(Models, AutocastModel, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "moe" : "llama"; });
 
+// Under bf16 autocast with bf16 attention, q, k and v stay bf16 from their
+// products through RoPE to attention (and the logits stay bf16 into the
+// loss). That gives the bits of the path that widens each product and
+// rounds it again, which a layer with (zero) q/k/v biases still takes: the
+// loss and every gradient are equal bit for bit.
+TEST(Autocast, Bf16QkvAndLogitsGiveTheWidenedPathsBits) {
+  rng::Generator gen(7);
+  LlamaConfig kept = small_config(false, 0.0), widened = kept;
+  widened.qkv_bias = widened.o_bias = true;  // Llama's attention_bias
+  LlamaForCausalLM a(kept, gen), b(widened, gen);
+  {
+    NoGradGuard no_grad;
+    for (const NamedParameter& p : b.parameters()) {
+      Tensor value = p.value;
+      if (p.name.ends_with("_proj.bias")) value.fill_(0.0);
+      for (const NamedParameter& q : a.parameters()) {
+        if (q.name == p.name) value.copy_(q.value);
+      }
+    }
+  }
+  const Tensor ids = testing::random_token_ids(4, 16, 64, 8);
+  {
+    const Autocast precision(DType::bf16, DType::bf16);
+    EXPECT_EQ(a.forward(ids).logits.dtype(), DType::bf16);
+  }
+  const Step narrow = run_step(a, ids, DType::bf16, nullptr, DType::bf16);
+  const Step wide = run_step(b, ids, DType::bf16, nullptr, DType::bf16);
+  EXPECT_EQ(std::bit_cast<uint64_t>(narrow.loss), std::bit_cast<uint64_t>(wide.loss));
+  size_t compared = 0;
+  const std::vector<NamedParameter> pa = a.parameters(), pb = b.parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    for (size_t j = 0; j < pb.size(); ++j) {
+      if (pb[j].name != pa[i].name) continue;
+      EXPECT_TRUE(same_bits(narrow.grads[i], wide.grads[j])) << pa[i].name;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, pa.size());
+}
+
 // A bf16 Trainer learns like the f32 one, and two runs are bitwise alike.
 TEST(Autocast, ATrainerInBf16LearnsAndRepeatsItself) {
   TrainConfig c = testing::tiny_train_config(/*hidden=*/32, /*intermediate=*/64, /*steps=*/12,

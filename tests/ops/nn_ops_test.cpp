@@ -2,6 +2,7 @@
 // embedding: forward values, thread-count independence and bad input. Their
 // cases are in tests/cases/nn.cpp, the comparison against PyTorch in
 // nn_ops_golden_test.cpp.
+#include <array>
 #include <bit>
 #include <cmath>
 #include <initializer_list>
@@ -12,6 +13,7 @@
 #include "engine/functors.h"
 #include "engine/threads.h"
 #include "ops/binary.h"
+#include "ops/cast.h"
 #include "ops/embedding.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
@@ -19,6 +21,7 @@
 #include "ops/rotary.h"
 #include "ops/softmax.h"
 #include "ops/views.h"
+#include "tests/support/capabilities.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/gradcheck.h"
 
@@ -72,6 +75,29 @@ TEST(CrossEntropy, AllIgnoredGivesNanLossAndZeroGradient) {
   for (double g : logits.grad().to_vector<double>()) EXPECT_EQ(g, 0.0);
 }
 
+// bf16 logits (a head's product under bf16 autocast): the loss and lse of
+// the f32 op on the widened logits, and its gradient rounded once to bf16,
+// bit for bit at every capability; rows of 16 and a tail, the target in
+// either, and an ignored row.
+TEST(CrossEntropy, Bf16LogitsGiveTheWidenedF32BitsAndGradient) {
+  const Tensor logits = ops::cast(uniform({7, 37}, -6, 6, 31, DType::f32), DType::bf16);
+  const Tensor targets = i64({0, 36, 15, 16, -100, 33, 2}, {7});
+  auto run = [&](const Tensor& x_in) {
+    Tensor x = x_in.detach().requires_grad(true);
+    Tensor loss = ops::cross_entropy(x, targets);
+    autograd::backward(ops::mul(loss, 0.75));
+    return std::array<Tensor, 2>{loss, x.grad()};
+  };
+  const std::array<Tensor, 2> f32 = run(ops::cast(logits, DType::f32));
+  for_each_capability([&](CpuCapability c) {
+    const std::array<Tensor, 2> got = run(logits);
+    ASSERT_EQ(got[0].dtype(), DType::f32);
+    ASSERT_EQ(got[1].dtype(), DType::bf16);
+    EXPECT_TRUE(same_bits(got[0], f32[0])) << to_string(c);
+    EXPECT_TRUE(same_bits(got[1], ops::cast(f32[1], DType::bf16))) << to_string(c);
+  });
+}
+
 TEST(Rmsnorm, MatchesHandComputedValues) {
   // Row (3, 4): mean(x^2) = 12.5, y = w * x / sqrt(12.5 + eps).
   Tensor x = Tensor::from_vector<double>({3, 4}, {1, 2});
@@ -117,6 +143,32 @@ TEST(Rotary, StartOffsetEqualsExplicitPositionsAndPreservesNorm) {
   // A rotation keeps each head vector's norm.
   Tensor nx = ops::sum(ops::mul(x, x), {-1}), na = ops::sum(ops::mul(a, a), {-1});
   EXPECT_LT(max_abs_diff(nx, na), 1e-5);
+}
+
+// bf16 q or k (kept 16-bit under autocast): rotated in f32 with f32
+// frequencies and rounded once, forward and backward, bit for bit the f32
+// rotation of the widened values rounded to bf16, at every capability.
+TEST(Rotary, Bf16IsTheF32RotationRoundedOnce) {
+  const Tensor x = ops::cast(uniform({2, 3, 5, 16}, -4, 4, 33, DType::f32), DType::bf16);
+  const Tensor dy = ops::cast(uniform({2, 3, 5, 16}, -1, 1, 34, DType::f32), DType::bf16);
+  const Tensor inv_freq = ops::rope_inv_freq(16, 10000.0, DType::f32);
+  auto run = [&](const Tensor& x_in, const Tensor& d) {
+    Tensor in = x_in.detach().requires_grad(true);
+    Tensor y = ops::rotary(in, 7, inv_freq, 1.25);
+    autograd::backward(y, d);
+    return std::array<Tensor, 2>{y, in.grad()};
+  };
+  const auto wide = [](const Tensor& t) { return ops::cast(t, DType::f32); };
+  const std::array<Tensor, 2> f32 = run(wide(x), wide(dy));
+  for_each_capability([&](CpuCapability c) {
+    const std::array<Tensor, 2> got = run(x, dy);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(got[i].dtype(), DType::bf16);
+      EXPECT_TRUE(same_bits(got[i], ops::cast(f32[i], DType::bf16))) << i << ", " << to_string(c);
+    }
+  });
+  expect_error([&] { ops::rotary(x, 0, ops::rope_inv_freq(16, 10000.0, DType::f64)); },
+               {"rotary", "inv_freq", "f32", "bf16[2, 3, 5, 16]"});
 }
 
 TEST(Embedding, GathersRows) {

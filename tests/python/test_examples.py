@@ -27,9 +27,10 @@ def run(cmd: list[str]) -> str:
     return done.stdout
 
 
-def values(output: str) -> list[str]:
-    """Each step line's step, loss, lr, grad norm, memory and held-out loss,
-    and the header lines that do not depend on the machine's speed."""
+def values(output: str, memory: bool = True) -> list[str]:
+    """Each step line's step, loss, lr, grad norm, memory (unless not
+    `memory`) and held-out loss, and the header lines that do not depend on
+    the machine's speed."""
     out = []
     for line in output.splitlines():
         if line.startswith(("model ", "data ", "run ", "compute ")) or line.startswith("    "):
@@ -37,7 +38,8 @@ def values(output: str) -> list[str]:
         elif line.startswith("step "):
             fields = [f.strip() for f in line.split("|")]
             out.append(" | ".join(f for f in fields if not f.endswith("tok/s")
-                                  and not f.startswith(("MFU", "ETA"))))
+                                  and not f.startswith(("MFU", "ETA"))
+                                  and (memory or not f.startswith("mem "))))
     return out
 
 
@@ -66,10 +68,18 @@ def test_train_tiny_llama_prints_the_cpp_trainers_losses():
 @pytest.mark.parametrize("precision", [[], ["--dtype", "bf16", "--attention-dtype", "bf16"]],
                          ids=["f32", "bf16"])
 def test_train_tiny_llama_matches_the_llama_train_binary(precision):
+    """Everything but the peak memory: the binary's process group (one
+    process here) copies each bucket of gradients into a flat buffer, which
+    at this size holds every gradient twice for a moment (80 KB, which the
+    rounding to 0.1 MiB may or may not show); the example has no group."""
     flags = [*FLAGS, *precision]
-    ours = values(run([sys.executable, str(EXAMPLES / "train_tiny_llama.py"), *flags]))
-    theirs = values(run([str(llama_train_binary()), *flags]))
-    assert ours == theirs
+    ours = run([sys.executable, str(EXAMPLES / "train_tiny_llama.py"), *flags])
+    theirs = run([str(llama_train_binary()), *flags])
+    assert values(ours, memory=False) == values(theirs, memory=False)
+    peak = lambda out: [float(f.split()[1]) for line in out.splitlines()
+                        if line.startswith("step ") for f in line.split(" | ")
+                        if f.startswith("mem ")]
+    assert all(a <= b for a, b in zip(peak(ours), peak(theirs), strict=True))
 
 
 @pytest.mark.parametrize("flags", [[], ["--moe", "--replay", "--checkpoint-policy", "full"],
