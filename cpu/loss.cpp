@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "cpu/backend.h"
-#include "cpu/loops.h"
 #include "cpu/rows.h"
 #include "engine/threads.h"
 

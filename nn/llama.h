@@ -238,7 +238,8 @@ class LlamaForCausalLM : public Module {
                                            const std::function<Tensor()>& layer)>;
 
   // input_ids: (B, T) i64 in [0, V), T <= config().max_sequence_length()
-  // -> logits (B, T, V) f32, and the MoE layers' router terms.
+  // -> logits (B, T, V) f32 (bf16 under a bf16 Autocast, as torch.autocast
+  // leaves them: loss() reads them so), and the MoE layers' router terms.
   CausalLMOutput forward(const Tensor& input_ids, const LayerRunner& run_layer = {}) const;
 
   // Inference through a KV cache (nn/kv_cache.h), as generation runs it:
@@ -246,8 +247,8 @@ class LlamaForCausalLM : public Module {
   // cache.length() + T - 1. Their keys and values are added to `cache`
   // (which then holds T more positions) and attention reads the earlier
   // ones from it, so a prompt is fed once and each new token alone.
-  // -> logits (B, T, V) f32, or (B, 1, V) of the last position with
-  // last_only. Runs without grad (nothing is recorded) and without dropout
+  // -> logits (B, T, V) f32 (widened under Autocast), or (B, 1, V) of the
+  // last position with last_only. Runs without grad (nothing is recorded) and without dropout
   // whatever the training mode. MoE layers route every token to its top-k
   // experts with no capacity limit: a limit depends on how many tokens
   // share a forward, so a token would route differently in a prompt than
@@ -262,7 +263,8 @@ class LlamaForCausalLM : public Module {
   // Hugging Face's causal-LM loss: the mean cross-entropy of logits[:, t]
   // against labels[:, t + 1] over every pair whose label is not -100 (the
   // labels are shifted here, as HF does; the last position has no target).
-  // logits: (B, T, V), labels: (B, T) i64 -> () scalar.
+  // logits: (B, T, V) f32, f64 or bf16, labels: (B, T) i64 -> () scalar
+  // (f32 for bf16 logits).
   static Tensor loss(const Tensor& logits, const Tensor& labels);
 
   // The training loss: loss(out.logits, labels), plus for an MoE model in
