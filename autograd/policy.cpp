@@ -105,6 +105,15 @@ Policy recompute_scopes(std::string glob) {
                 });
 }
 
+Policy recompute_auxiliary(std::string op) {
+  op_named(op, "policies::recompute_auxiliary");
+  return Policy("recompute_auxiliary(" + op + ")",
+                [op](const ValueInfo& v) -> std::optional<Decision> {
+                  if (v.auxiliary && v.op == op) return Decision::must_recompute;
+                  return std::nullopt;
+                });
+}
+
 Policy predicate(std::string name, Policy::Fn fn) { return Policy(std::move(name), std::move(fn)); }
 
 Policy combine(std::vector<Policy> parts) {

@@ -92,6 +92,11 @@ Policy op_sac(std::vector<std::string> ops, std::string matmul_op = "linear");
 // (e.g. "*.router.*"); abstain elsewhere.
 Policy save_scopes(std::string glob);
 Policy recompute_scopes(std::string glob);
+// Force-recompute the auxiliary outputs of op `op`, the values it keeps
+// for its backward only (sdpa's logsumexp, gated_delta_rule's chunk
+// states); abstain elsewhere. Backward then replays the op from its inputs
+// whatever saves its public outputs.
+Policy recompute_auxiliary(std::string op);
 // A user predicate.
 Policy predicate(std::string name, Policy::Fn fn);
 // First MUST among the parts, else first PREFER, else abstain.

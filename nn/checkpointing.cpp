@@ -134,6 +134,7 @@ void CheckpointConfig::write_json(json::Value& v) const {
   v.set("verify", autograd::verify_name(verify));
   v.set("recompute_noise_ulps", int64_t(recompute_noise_ulps));
   v.set("save_router", save_router);
+  v.set("save_chunk_states", save_chunk_states);
 }
 
 CheckpointConfig CheckpointConfig::read_json(const json::Value& v, const std::string& where) {
@@ -158,6 +159,9 @@ CheckpointConfig CheckpointConfig::read_json(const json::Value& v, const std::st
   // Absent from files written before the field existed: the default.
   if (v.find("save_router") != nullptr) {
     c.save_router = field("save_router", &json::Value::is_bool, "a boolean").as_bool();
+  }
+  if (v.find("save_chunk_states") != nullptr) {
+    c.save_chunk_states = field("save_chunk_states", &json::Value::is_bool, "a boolean").as_bool();
   }
   return c;
 }
@@ -201,19 +205,26 @@ LayerCheckpointing::LayerCheckpointing(CheckpointConfig config,
       policy_ = *config_.policy;
       break;
   }
-  if (policy_ && !moe.empty()) {
-    // MUST_SAVE whatever the layer policy says (its region hook, the budget
-    // planner's, is kept): what an expert-parallel layer received from other
-    // processes, so that a replay never communicates; and with save_router
-    // the router's outputs, so that a recompute never re-decides routing.
-    std::vector<autograd::Policy> parts{autograd::policies::save_scopes(
-        "*." + moe.block + ".experts." + kExpertExchangeScope + ".*")};
+  if (!policy_) return;
+  // Decided whatever the layer policy says (its region hook, the budget
+  // planner's, is kept): MUST_SAVE what an expert-parallel layer received
+  // from other processes, so that a replay never communicates, and with
+  // save_router the router's outputs, so that a recompute never re-decides
+  // routing; without save_chunk_states, MUST_RECOMPUTE the delta rule's.
+  std::vector<autograd::Policy> parts;
+  if (!moe.empty()) {
+    parts.push_back(autograd::policies::save_scopes("*." + moe.block + ".experts." +
+                                                    kExpertExchangeScope + ".*"));
     if (config_.save_router) parts.push_back(autograd::policies::save_scopes(router_scopes(moe)));
-    parts.push_back(*policy_);
-    autograd::Policy::RegionHook hook = policy_->region_hook();
-    policy_ = autograd::policies::combine(std::move(parts));
-    if (hook) policy_->on_region(std::move(hook));
   }
+  if (!config_.save_chunk_states) {
+    parts.push_back(autograd::policies::recompute_auxiliary("gated_delta_rule"));
+  }
+  if (parts.empty()) return;
+  parts.push_back(*policy_);
+  autograd::Policy::RegionHook hook = policy_->region_hook();
+  policy_ = autograd::policies::combine(std::move(parts));
+  if (hook) policy_->on_region(std::move(hook));
 }
 
 Tensor LayerCheckpointing::run(size_t i, const std::string& scope,

@@ -49,6 +49,13 @@ struct CheckpointConfig {
   // layer policy, so a recompute never re-decides routing; false recomputes
   // the router like everything else the policy recomputes.
   bool save_router = true;
+  // DeltaNet: where the policy saves the gated delta rule's output
+  // (op-SAC), its chunk states (the recurrent state before every 64th
+  // position, kept for backward only) are saved too; false force-recomputes
+  // them (policies::recompute_auxiliary): backward then runs the recurrence
+  // once more from the op's inputs, which it replays anyway. At Qwen3-Next's
+  // shape they are 4x a layer's input (docs/checkpointing-study.md).
+  bool save_chunk_states = true;
 
   // The policy from "none", "full", "every-n-layers" (n = 2) or
   // "every-n-layers:N", "op-sac", "budget:BYTES" (an integer with an
@@ -63,7 +70,8 @@ struct CheckpointConfig {
   void validate() const;
   // The fields a trainer sets, as members of a JSON object
   // (checkpoint_policy, rng_replay, verify, recompute_noise_ulps,
-  // save_router), and back; a missing save_router reads as its default.
+  // save_router, save_chunk_states), and back; a missing save_router or
+  // save_chunk_states reads as its default.
   // Raises an Error naming `where`.
   void write_json(json::Value& object) const;
   static CheckpointConfig read_json(const json::Value& object, const std::string& where);
@@ -77,8 +85,9 @@ autograd::Verify parse_verify(const std::string& s);
 // The ops whose outputs op-level SAC saves: the attention kernels, and every
 // second "linear" (policies::op_sac), as torchtitan's save list (mm, sdpa)
 // does; and the gated delta rule, a DeltaNet layer's attention (its output
-// and its chunk states: a replay then recomputes the rest of the layer but
-// not the recurrence).
+// and, unless CheckpointConfig::save_chunk_states is false, its chunk
+// states: a replay then recomputes the rest of the layer but not the
+// recurrence).
 std::vector<std::string> op_sac_ops();
 
 // Runs decoder layers as a CheckpointConfig says: layer i under

@@ -230,6 +230,9 @@ struct Scenario {
   std::string what;
   Router router = Router::saved;
   NoiseOn noise_on = NoiseOn::all;
+  // DeltaNet models: whether the policy's saved recurrences keep their
+  // chunk states (CheckpointConfig::save_chunk_states).
+  bool chunk_states_saved = true;
 };
 
 // What a replay changed in the routing, from the verifier's reports on
@@ -282,6 +285,8 @@ ScenarioSetup scenario_setup(const Scenario& s, const Model& model,
   ac.recompute_noise_ulps = s.noise_ulps;
   ac.on_mismatch = autograd::OnMismatch::report;
   ac.save_router = s.router == Router::saved;
+  ac.save_chunk_states = s.chunk_states_saved;
+  if (!s.chunk_states_saved) policy += ", chunk states recomputed";
   std::string noise = std::to_string(s.noise_ulps);
   if (model.config.moe) {
     policy += s.router == Router::saved ? ", router saved" : ", router recomputed";
@@ -590,8 +595,9 @@ std::string routers_markdown(const std::vector<RouterReport>& routers) {
 }
 
 // The scenarios, by index into `models` (the built-in ones' layout: the
-// plain Llama, the Llama with dropout, the MoE, then any other MoE models).
-std::vector<Scenario> study_scenarios(size_t models) {
+// plain Llama, the Llama with dropout, the MoE, then any other MoE models);
+// `deltanet`: the models have gated DeltaNet layers.
+std::vector<Scenario> study_scenarios(size_t models, bool deltanet) {
   const RngReplay rec = RngReplay::recorded, stash = RngReplay::stash, fresh = RngReplay::fresh;
   const Verify none = Verify::none, bitwise = Verify::bitwise;
   const Expect eq = Expect::equal, ne = Expect::differs;
@@ -628,6 +634,12 @@ std::vector<Scenario> study_scenarios(size_t models) {
       {2, "full", rec, bitwise, 256, ne, false, "a noisier router kernel", recomputed, router},
       {2, "op-sac", rec, bitwise, 1, ne, false, "op-level SAC, noisy router", recomputed, router},
   };
+  if (deltanet) {
+    // The recurrence's output saved, its chunk states recomputed.
+    Scenario lean{1, "op-sac", rec, none, 0, eq, false, "op-level SAC, the recurrence rerun"};
+    lean.chunk_states_saved = false;
+    scenarios.push_back(lean);
+  }
   // Every other MoE model (the bf16 gate, the trained routers): how router
   // flips grow with the noise, and that saving the router stops them.
   for (size_t m = 3; m < models; ++m) {
@@ -781,7 +793,8 @@ int run(const Options& o) {
   const auto data = std::make_shared<const nn::TextDataset>(nn::TextDataset::builtin());
   const std::vector<Model> models =
       o.model_dir.empty() ? builtin_models(sz) : folder_models(o, sz, data, seed);
-  const std::vector<Scenario> scenarios = study_scenarios(models.size());
+  const std::vector<Scenario> scenarios =
+      study_scenarios(models.size(), models[0].config.linear_attention.has_value());
 
   std::printf("study    step of %lld x %lld tokens, %d threads, device %s, dtype %s%s\n",
               (long long)sz.batch, (long long)sz.seq, threads::num_threads(),

@@ -32,6 +32,14 @@ int64_t parse_count(const std::string& flag, const std::string& v) {
   return n;
 }
 
+bool parse_choice(const std::string& flag, const std::string& v, const char* first,
+                  const char* second) {
+  if (v != first && v != second) {
+    throw UsageError(flag + ": expected " + first + " or " + second + ", got '" + v + "'");
+  }
+  return v == first;
+}
+
 double parse_real(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);

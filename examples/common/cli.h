@@ -45,6 +45,9 @@ uint64_t parse_seed(const std::string& flag, const std::string& v);       // >= 
 Device parse_device_flag(const std::string& flag, const std::string& v);  // cpu, cuda, cuda:N
 // f32 or bf16 (nn::run_dtype_named): the precision of a run's projections.
 DType parse_run_dtype(const std::string& flag, const std::string& v);
+// A choice between two words: true for `first`, false for `second`.
+bool parse_choice(const std::string& flag, const std::string& v, const char* first,
+                  const char* second);
 
 // How usage and a resolved config show such values: the seed as a decimal
 // string (JSON integers stop at int64), a device and a dtype by name.

@@ -55,6 +55,12 @@ int parse_noise_ulps(const std::string& flag, const std::string& v) {
 
 // The threads the session runs: --threads', else REPRISE_NUM_THREADS or
 // all cores.
+// --chunk-states: save | recompute, into CheckpointConfig::save_chunk_states.
+bool parse_chunk_states(const std::string& flag, const std::string& v) {
+  return cli::parse_choice(flag, v, "save", "recompute");
+}
+json::Value show_chunk_states(bool save) { return save ? "save" : "recompute"; }
+
 json::Value show_threads(int) { return threads::num_threads(); }
 
 json::Value show_trace_step(int64_t given) { return trace_step(given); }
@@ -178,6 +184,10 @@ FlagTable compute_flags() {
        named(&CheckpointConfig::verify, nn::parse_verify, autograd::verify_name)},
       {"--recompute-noise-ulps", "K", S::compute, "perturb recomputed values by up to K ulps",
        parsed(&CheckpointConfig::recompute_noise_ulps, parse_noise_ulps)},
+      {"--chunk-states", "M", S::compute,
+       "save | recompute: where the policy saves a DeltaNet layer's recurrence (op-sac), its "
+       "chunk states too, or recompute them in backward",
+       parsed(&CheckpointConfig::save_chunk_states, parse_chunk_states, show_chunk_states)},
   };
 }
 

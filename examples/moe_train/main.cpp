@@ -34,18 +34,9 @@ nn::TrainConfig default_config() {
   return c;
 }
 
-// A choice between two words: true for `first`, false for `second`.
-bool first_of(const std::string& flag, const std::string& v, const char* first,
-              const char* second) {
-  if (v != first && v != second) {
-    throw UsageError(flag + ": expected " + first + " or " + second + ", got '" + v + "'");
-  }
-  return v == first;
-}
-
 // --router-dtype: fp32 | bf16.
 nn::RouterDType parse_router_dtype(const std::string& flag, const std::string& v) {
-  return first_of(flag, v, "fp32", "bf16") ? nn::RouterDType::f32 : nn::RouterDType::bf16;
+  return cli::parse_choice(flag, v, "fp32", "bf16") ? nn::RouterDType::f32 : nn::RouterDType::bf16;
 }
 json::Value show_router_dtype(nn::RouterDType d) {
   return d == nn::RouterDType::f32 ? "fp32" : "bf16";
@@ -53,7 +44,7 @@ json::Value show_router_dtype(nn::RouterDType d) {
 
 // --router: save | recompute, into CheckpointConfig::save_router.
 bool parse_router(const std::string& flag, const std::string& v) {
-  return first_of(flag, v, "save", "recompute");
+  return cli::parse_choice(flag, v, "save", "recompute");
 }
 json::Value show_router(bool save) { return save ? "save" : "recompute"; }
 

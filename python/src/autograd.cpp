@@ -279,6 +279,9 @@ void bind_policies(nb::module_& m) {
   policies.def("save_scopes", &autograd::policies::save_scopes, arg("glob"),
                "Force-save values produced under matching scopes ('*.router.*').");
   policies.def("recompute_scopes", &autograd::policies::recompute_scopes, arg("glob"));
+  policies.def("recompute_auxiliary", &autograd::policies::recompute_auxiliary, arg("op"),
+               "Force-recompute what op keeps for its backward only (sdpa's logsumexp, "
+               "gated_delta_rule's chunk states).");
   policies.def(
       "predicate",
       [](std::string name, nb::callable fn) {

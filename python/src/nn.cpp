@@ -524,6 +524,7 @@ void bind_checkpoint_config(nb::module_& m) {
       .def_rw("noise_seed", &nn::CheckpointConfig::noise_seed)
       .def_rw("noise_scopes", &nn::CheckpointConfig::noise_scopes)
       .def_rw("save_router", &nn::CheckpointConfig::save_router)
+      .def_rw("save_chunk_states", &nn::CheckpointConfig::save_chunk_states)
       .def("set_policy", &nn::CheckpointConfig::set_policy, arg("spec"))
       .def("policy_string", &nn::CheckpointConfig::policy_string)
       .def("validate", &nn::CheckpointConfig::validate)

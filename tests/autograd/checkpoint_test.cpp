@@ -168,6 +168,25 @@ TEST(Checkpoint, InnerMustBeatsOuterPrefer) {
   EXPECT_TRUE(glob_match("layers.?.attn", "layers.7.attn"));
 }
 
+// recompute_auxiliary forces only the named op's auxiliary outputs (the
+// delta rule's chunk states, attention's logsumexp) to be recomputed, over
+// a policy that saves the op; an op it does not know is an Error.
+TEST(Checkpoint, RecomputeAuxiliaryDecidesOnlyTheOpsAuxiliaryOutputs) {
+  const std::string scope = "layers.0.linear_attn", region = "layers.0";
+  TensorMeta meta{{2}, DType::f32, Device::cpu()};
+  const ValueInfo out{"gated_delta_rule", scope, region, 0, false, false, meta, 8, 16.0, 0};
+  const ValueInfo states{"gated_delta_rule", scope, region, 2, true, false, meta, 8, 16.0, 0};
+  const ValueInfo lse{"sdpa", scope, region, 1, true, false, meta, 8, 16.0, 0};
+  const Policy lean = policies::recompute_auxiliary("gated_delta_rule");
+  const Policy sac = policies::op_sac({"sdpa", "gated_delta_rule"});
+  EXPECT_EQ(lean(out), std::nullopt);
+  EXPECT_EQ(lean(lse), std::nullopt);
+  EXPECT_EQ(lean(states), Decision::must_recompute);
+  EXPECT_EQ(resolve({lean(states), sac(states)}), Decision::must_recompute);
+  EXPECT_EQ(resolve({lean(out), sac(out)}), Decision::prefer_save);
+  EXPECT_THROW(policies::recompute_auxiliary("gated_delta"), Error);
+}
+
 TEST(Checkpoint, FullCheckpointingKeepsOnlyRegionInputs) {
   const int layers = 16;
   const int64_t width = 4096;

@@ -23,6 +23,7 @@
 #include "autograd/backward.h"
 #include "autograd/tape.h"
 #include "engine/grad_mode.h"
+#include "engine/memory_stats.h"
 #include "io/safetensors_folder.h"
 #include "nn/autocast.h"
 #include "nn/checkpointing.h"
@@ -455,6 +456,34 @@ TEST_P(Families, ReplayUnderEveryPolicyIsBitwise) {
   // recomputes the rest.
   SCOPED_TRACE("budget");
   expect_replay_bitwise(*model, g, "budget:20000", plain, 3);
+}
+
+// op-SAC saves the delta rule's output; without its chunk states
+// (CheckpointConfig::save_chunk_states false) backward runs the recurrence
+// once more, under the bitwise verifier, and the gradients are still bit
+// for bit those of the pass without checkpointing, with fewer bytes saved.
+TEST(DeltaNetCheckpointing, TheChunkStatesMayBeRecomputed) {
+  const Golden& g = golden("qwen3_next");
+  auto model = load_model(g.dir());
+  const Pass plain = train_pass(*model, g);
+  int64_t peak_saved[2] = {0, 0};
+  for (const bool save : {true, false}) {
+    SCOPED_TRACE(save ? "chunk states saved" : "chunk states recomputed");
+    CheckpointConfig config = CheckpointConfig::parse("op-sac");
+    config.verify = autograd::Verify::bitwise;
+    config.save_chunk_states = save;
+    LayerCheckpointing layers(config, model->dropout_generator(), moe_scopes_of(model->config()));
+    memory_stats::reset_peaks();
+    const int64_t base = memory_stats::snapshot()[MemoryKind::saved_activation].live;
+    const Pass replayed = train_pass(*model, g, layers.runner());
+    peak_saved[save] = memory_stats::snapshot()[MemoryKind::saved_activation].peak - base;
+    EXPECT_EQ(replayed.loss, plain.loss);
+    for (size_t i = 0; i < plain.grads.size(); ++i) {
+      EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
+          << plain.grads[i].first;
+    }
+  }
+  EXPECT_LT(peak_saved[false], peak_saved[true]);
 }
 
 // Under bf16 autocast (products and attention on bf16 copies) every family

@@ -91,7 +91,7 @@ TEST(TrainSettings, EveryRowIsStoredReadBackAndComparedAsItself) {
   REPRISE_TRAIN_SETTINGS(REPRISE_TRY_SETTING)
 #undef REPRISE_TRY_SETTING
   EXPECT_EQ(seen, all.size());
-  EXPECT_EQ(stored.as_object().size(), all.size() + 1 /* model */ + 5 /* checkpointing */);
+  EXPECT_EQ(stored.as_object().size(), all.size() + 1 /* model */ + 6 /* checkpointing */);
 }
 
 // Unless the row takes any value: a refused one is an error naming it.

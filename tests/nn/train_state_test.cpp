@@ -89,6 +89,7 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   c.checkpointing.verify = autograd::Verify::bitwise;
   c.checkpointing.recompute_noise_ulps = 3;
   c.checkpointing.save_router = false;
+  c.checkpointing.save_chunk_states = false;
   c.dtype = DType::bf16;
   c.attention_dtype = DType::bf16;
   const json::Value v = json::parse(json::dump(c.to_json()));
@@ -100,9 +101,13 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   EXPECT_EQ(back.checkpointing.verify, autograd::Verify::bitwise);
   EXPECT_EQ(back.checkpointing.recompute_noise_ulps, 3);
   EXPECT_FALSE(back.checkpointing.save_router);
-  json::Value older = v;  // a file from before save_router: the default
-  std::erase_if(older.as_object(), [](const auto& m) { return m.first == "save_router"; });
+  EXPECT_FALSE(back.checkpointing.save_chunk_states);
+  json::Value older = v;  // a file from before save_router and save_chunk_states: the defaults
+  std::erase_if(older.as_object(), [](const auto& m) {
+    return m.first == "save_router" || m.first == "save_chunk_states";
+  });
   EXPECT_TRUE(TrainConfig::from_json(older, "cfg").checkpointing.save_router);
+  EXPECT_TRUE(TrainConfig::from_json(older, "cfg").checkpointing.save_chunk_states);
   EXPECT_EQ(back.dtype, DType::bf16);
   EXPECT_EQ(back.attention_dtype, DType::bf16);
   json::Value f32_era = v;  // a file from before mixed precision: f32

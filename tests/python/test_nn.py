@@ -113,6 +113,16 @@ def test_checkpointed_layers_give_the_same_bits():
     plain = hashes(None)
     assert hashes(nn.CheckpointConfig.parse("full")) == plain
     assert hashes(nn.CheckpointConfig.parse("op-sac")) == plain
+    lean = nn.CheckpointConfig.parse("op-sac")
+    assert lean.save_chunk_states
+    lean.save_chunk_states = False  # a DeltaNet model's recurrence reruns; here: no change
+    assert hashes(lean) == plain
+    attention = nn.CheckpointConfig(kind=nn.CheckpointKind.policy,
+                                    policy=policies.combine([policies.recompute_auxiliary("sdpa"),
+                                                             policies.save_ops(["sdpa"])]))
+    assert hashes(attention) == plain
+    with pytest.raises(reprise.Error, match="recompute_auxiliary"):
+        policies.recompute_auxiliary("no_such_op")
     python = nn.CheckpointConfig(kind=nn.CheckpointKind.policy,
                                  policy=lambda v: reprise.Decision.must_save if v.op == "sdpa_dropout"
                                  else None)
