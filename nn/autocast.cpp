@@ -60,8 +60,8 @@ Tensor autocast_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                    q.dtype());
 }
 
-Tensor autocast_grouped_linear(const Tensor& x, const Tensor& counts,
-                               const std::vector<Tensor>& weights) {
+Tensor autocast_grouped_product(const Tensor& x, const Tensor& counts,
+                                const std::vector<Tensor>& weights) {
   if (!is_16bit_float(current) || weights.empty()) return ops::grouped_linear(x, counts, weights);
   // One cast per distinct weight: an expert that runs several blocks (one
   // per sending process, under expert parallelism) then gets its blocks'
@@ -75,7 +75,13 @@ Tensor autocast_grouped_linear(const Tensor& x, const Tensor& counts,
     if (fresh) it->second = autocast_operand(w);
     narrow.push_back(it->second);
   }
-  return ops::cast(ops::grouped_linear(autocast_operand(x), counts, narrow), weights[0].dtype());
+  return ops::grouped_linear(autocast_operand(x), counts, narrow);
+}
+
+Tensor autocast_grouped_linear(const Tensor& x, const Tensor& counts,
+                               const std::vector<Tensor>& weights) {
+  if (!is_16bit_float(current) || weights.empty()) return ops::grouped_linear(x, counts, weights);
+  return ops::cast(autocast_grouped_product(x, counts, weights), weights[0].dtype());
 }
 
 }  // namespace reprise::nn

@@ -7,8 +7,9 @@
 // exceptions, where torch leaves a product 16-bit and the ops after it can
 // read it (each computes in f32 and rounds once, so the bits are those of
 // widening first):
-//   - the gate and up products of a dense bf16 MLP stay bf16 for SwiGLU,
-//     so SwiGLU and down_proj save bf16;
+//   - the gate and up products of a bf16 MLP (dense, or the MoE experts
+//     and shared expert without biases) stay bf16 for SwiGLU, so SwiGLU
+//     and down_proj save bf16;
 //   - with 16-bit attention too, q, k and v stay 16-bit through RoPE into
 //     attention (in a layer without q/k norms, an output gate or biases,
 //     and outside a KV cache);
@@ -91,5 +92,10 @@ Tensor autocast_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 // autocast operands -> (M, N) in the weights' dtype.
 Tensor autocast_grouped_linear(const Tensor& x, const Tensor& counts,
                                const std::vector<Tensor>& weights);
+
+// The same product left in the 16-bit dtype (the experts' gate and up
+// products for SwiGLU); outside a 16-bit scope, ops::grouped_linear.
+Tensor autocast_grouped_product(const Tensor& x, const Tensor& counts,
+                                const std::vector<Tensor>& weights);
 
 }  // namespace reprise::nn
