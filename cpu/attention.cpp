@@ -156,20 +156,21 @@ Dims dims_of(const Tensor& q, const Tensor& v) {
   return {q.size(0), q.size(1), v.size(1), q.size(2), v.size(2), q.size(3), v.size(3)};
 }
 
-// t (B, H, R, C) as a tile-GEMM B operand: rows contiguous and holding a
-// multiple of W columns. t itself when it already is one, else a copy with
-// rows zero-padded to Cp columns.
-Tensor as_b_operand(const Tensor& t, int64_t Cp) {
-  if (t.stride(3) == 1 && t.size(3) == Cp) return t;
-  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(2), Cp}, t.dtype());
+// t (B, H, R, C) as a tile-GEMM B operand of `dtype` (the compute dtype; a
+// 16-bit t widens as it is copied): rows contiguous and holding a multiple
+// of W columns. t itself when it already is one, else a copy with rows
+// zero-padded to Cp columns.
+Tensor as_b_operand(const Tensor& t, int64_t Cp, DType dtype) {
+  if (t.dtype() == dtype && t.stride(3) == 1 && t.size(3) == Cp) return t;
+  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(2), Cp}, dtype);
   out.slice(3, 0, t.size(3)).copy_(t);
   return out;
 }
 
-// t (B, H, S, C) -> (B, H, C, Sp) contiguous, zeros in columns >= S: k^T or
-// v^T as a B operand whose columns are keys.
-Tensor transpose_padded(const Tensor& t, int64_t Sp) {
-  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(3), Sp}, t.dtype());
+// t (B, H, S, C) -> (B, H, C, Sp) of `dtype`, contiguous, zeros in columns
+// >= S: k^T or v^T as a B operand whose columns are keys.
+Tensor transpose_padded(const Tensor& t, int64_t Sp, DType dtype) {
+  Tensor out = Tensor::zeros({t.size(0), t.size(1), t.size(3), Sp}, dtype);
   out.slice(3, 0, t.size(2)).copy_(t.transpose(2, 3));
   return out;
 }
@@ -216,10 +217,11 @@ void add_sink(T sink, T& m, T& l, T* o, int64_t Dvp) {
   }
 }
 
-template <class T>
+// Computes in T; writes the output as O (T, or a 16-bit type: rounded once).
+template <class T, class O>
 void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, const Rows<T>& vb,
                     int64_t Dvp, T scale, const Mask& mask, const Dropout* drop, const T* sinks,
-                    T* out, T* lse) {
+                    O* out, T* lse) {
   const int64_t nqb = ceil_div(d.T, kBr);
   const double task_flops = 2.0 * double(std::min(kBr, d.T) * d.S * (d.D + d.Dv));
   threads::parallel_for(d.B * d.Hq * nqb, grain_for(task_flops), [&](int64_t w0, int64_t w1) {
@@ -264,8 +266,8 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
       }
       for (int64_t r = 0; r < nr; ++r) {
         if (sinks) add_sink(sinks[h], m[r], l[r], o.data() + r * Dvp, Dvp);
-        T* dst = out + (row0 + r) * d.Dv;
-        for (int64_t c = 0; c < d.Dv; ++c) dst[c] = o[r * Dvp + c] / l[r];
+        O* dst = out + (row0 + r) * d.Dv;
+        for (int64_t c = 0; c < d.Dv; ++c) dst[c] = O(o[r * Dvp + c] / l[r]);
         lse[row0 + r] = m[r] + std::log(l[r]);
       }
     }
@@ -273,19 +275,31 @@ void forward_kernel(const Dims& d, const Rows<T>& q, const T* kt, int64_t Sp, co
 }
 
 // q (B, Hq, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv) -> {out (B, Hq, T, Dv),
-// lse (B, Hq, T)}.
-Tensors sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+// lse (B, Hq, T)}. 16-bit inputs compute in f32: k and v widen as they are
+// packed, q once; the output is written 16-bit (rounded once), lse f32.
+Tensors sdpa_forward(const Tensor& q_in, const Tensor& k, const Tensor& v, double scale,
                      const Mask& mask, const Dropout* drop, const Tensor& sinks) {
-  const Dims d = dims_of(q, v);
-  Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q.dtype());
-  Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, q.dtype());
-  dispatch_float(q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
+  const Dims d = dims_of(q_in, v);
+  const DType compute = compute_dtype(q_in.dtype());
+  const Tensor q = q_in.dtype() == compute ? q_in : q_in.to(compute);
+  Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q_in.dtype());
+  Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, compute);
+  dispatch_float(compute, "scaled_dot_product_attention", [&]<class T>() {
     const int64_t Sp = round_up(d.S, W), Dvp = round_up(d.Dv, W);
-    Tensor kt = transpose_padded(k, Sp);
-    Tensor vb = as_b_operand(v, Dvp);
+    Tensor kt = transpose_padded(k, Sp, compute);
+    Tensor vb = as_b_operand(v, Dvp, compute);
     const Tensor s = sinks.defined() ? sinks.contiguous() : Tensor();
-    forward_kernel<T>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), mask, drop,
-                      s.defined() ? s.data<T>() : nullptr, out.data<T>(), lse.data<T>());
+    auto run = [&]<class O>() {
+      forward_kernel<T, O>(d, rows_of<T>(q), kt.data<T>(), Sp, rows_of<T>(vb), Dvp, T(scale), mask,
+                           drop, s.defined() ? s.data<T>() : nullptr, out.data<O>(), lse.data<T>());
+    };
+    if (out.dtype() == DType::bf16) {
+      run.template operator()<bfloat16>();
+    } else if (out.dtype() == DType::f16) {
+      run.template operator()<float16>();
+    } else {
+      run.template operator()<T>();
+    }
   });
   return {out, lse};
 }
@@ -484,18 +498,19 @@ Tensors backward_pass(const Tensor& q, const Tensor& k, const Tensor& v, const T
     a.Sp = round_up(d.S, W);
     a.Dp = round_up(d.D, W);
     a.Dvp = round_up(d.Dv, W);
-    Tensor kt = transpose_padded(k, a.Sp), vt = transpose_padded(v, a.Sp);
-    Tensor qb = need_dk ? as_b_operand(q, a.Dp) : q;
-    Tensor kb = need_dq ? as_b_operand(k, a.Dp) : k;
-    Tensor dob = as_b_operand(dout, a.Dvp);
+    // k and v may be 16-bit: they widen to q's dtype as they are packed.
+    Tensor kt = transpose_padded(k, a.Sp, q.dtype()), vt = transpose_padded(v, a.Sp, q.dtype());
+    Tensor qb = need_dk ? as_b_operand(q, a.Dp, q.dtype()) : q;
+    Tensor kb = need_dq ? as_b_operand(k, a.Dp, q.dtype()) : Tensor();
+    Tensor dob = as_b_operand(dout, a.Dvp, q.dtype());
     Tensor lse_c = lse.contiguous();
     Tensor delta = row_dot<T>(d, rows_of<T>(dout), out);
     Tensor dq = need_dq ? Tensor::zeros({d.B, d.Hq, d.T, a.Dp}, q.dtype()) : Tensor();
-    if (need_dk) grads[1] = Tensor::empty(k.shape(), k.dtype());
-    grads[2] = Tensor::empty(v.shape(), v.dtype());
+    if (need_dk) grads[1] = Tensor::empty(k.shape(), q.dtype());
+    grads[2] = Tensor::empty(v.shape(), q.dtype());
     a.q = rows_of<T>(q);
     a.qb = rows_of<T>(qb);
-    a.kb = rows_of<T>(kb);
+    if (need_dq) a.kb = rows_of<T>(kb);
     a.dout = rows_of<T>(dout);
     a.dob = rows_of<T>(dob);
     a.kt = kt.data<T>();
@@ -513,16 +528,11 @@ Tensors backward_pass(const Tensor& q, const Tensor& k, const Tensor& v, const T
 
 }  // namespace
 
-// bf16 and f16 attention: there is no 16-bit kernel, so q, k, v (and in
-// backward out and dout) widen to f32 exactly, the f32 kernels run, and the
-// output and gradients round once to the 16-bit dtype; lse stays f32.
+// bf16 and f16 attention computes in f32: q, k, v (and in backward out
+// and dout) widen exactly, k and v as the kernels pack them; the output and
+// the gradients round once to the 16-bit dtype; lse stays f32.
 Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
                          const AttentionParams& params) {
-  if (is_16bit_float(q.dtype())) {
-    Tensors r = sdpa(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), params);
-    r[0] = r[0].to(q.dtype());
-    return r;
-  }
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
   return sdpa_forward(q, k, v, params.scale, mask_of(params), drop ? &*drop : nullptr,
@@ -532,19 +542,16 @@ Tensors CpuBackend::sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
 Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, const Tensor& dout,
                                   const AttentionParams& params, bool need_dq, bool need_dk) {
-  if (is_16bit_float(q.dtype())) {
-    const DType f32 = DType::f32;
-    Tensors grads = sdpa_backward(q.to(f32), k.to(f32), v.to(f32), out.to(f32), lse, dout.to(f32),
-                                  params, need_dq, need_dk);
-    for (Tensor& g : grads) {
-      if (g.defined()) g = g.to(q.dtype());
-    }
-    return grads;
-  }
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
-  return backward_pass(q, k, v, out, lse, dout, params.scale, mask_of(params),
-                       drop ? &*drop : nullptr, need_dq, need_dk);
+  const DType compute = compute_dtype(q.dtype());
+  auto wide = [&](const Tensor& t) { return t.dtype() == compute ? t : t.to(compute); };
+  Tensors grads = backward_pass(wide(q), k, v, wide(out), lse, wide(dout), params.scale,
+                                mask_of(params), drop ? &*drop : nullptr, need_dq, need_dk);
+  for (Tensor& g : grads) {
+    if (g.defined() && g.dtype() != q.dtype()) g = g.to(q.dtype());
+  }
+  return grads;
 }
 
 REPRISE_CPU_END

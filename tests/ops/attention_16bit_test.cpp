@@ -5,6 +5,8 @@
 // op records it like f32 attention, gradients in the inputs' dtype.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "autograd/backward.h"
 #include "engine/backend.h"
 #include "ops/attention.h"
@@ -37,10 +39,20 @@ TEST_P(Attention16, IsTheF32KernelOnTheWidenedInputsRoundedOnce) {
     const Tensors wide = cpu.sdpa(q.to(f32), k.to(f32), v.to(f32), params);
     EXPECT_TRUE(same_bits(got[0], wide[0].to(dt)));
     EXPECT_TRUE(same_bits(got[1], wide[1]));  // lse stays f32
-    const Tensors grads = cpu.sdpa_backward(q, k, v, got[0], got[1], dout, params, true, true);
-    const Tensors wide_grads = cpu.sdpa_backward(q.to(f32), k.to(f32), v.to(f32), got[0].to(f32),
-                                                 got[1], dout.to(f32), params, true, true);
-    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(grads[i], wide_grads[i].to(dt))) << i;
+    // Every gradient, and without dq or dk (k and v then packed for fewer
+    // products).
+    for (const auto& [need_dq, need_dk] : {std::pair{true, true}, {false, true}, {true, false}}) {
+      const Tensors grads =
+          cpu.sdpa_backward(q, k, v, got[0], got[1], dout, params, need_dq, need_dk);
+      const Tensors wide_grads = cpu.sdpa_backward(q.to(f32), k.to(f32), v.to(f32), got[0].to(f32),
+                                                   got[1], dout.to(f32), params, need_dq, need_dk);
+      for (size_t i = 0; i < 3; ++i) {
+        ASSERT_EQ(grads[i].defined(), wide_grads[i].defined()) << i;
+        if (grads[i].defined()) {
+          EXPECT_TRUE(same_bits(grads[i], wide_grads[i].to(dt))) << i;
+        }
+      }
+    }
   }
 }
 
