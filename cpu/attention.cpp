@@ -281,7 +281,7 @@ Tensors sdpa_forward(const Tensor& q_in, const Tensor& k, const Tensor& v, doubl
                      const Mask& mask, const Dropout* drop, const Tensor& sinks) {
   const Dims d = dims_of(q_in, v);
   const DType compute = compute_dtype(q_in.dtype());
-  const Tensor q = q_in.dtype() == compute ? q_in : q_in.to(compute);
+  const Tensor q = q_in.to(compute);
   Tensor out = Tensor::empty({d.B, d.Hq, d.T, d.Dv}, q_in.dtype());
   Tensor lse = Tensor::empty({d.B, d.Hq, d.T}, compute);
   dispatch_float(compute, "scaled_dot_product_attention", [&]<class T>() {
@@ -545,11 +545,11 @@ Tensors CpuBackend::sdpa_backward(const Tensor& q, const Tensor& k, const Tensor
   std::optional<Dropout> drop;
   if (params.dropout) drop.emplace(*params.dropout);
   const DType compute = compute_dtype(q.dtype());
-  auto wide = [&](const Tensor& t) { return t.dtype() == compute ? t : t.to(compute); };
-  Tensors grads = backward_pass(wide(q), k, v, wide(out), lse, wide(dout), params.scale,
-                                mask_of(params), drop ? &*drop : nullptr, need_dq, need_dk);
+  Tensors grads =
+      backward_pass(q.to(compute), k, v, out.to(compute), lse, dout.to(compute), params.scale,
+                    mask_of(params), drop ? &*drop : nullptr, need_dq, need_dk);
   for (Tensor& g : grads) {
-    if (g.defined() && g.dtype() != q.dtype()) g = g.to(q.dtype());
+    if (g.defined()) g = g.to(q.dtype());
   }
   return grads;
 }

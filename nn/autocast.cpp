@@ -45,6 +45,10 @@ Tensor autocast_product(const Tensor& x, const Tensor& w) {
   return ops::linear(autocast_operand(x), autocast_operand(w));
 }
 
+Tensor autocast_bf16_product(const Tensor& x, const Tensor& w) {
+  return current == DType::bf16 ? autocast_product(x, w) : autocast_linear(x, w);
+}
+
 Tensor autocast_linear(const Tensor& x, const Tensor& w) {
   if (!is_16bit_float(current)) return ops::linear(x, w);
   return ops::cast(autocast_product(x, w), w.dtype());

@@ -82,6 +82,10 @@ Tensor autocast_linear(const Tensor& x, const Tensor& w);
 // product for the ops after it; outside a 16-bit scope, ops::linear.
 Tensor autocast_product(const Tensor& x, const Tensor& w);
 
+// The product for an op that reads bf16 (SwiGLU): autocast_product in a
+// bf16 scope, autocast_linear otherwise.
+Tensor autocast_bf16_product(const Tensor& x, const Tensor& w);
+
 // ops::scaled_dot_product_attention (q: (B, Hq, T, D), k: (B, Hkv, S, D),
 // v: (B, Hkv, S, Dv) -> (B, Hq, T, Dv) in q's dtype) on copies of q, k, v in
 // autocast_attention_dtype() when that is 16-bit, else on q, k, v.

@@ -125,13 +125,13 @@ Tensor GatedMLP::forward(const Tensor& x) const {
   }
   // Under bf16 autocast the gate and up products stay bf16 for SwiGLU; a
   // biased MLP widens them, as every other projection does.
-  const bool keep_bf16 = autocast_dtype() == DType::bf16 && !gate_proj.bias().defined();
-  auto project = [&](const Tensor& in, const Linear* layer) {
-    return keep_bf16 && layer != &down_proj ? autocast_product(in, layer->weight())
-                                            : layer->project(in);
+  auto project = [](const Tensor& in, const Linear* layer) { return layer->project(in); };
+  auto project_in = [](const Tensor& in, const Linear* layer) {
+    return layer->bias().defined() ? layer->project(in)
+                                   : autocast_bf16_product(in, layer->weight());
   };
   return swiglu_ffn(in, &gate_proj, &up_proj, &down_proj, {"gate_proj", "up_proj", "down_proj"},
-                    project, ops::swiglu);
+                    project_in, project, ops::swiglu);
 }
 
 }  // namespace reprise::nn

@@ -106,25 +106,29 @@ class GatedMLP : public Module {
 
 // The SwiGLU feed-forward, down(act(gate(x), up(x))), written once for
 // GatedMLP and an MoE layer's experts, routed or shared: act is
-// ops::swiglu (silu(gate) * up) or GPT-OSS's clamped form, and
-// project(x, w) the projection by the weights `gate`, `up` and `down` (a
-// linear, or a grouped product over the experts' blocks of rows, with
-// their biases where they have them), each recorded under its weight's
-// name (HF's gate_proj, up_proj, down_proj; Mixtral's w1, w3, w2).
+// ops::swiglu (silu(gate) * up) or GPT-OSS's clamped form;
+// project_in(x, w) is the projection by the weights `gate` and `up` (which
+// may leave the product 16-bit for act, as torch.autocast does) and
+// project_out(x, w) the one by `down` (a linear, or a grouped product over
+// the experts' blocks of rows, with their biases where they have them),
+// each recorded under its weight's name (HF's gate_proj, up_proj,
+// down_proj; Mixtral's w1, w3, w2).
 struct SwiGluNames {
   const char* gate;
   const char* up;
   const char* down;
 };
-template <class Weights, class Project, class Activation>
+template <class Weights, class ProjectIn, class ProjectOut, class Activation>
 Tensor swiglu_ffn(const Tensor& x, const Weights& gate, const Weights& up, const Weights& down,
-                  const SwiGluNames& names, const Project& project, const Activation& act) {
-  auto projected = [&](const char* name, const Tensor& in, const Weights& w) {
+                  const SwiGluNames& names, const ProjectIn& project_in,
+                  const ProjectOut& project_out, const Activation& act) {
+  auto projected = [](const char* name, const auto& project, const Tensor& in, const Weights& w) {
     autograd::Scope scope(name);
     return project(in, w);
   };
-  const Tensor g = projected(names.gate, x, gate), u = projected(names.up, x, up);
-  return projected(names.down, act(g, u), down);
+  const Tensor g = projected(names.gate, project_in, x, gate);
+  const Tensor u = projected(names.up, project_in, x, up);
+  return projected(names.down, project_out, act(g, u), down);
 }
 
 }  // namespace reprise::nn

@@ -227,24 +227,24 @@ Tensor run_experts(const Tensor& x2, const ops::MoeRoute& route, const MoeWeight
       for (size_t j = 0; j < counts.size(); ++j) blocks.insert(blocks.end(), counts[j], int64_t(j));
       row_block = Tensor::from_vector(blocks, {int64_t(blocks.size())}).to(rows.device());
     }
-    const Projection gate = of_blocks(w.w1, w.b1), up = of_blocks(w.w3, w.b3),
-                     down = of_blocks(w.w2, w.b2);
     // Under bf16 autocast the gate and up products stay bf16 for SwiGLU,
     // as a dense MLP's do; biased experts and the clamped SwiGLU widen them.
     const bool keep_bf16 = autocast_dtype() == DType::bf16 && !c.expert_bias && !c.clamped_swiglu;
     auto grouped = [&](const Tensor& in, const Projection& p) {
-      if (keep_bf16 && &p != &down) {
-        return autocast_grouped_product(in, block_counts, p.weights);  // (rows, out) bf16
-      }
       const Tensor y = autocast_grouped_linear(in, block_counts, p.weights);  // (rows, out)
       if (p.biases.empty()) return y;
       return ops::add(y, ops::index_select(ops::stack(p.biases, 0), 0, row_block));
     };
+    auto grouped_in = [&](const Tensor& in, const Projection& p) {
+      if (!keep_bf16) return grouped(in, p);
+      return autocast_grouped_product(in, block_counts, p.weights);  // (rows, out) bf16
+    };
     auto act = [&](const Tensor& g, const Tensor& u) {
       return c.clamped_swiglu ? clamped_swiglu(g, u, c) : ops::swiglu(g, u);
     };
-    return swiglu_ffn(autocast_operand(rows), gate, up, down,
-                      {names.expert_gate, names.expert_up, names.expert_down}, grouped,
+    return swiglu_ffn(autocast_operand(rows), of_blocks(w.w1, w.b1), of_blocks(w.w3, w.b3),
+                      of_blocks(w.w2, w.b2),
+                      {names.expert_gate, names.expert_up, names.expert_down}, grouped_in, grouped,
                       act);  // (rows, C)
   };
   Tensor ys;
@@ -272,13 +272,9 @@ Tensor run_shared_expert(const Tensor& x2, const MoeWeights& w, const MoeNames& 
   {
     autograd::Scope scope(names.shared);
     // Its gate and up products stay bf16 for SwiGLU under bf16 autocast.
-    const bool keep_bf16 = autocast_dtype() == DType::bf16;
-    auto project = [&](const Tensor& in, const Tensor& weight) {
-      return keep_bf16 && &weight != &w.shared_down ? autocast_product(in, weight)
-                                                    : autocast_linear(in, weight);
-    };
     shared = swiglu_ffn(autocast_operand(x2), w.shared_gate, w.shared_up, w.shared_down,
-                        {"gate_proj", "up_proj", "down_proj"}, project, ops::swiglu);  // (N, C)
+                        {"gate_proj", "up_proj", "down_proj"}, autocast_bf16_product,
+                        autocast_linear, ops::swiglu);  // (N, C)
   }
   if (w.shared_expert_gate.defined()) {
     autograd::Scope scope("shared_expert_gate");

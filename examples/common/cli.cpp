@@ -40,6 +40,10 @@ bool parse_choice(const std::string& flag, const std::string& v, const char* fir
   return v == first;
 }
 
+bool parse_save_or_recompute(const std::string& flag, const std::string& v) {
+  return parse_choice(flag, v, "save", "recompute");
+}
+
 double parse_real(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
@@ -71,6 +75,7 @@ DType parse_run_dtype(const std::string& flag, const std::string& v) {
 json::Value show_seed(uint64_t seed) { return std::to_string(seed); }
 json::Value show_device(Device device) { return to_string(device); }
 json::Value show_dtype(DType dtype) { return dtype_name(dtype); }
+json::Value show_save_or_recompute(bool save) { return save ? "save" : "recompute"; }
 
 UsageError flag_error(const std::string& flag, const std::string& what) {
   return UsageError(what.rfind("--", 0) == 0 ? what : flag + ": " + what);

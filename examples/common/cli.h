@@ -48,12 +48,15 @@ DType parse_run_dtype(const std::string& flag, const std::string& v);
 // A choice between two words: true for `first`, false for `second`.
 bool parse_choice(const std::string& flag, const std::string& v, const char* first,
                   const char* second);
+// save | recompute (--router, --chunk-states): true for save.
+bool parse_save_or_recompute(const std::string& flag, const std::string& v);
 
 // How usage and a resolved config show such values: the seed as a decimal
 // string (JSON integers stop at int64), a device and a dtype by name.
 json::Value show_seed(uint64_t seed);
 json::Value show_device(Device device);
 json::Value show_dtype(DType dtype);
+json::Value show_save_or_recompute(bool save);
 
 // What `parse` returns; an Error it raises becomes a UsageError.
 template <class F>

@@ -55,12 +55,6 @@ int parse_noise_ulps(const std::string& flag, const std::string& v) {
 
 // The threads the session runs: --threads', else REPRISE_NUM_THREADS or
 // all cores.
-// --chunk-states: save | recompute, into CheckpointConfig::save_chunk_states.
-bool parse_chunk_states(const std::string& flag, const std::string& v) {
-  return cli::parse_choice(flag, v, "save", "recompute");
-}
-json::Value show_chunk_states(bool save) { return save ? "save" : "recompute"; }
-
 json::Value show_threads(int) { return threads::num_threads(); }
 
 json::Value show_trace_step(int64_t given) { return trace_step(given); }
@@ -187,7 +181,8 @@ FlagTable compute_flags() {
       {"--chunk-states", "M", S::compute,
        "save | recompute: where the policy saves a DeltaNet layer's recurrence (op-sac), its "
        "chunk states too, or recompute them in backward",
-       parsed(&CheckpointConfig::save_chunk_states, parse_chunk_states, show_chunk_states)},
+       parsed(&CheckpointConfig::save_chunk_states, cli::parse_save_or_recompute,
+              cli::show_save_or_recompute)},
   };
 }
 

@@ -42,12 +42,6 @@ json::Value show_router_dtype(nn::RouterDType d) {
   return d == nn::RouterDType::f32 ? "fp32" : "bf16";
 }
 
-// --router: save | recompute, into CheckpointConfig::save_router.
-bool parse_router(const std::string& flag, const std::string& v) {
-  return cli::parse_choice(flag, v, "save", "recompute");
-}
-json::Value show_router(bool save) { return save ? "save" : "recompute"; }
-
 // The MoE's flags, in usage order (train_cli.h's rows: {name, value,
 // section, help, setting}).
 train_cli::FlagTable moe_flags() {
@@ -79,7 +73,8 @@ train_cli::FlagTable moe_flags() {
       {"--router", "M", S::compute,
        "save | recompute: checkpointed layers force-save the routing decision, or recompute it "
        "like the rest",
-       parsed(&CheckpointConfig::save_router, parse_router, show_router)},
+       parsed(&CheckpointConfig::save_router, cli::parse_save_or_recompute,
+              cli::show_save_or_recompute)},
       {"--expert-parallel", "", S::processes,
        "with several processes, split each layer's experts over them (same bits as without)",
        cli::switch_on(&Options::expert_parallel)},
