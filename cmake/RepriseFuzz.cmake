@@ -13,8 +13,11 @@ if(REPRISE_FUZZ)
     message(FATAL_ERROR "REPRISE_FUZZ needs clang for libFuzzer, got ${CMAKE_CXX_COMPILER_ID} "
                         "(configure with -DCMAKE_CXX_COMPILER=clang++)")
   endif()
+  # At -O1 with line tables (-g1), as the GCC sanitizer builds: a report
+  # names files and lines, and the build takes about a third less than the
+  # -O2 -g of RelWithDebInfo.
   add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-                      -fno-omit-frame-pointer)
+                      -fno-omit-frame-pointer -g1 -O1)
   add_link_options(-fsanitize=address,undefined)
   add_subdirectory(${PROJECT_SOURCE_DIR}/fuzz ${PROJECT_BINARY_DIR}/fuzz)
 endif()

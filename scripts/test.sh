@@ -102,9 +102,8 @@ PYTHONPATH="$PWD/build/sanitize/python" \
 stage "ThreadSanitizer: the engine and io suites (scripts/tsan.sh)"
 REPRISE_JOBS=$jobs REPRISE_TSAN_SUITES="engine io" scripts/tsan.sh
 
+# Each fuzzer is one process: they run side by side, one per core.
 stage "fuzz targets, 30 s each (scripts/fuzz.sh; docs/reliability.md)"
-for target in json safetensors safetensors_index hf train_state optimizer_shard; do
-  REPRISE_JOBS=$jobs scripts/fuzz.sh "$target" 30
-done
+REPRISE_JOBS=$jobs scripts/fuzz.sh json,safetensors,safetensors_index,hf,train_state,optimizer_shard 30
 
 stage "all tests passed"

@@ -17,7 +17,7 @@
 namespace reprise::autograd {
 namespace {
 
-Tensor leaf(std::vector<double> v) {
+Tensor grad_leaf(std::vector<double> v) {
   Shape s{int64_t(v.size())};
   return Tensor::from_vector(v, s).requires_grad(true);
 }
@@ -35,7 +35,7 @@ std::string error_of(Fn fn) {
 
 TEST(Anomaly, LogOfANegativeNumberNamesTheOpItsScopeAndShapes) {
   const DetectAnomaly on;
-  Tensor x = leaf({1, -2, 3});
+  Tensor x = grad_leaf({1, -2, 3});
   const std::string m = error_of([&] {
     const Scope layer("layers.0.mlp");
     (void)ops::log(ops::exp(x));  // exp is finite: not the culprit
@@ -49,13 +49,13 @@ TEST(Anomaly, LogOfANegativeNumberNamesTheOpItsScopeAndShapes) {
 
 TEST(Anomaly, DivisionByZeroIsAnInfinityInForward) {
   const DetectAnomaly on;
-  Tensor a = leaf({1, 2}), b = leaf({1, 0});
+  Tensor a = grad_leaf({1, 2}), b = grad_leaf({1, 0});
   const std::string m = error_of([&] { (void)ops::div(a, b); });
   EXPECT_NE(m.find("anomaly: div produced inf in forward"), std::string::npos) << m;
 }
 
 TEST(Anomaly, BackwardNamesTheNodeWhoseGradientIsNotFinite) {
-  Tensor x = leaf({4, 0});
+  Tensor x = grad_leaf({4, 0});
   // sqrt(0) = 0 is finite; its gradient 1 / (2 sqrt(0)) is not.
   Tensor y = ops::sum(ops::sqrt(x));
   const DetectAnomaly on;
@@ -72,7 +72,7 @@ TEST(Anomaly, OffByDefaultAndRestoredByTheGuard) {
     EXPECT_TRUE(detect_anomaly_enabled());
   }
   EXPECT_FALSE(detect_anomaly_enabled());
-  Tensor x = leaf({-1});
+  Tensor x = grad_leaf({-1});
   Tensor y = ops::log(x);
   EXPECT_TRUE(std::isnan(y.item<double>()));
 }

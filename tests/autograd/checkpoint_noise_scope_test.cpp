@@ -28,7 +28,7 @@ Tensor two_stages(const Tensor& x, const Tensor& w) {
 
 // d sum(region(x))^2 / dw under the bitwise verifier (reporting) with
 // `ulps` of noise on `scopes`, and the mismatches reported.
-std::pair<std::vector<float>, std::vector<Mismatch>> run(int ulps, std::string scopes) {
+std::pair<std::vector<float>, std::vector<Mismatch>> run_noisy(int ulps, std::string scopes) {
   const CheckpointOptions o{.verify = Verify::bitwise,
                             .on_mismatch = OnMismatch::report,
                             .recompute_noise_ulps = ulps,
@@ -43,24 +43,24 @@ std::pair<std::vector<float>, std::vector<Mismatch>> run(int ulps, std::string s
 
 TEST(CheckpointNoiseScopes, OnlyMatchingNodesArePerturbed) {
   take_mismatches();
-  const auto [clean, none] = run(0, "*");
+  const auto [clean, none] = run_noisy(0, "*");
   EXPECT_TRUE(none.empty());
 
   // 16 ulps: the noise's salt is each node's global sequence number, so
   // its draw depends on what ran before in the process, and one ulp on
   // these 51 values has been seen to leave the gradient's bits unchanged.
-  const auto [noisy, found] = run(16, "*.second");
+  const auto [noisy, found] = run_noisy(16, "*.second");
   ASSERT_FALSE(found.empty());
   for (const Mismatch& m : found) EXPECT_EQ(m.scope, "r.second") << m.describe();
   EXPECT_NE(noisy, clean);
 
   // The default "*" perturbs the first stage too.
-  const auto [all, everywhere] = run(1, "*");
+  const auto [all, everywhere] = run_noisy(1, "*");
   ASSERT_FALSE(everywhere.empty());
   EXPECT_EQ(everywhere[0].scope, "r.first");
 
   // A glob that matches nothing: no noise, gradients bitwise equal.
-  const auto [same, quiet] = run(1, "*.router");
+  const auto [same, quiet] = run_noisy(1, "*.router");
   EXPECT_TRUE(quiet.empty());
   EXPECT_EQ(same, clean);
 }

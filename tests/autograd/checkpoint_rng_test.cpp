@@ -54,7 +54,7 @@ struct Model {
   }
 };
 
-Model::Wrap plain() {
+Model::Wrap unwrapped() {
   return [](int, const std::function<Tensor()>& f) { return f(); };
 }
 Model::Wrap regions(const Policy& p, CheckpointOptions o = {}) {
@@ -66,7 +66,7 @@ Model::Wrap regions(const Policy& p, CheckpointOptions o = {}) {
 TEST(CheckpointRng, RecordedReplayIsBitwiseEqualForEveryPolicy) {
   Model m(4, 129);
   Tensor x = uniform({3, 129}, -1, 1, 21, DType::f32);
-  auto expected = m.step(x, plain());
+  auto expected = m.step(x, unwrapped());
   for (const Policy& p :
        {policies::full(), policies::save_ops({"dropout"}), policies::save_all(),
         policies::save_every_nth("mul", 2),
@@ -80,7 +80,7 @@ TEST(CheckpointRng, RecordedReplayIsBitwiseEqualForEveryPolicy) {
 TEST(CheckpointRng, NestedRegionsWithDropoutAreBitwiseEqual) {
   Model m(4, 65);
   Tensor x = uniform({2, 65}, -1, 1, 22, DType::f32);
-  auto expected = m.step(x, plain());
+  auto expected = m.step(x, unwrapped());
   // Layers 0-1 and 2-3 in outer regions, each layer in an inner one.
   auto nested = [&](int i, const std::function<Tensor()>& f) {
     return checkpoint("outer", i % 2 ? policies::save_all() : policies::full(), [&] {
@@ -93,7 +93,7 @@ TEST(CheckpointRng, NestedRegionsWithDropoutAreBitwiseEqual) {
 TEST(CheckpointRng, StashModeIsExactAndCostsBytes) {
   Model m(3, 65);
   Tensor x = uniform({2, 65}, -1, 1, 23, DType::f32);
-  auto expected = m.step(x, plain());
+  auto expected = m.step(x, unwrapped());
   int64_t stashed = recompute_stats().rng_bytes_stashed;
   CheckpointOptions stash{.rng = RngReplay::stash, .generator = m.gen};
   EXPECT_EQ(m.step(x, regions(policies::full(), stash)), expected);
@@ -103,7 +103,7 @@ TEST(CheckpointRng, StashModeIsExactAndCostsBytes) {
 TEST(CheckpointRng, FreshModeGivesWrongGradientsAndTheVerifierNamesDropout) {
   Model m(2, 65);
   Tensor x = uniform({2, 65}, -1, 1, 24, DType::f32);
-  auto expected = m.step(x, plain());
+  auto expected = m.step(x, unwrapped());
   CheckpointOptions fresh{.rng = RngReplay::fresh, .generator = m.gen};
   EXPECT_NE(m.step(x, regions(policies::full(), fresh)), expected);
 

@@ -209,7 +209,7 @@ TEST(Planner, BytesMovedPriceMemoryBoundReplays) {
                         {"BudgetPlanner", "flops_per_byte", "-1"});
 }
 
-Tensor block(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor gated_block(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor a = ops::tanh(ops::mul(x, w));
   Tensor g = ops::silu(ops::add(x, b));
   return ops::add(x, ops::mul(a, g));
@@ -234,7 +234,7 @@ TEST(Planner, RecordOnceApplyManyStaysWithinBudgetAndIsExact) {
     Tensor h = x;
     int64_t before = memory_stats::snapshot()[MemoryKind::saved_activation].live;
     for (int i = 0; i < layers; ++i) {
-      auto f = [&, i, in = h] { return block(in, w[size_t(i)], b[size_t(i)]); };
+      auto f = [&, i, in = h] { return gated_block(in, w[size_t(i)], b[size_t(i)]); };
       h = p ? checkpoint("layers." + std::to_string(i), *p, f) : f();
     }
     if (held) *held = memory_stats::snapshot()[MemoryKind::saved_activation].live - before;

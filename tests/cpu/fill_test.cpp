@@ -60,7 +60,7 @@ uint32_t word(const Reservation& r, uint64_t i) {
 }
 
 template <class T>
-bool same_bits(T a, T b) {
+bool same_scalar_bits(T a, T b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
@@ -79,9 +79,9 @@ TEST(Fill, UniformIsTheWordMapping) {
       fill_uniform(f.data(), n, r);
       fill_uniform(d.data(), n, r);
       for (int64_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(same_bits(f[i], uniform_float(word(r, i))))
+        ASSERT_TRUE(same_scalar_bits(f[i], uniform_float(word(r, i))))
             << "n " << n << " off " << off << " i " << i;
-        ASSERT_TRUE(same_bits(d[i], uniform_double(word(r, 2 * i), word(r, 2 * i + 1))))
+        ASSERT_TRUE(same_scalar_bits(d[i], uniform_double(word(r, 2 * i), word(r, 2 * i + 1))))
             << n << " " << i;
         ASSERT_TRUE(f[i] > 0.0f && f[i] <= 1.0f);
         ASSERT_TRUE(d[i] > 0.0 && d[i] <= 1.0);
@@ -113,9 +113,9 @@ TEST(Fill, NormalIsCuRandsPairing) {
         double d0, d1;
         box_muller(word(r, 4 * j), word(r, 4 * j + 1), word(r, 4 * j + 2), word(r, 4 * j + 3), d0,
                    d1);
-        ASSERT_TRUE(same_bits(f[i], i % 2 == 0 ? f0 : f1))
+        ASSERT_TRUE(same_scalar_bits(f[i], i % 2 == 0 ? f0 : f1))
             << "n " << n << " off " << off << " i " << i;
-        ASSERT_TRUE(same_bits(d[i], i % 2 == 0 ? d0 : d1))
+        ASSERT_TRUE(same_scalar_bits(d[i], i % 2 == 0 ? d0 : d1))
             << "n " << n << " off " << off << " i " << i;
       }
     }
@@ -160,8 +160,9 @@ TEST(Fill, DropoutIsTheWordMappingAtAnySizeAndOffset) {
       dropout(in_place.data(), in_place.data(), n, p, r);
       for (int64_t i = 0; i < n; ++i) {
         const float want = bernoulli(word(r, i), keep) ? x[size_t(i)] * scale : 0.0f;
-        ASSERT_TRUE(same_bits(y[size_t(i)], want)) << "n " << n << " off " << off << " i " << i;
-        ASSERT_TRUE(same_bits(in_place[size_t(i)], want)) << "n " << n << " off " << off;
+        ASSERT_TRUE(same_scalar_bits(y[size_t(i)], want))
+            << "n " << n << " off " << off << " i " << i;
+        ASSERT_TRUE(same_scalar_bits(in_place[size_t(i)], want)) << "n " << n << " off " << off;
       }
     }
   }
@@ -197,7 +198,8 @@ TEST(Fill, LargeOutputsGiveTheSameValues) {
   const Tensor out = Tensor::empty({n + 1}).slice(0, 1, n + 1);
   const float* o = out.data<float>();
   cpu_backend().fill_uniform(out, r, 0.0, 1.0);
-  for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_bits(o[i], uniform_float(word(r, i)))) << i;
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_TRUE(same_scalar_bits(o[i], uniform_float(word(r, i)))) << i;
   const Tensor dropped = cpu_backend().dropout(Tensor::full({n}, 3.0), 0.4, r);
   const float keep = bernoulli_threshold(0.6), scale = float(1.0 / 0.6);
   for (int64_t i = 0; i < n; ++i)
@@ -206,7 +208,7 @@ TEST(Fill, LargeOutputsGiveTheSameValues) {
   for (int64_t i = 0; i < n; ++i) {
     float z0, z1;
     box_muller(word(r, 2 * (i / 2)), word(r, 2 * (i / 2) + 1), z0, z1);
-    ASSERT_TRUE(same_bits(o[i], i % 2 == 0 ? z0 : z1)) << i;
+    ASSERT_TRUE(same_scalar_bits(o[i], i % 2 == 0 ? z0 : z1)) << i;
   }
 }
 
@@ -257,7 +259,7 @@ TEST(Fill, IdenticalWhateverRunsTheChunks) {
 // Max ulp distance of the portable functions from long double, over a dense
 // sweep of their Box-Muller domains.
 template <class T>
-double ulps(T got, long double want) {
+double ulps_from(T got, long double want) {
   const long double ulp =
       std::nextafter(T(std::fabs(double(want))), T(INFINITY)) - T(std::fabs(double(want)));
   return double(std::fabs((long double)got - want) / ulp);
@@ -268,15 +270,16 @@ TEST(Fill, PortableMathWithinTwoUlps) {
   for (uint32_t k = 0; k < 500000; ++k) {
     const uint32_t w = k * 8589u + k / 3;  // spread over all 32-bit words
     const float u = uniform_float(w);
-    if (u < 1.0f) log_f = std::max(log_f, ulps(detail::log_portable(u), std::log((long double)u)));
+    if (u < 1.0f)
+      log_f = std::max(log_f, ulps_from(detail::log_portable(u), std::log((long double)u)));
     const float theta = std::fma(float(w), 0x1.921fb6p-30f, 0x1.921fb6p-31f);
     float s, c;
     detail::sincos_portable(theta, s, c);
-    sin_f = std::max(sin_f, ulps(s, std::sin((long double)theta)));
-    cos_f = std::max(cos_f, ulps(c, std::cos((long double)theta)));
+    sin_f = std::max(sin_f, ulps_from(s, std::sin((long double)theta)));
+    cos_f = std::max(cos_f, ulps_from(c, std::cos((long double)theta)));
     const double ud = uniform_double(w, w * 2654435761u);
     if (ud < 1.0)
-      log_d = std::max(log_d, ulps(detail::log_portable(ud), std::log((long double)ud)));
+      log_d = std::max(log_d, ulps_from(detail::log_portable(ud), std::log((long double)ud)));
     const double t = 2.0 * ud;
     double sd, cd;
     detail::sincospi_portable(t, sd, cd);
@@ -288,10 +291,10 @@ TEST(Fill, PortableMathWithinTwoUlps) {
     const int quadrant = int(q) & 3;
     const long double sin_ref = quadrant == 0 ? sr : quadrant == 1 ? cr : quadrant == 2 ? -sr : -cr;
     const long double cos_ref = quadrant == 0 ? cr : quadrant == 1 ? -sr : quadrant == 2 ? -cr : sr;
-    sin_d = std::max(sin_d, ulps(sd, sin_ref));
-    cos_d = std::max(cos_d, ulps(cd, cos_ref));
+    sin_d = std::max(sin_d, ulps_from(sd, sin_ref));
+    cos_d = std::max(cos_d, ulps_from(cd, cos_ref));
   }
-  RecordProperty("max_ulp", testing::PrintToString(
+  RecordProperty("max_ulp", ::testing::PrintToString(
                                 std::vector<double>{log_f, sin_f, cos_f, log_d, sin_d, cos_d}));
   EXPECT_LE(log_f, 2.0);
   EXPECT_LE(sin_f, 2.0);

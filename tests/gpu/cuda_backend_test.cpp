@@ -18,11 +18,10 @@
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/tiny_train.h"
 
 namespace reprise::testing {
 namespace {
-
-constexpr Device kGpu = Device::cuda(0);
 
 class CudaBackendTest : public ::testing::Test {
  protected:

@@ -29,7 +29,7 @@
 namespace reprise::nn {
 namespace {
 
-constexpr Device kGpu = Device::cuda(0);
+using testing::kGpu;
 
 // The projections' dtype and attention's.
 struct Precision {

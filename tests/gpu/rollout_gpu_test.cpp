@@ -19,7 +19,7 @@
 namespace reprise::nn {
 namespace {
 
-constexpr Device kGpu = Device::cuda(0);
+using testing::kGpu;
 
 // The largest |sampler - trainer| log-prob and the routing flips of one
 // batch of rollouts on the device.

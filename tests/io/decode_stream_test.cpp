@@ -18,7 +18,7 @@ namespace {
 
 using testing::expect_error;
 
-const std::string kDir = std::string(REPRISE_FIXTURES_DIR) + "/tokenizers";
+const std::string kTokenizersDir = std::string(REPRISE_FIXTURES_DIR) + "/tokenizers";
 
 // What a stream hands out, piece by piece, for `ids` generated after
 // `prompt`; each piece must be whole UTF-8 when the text is.
@@ -57,7 +57,7 @@ TEST(DecodeStream, HandsOutTheTextAfterThePromptInWholeCharacters) {
   const std::string more = " world 你好 😀👍🏽 über 123\n";
   for (const char* name : {"gpt2_bpe", "llama3_bpe", "llama2_sp", "llama2_hf_metaspace"}) {
     SCOPED_TRACE(name);
-    const std::unique_ptr<Tokenizer> tok = load_tokenizer(kDir + "/" + name);
+    const std::unique_ptr<Tokenizer> tok = load_tokenizer(kTokenizersDir + "/" + name);
     const std::vector<int64_t> prompt = tok->encode(prompt_text, true);
     std::vector<int64_t> all = tok->encode(prompt_text + more, true);
     ASSERT_EQ(std::vector<int64_t>(all.begin(), all.begin() + int64_t(prompt.size())), prompt);
@@ -99,18 +99,18 @@ TEST(ByteTokenizer, IdsAreBytes) {
 }
 
 TEST(TokenizerFiles, NamesWhatLoadTokenizerReadsAsAModelFolderNamesIt) {
-  const auto llama3 = tokenizer_files(kDir + "/llama3_bpe");
+  const auto llama3 = tokenizer_files(kTokenizersDir + "/llama3_bpe");
   ASSERT_EQ(llama3.size(), 2u);
-  EXPECT_EQ(llama3[0].path, kDir + "/llama3_bpe/tokenizer.json");
+  EXPECT_EQ(llama3[0].path, kTokenizersDir + "/llama3_bpe/tokenizer.json");
   EXPECT_EQ(llama3[0].name, "tokenizer.json");
   EXPECT_EQ(llama3[1].name, "tokenizer_config.json");
-  const auto sp = tokenizer_files(kDir + "/llama2_sp/tokenizer.model");
+  const auto sp = tokenizer_files(kTokenizersDir + "/llama2_sp/tokenizer.model");
   ASSERT_EQ(sp.size(), 1u);
   EXPECT_EQ(sp[0].name, "tokenizer.model");
-  EXPECT_EQ(tokenizer_files(kDir + "/gpt2_bpe").size(), 1u);
-  EXPECT_TRUE(has_tokenizer(kDir + "/llama2_sp"));
-  EXPECT_FALSE(has_tokenizer(kDir));
-  expect_error([&] { tokenizer_files(kDir); }, {"found neither"});
+  EXPECT_EQ(tokenizer_files(kTokenizersDir + "/gpt2_bpe").size(), 1u);
+  EXPECT_TRUE(has_tokenizer(kTokenizersDir + "/llama2_sp"));
+  EXPECT_FALSE(has_tokenizer(kTokenizersDir));
+  expect_error([&] { tokenizer_files(kTokenizersDir); }, {"found neither"});
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "tests/support/bits.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/temp_dir.h"
 
@@ -27,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::error_of;
 using testing::expect_error;
+using testing::same_bytes;
 
 using Tensors = std::vector<std::pair<std::string, Tensor>>;
 
@@ -49,12 +51,6 @@ Tensor values(DType dtype, const Shape& shape, uint32_t seed) {
   std::vector<float> v(size_t(numel(shape)));
   for (float& x : v) x = dist(gen);
   return Tensor::from_vector<float>(v, shape).to(dtype);
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return ca.dtype() == cb.dtype() && ca.shape() == cb.shape() &&
-         std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
 class SafetensorsFolderTest : public ::testing::Test {

@@ -26,9 +26,12 @@
 #include <vector>
 
 #include "base/error.h"
+#include "tests/support/bits.h"
 
 namespace reprise::io {
 namespace {
+
+using testing::same_bytes;
 
 namespace fs = std::filesystem;
 
@@ -89,12 +92,6 @@ std::string error_of(F&& fn) {
   }
   ADD_FAILURE() << "no reprise::Error raised";
   return "";
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return ca.dtype() == cb.dtype() && ca.shape() == cb.shape() &&
-         std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
 // A tensor of `dtype` and `shape` whose bytes are a fixed pseudo-random

@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-std::string read_text(const fs::path& path) {
+std::string read_whole(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream s;
   s << in.rdbuf();
@@ -33,7 +33,7 @@ TEST(WriteFile, TextReplacesTheFileAndLeavesNoTemporary) {
   const fs::path path = dir / "config.json";
   write_text_atomic(path.string(), "old\n");
   write_text_atomic(path.string(), "new\n");
-  EXPECT_EQ(read_text(path), "new\n");
+  EXPECT_EQ(read_whole(path), "new\n");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
 }
 

@@ -29,7 +29,7 @@ namespace {
 
 using testing::same_bits;
 
-LlamaConfig small_config(bool moe, double dropout) {
+LlamaConfig autocast_config(bool moe, double dropout) {
   LlamaConfig c;
   c.vocab_size = 64;
   c.hidden_size = 32;
@@ -137,7 +137,7 @@ class AutocastModel : public ::testing::TestWithParam<bool> {};
 // (bound 2%).
 TEST_P(AutocastModel, Bf16StaysNearF32WithF32MastersAndFewerSavedBytes) {
   rng::Generator gen(3);
-  LlamaForCausalLM model(small_config(GetParam(), 0.0), gen);
+  LlamaForCausalLM model(autocast_config(GetParam(), 0.0), gen);
   // 256 tokens of width 32: activations outweigh the bf16 weight copies
   // that each forward also saves, as in any real batch.
   const Tensor ids = testing::random_token_ids(8, 32, 64, 4);
@@ -168,7 +168,7 @@ TEST_P(AutocastModel, Bf16StaysNearF32WithF32MastersAndFewerSavedBytes) {
 TEST_P(AutocastModel, CheckpointedLayersReplayBitwiseUnderBf16) {
   const bool moe = GetParam();
   rng::Generator init(5);
-  LlamaForCausalLM model(small_config(moe, 0.1), init);
+  LlamaForCausalLM model(autocast_config(moe, 0.1), init);
   const auto gen = std::make_shared<rng::Generator>(42);
   model.set_dropout_generator(gen);
   const rng::GeneratorState start = gen->state();
@@ -204,7 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Models, AutocastModel, ::testing::Values(false, true),
 // loss and every gradient are equal bit for bit.
 TEST(Autocast, Bf16QkvAndLogitsGiveTheWidenedPathsBits) {
   rng::Generator gen(7);
-  LlamaConfig kept = small_config(false, 0.0), widened = kept;
+  LlamaConfig kept = autocast_config(false, 0.0), widened = kept;
   widened.qkv_bias = widened.o_bias = true;  // Llama's attention_bias
   LlamaForCausalLM a(kept, gen), b(widened, gen);
   {

@@ -31,6 +31,7 @@
 #include "nn/hf.h"
 #include "nn/hf_layout.h"
 #include "ops/registry.h"
+#include "tests/support/bits.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/temp_dir.h"
@@ -40,6 +41,7 @@ namespace {
 
 using testing::all_close;
 using testing::expect_error;
+using testing::f32_bits;
 using testing::fixture_path;
 using testing::max_abs;
 
@@ -71,13 +73,6 @@ const Golden& golden(const std::string& name) {
             .first;
   }
   return it->second;
-}
-
-std::vector<uint32_t> bits_of(const Tensor& t) {
-  const std::vector<float> v = t.contiguous().to(DType::f32).to_vector<float>();
-  std::vector<uint32_t> out(v.size());
-  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
-  return out;
 }
 
 // The routing decisions of a forward: each moe_route node's chosen experts
@@ -146,7 +141,7 @@ void expect_replay_bitwise(LlamaForCausalLM& model, const Golden& g, const char*
     const Pass replayed = train_pass(model, g, layers.runner());
     EXPECT_EQ(replayed.loss, plain.loss);
     for (size_t i = 0; i < plain.grads.size(); ++i) {
-      EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
+      EXPECT_EQ(f32_bits(replayed.grads[i].second), f32_bits(plain.grads[i].second))
           << plain.grads[i].first;
     }
   }
@@ -344,7 +339,7 @@ TEST_P(Families, RopeFrequenciesAreTransformers) {
       rope_frequencies(c.rope_scaling, c.rope_theta, c.rope_dim(), c.max_position_embeddings, 1);
   const Tensor inv = Tensor::from_vector(f.inv_freq, {int64_t(f.inv_freq.size())});
   // Bit for bit: the same f32 steps, and glibc's powf agrees with torch's here.
-  EXPECT_EQ(bits_of(inv), bits_of(g.get("rope.inv_freq")));
+  EXPECT_EQ(f32_bits(inv), f32_bits(g.get("rope.inv_freq")));
   EXPECT_EQ(f.attention_scaling, g.get("rope.attention_scaling").item<float>());
   if (g.has("rope.inv_freq_at_T")) {
     const int64_t T = g.get("input_ids").size(1);
@@ -362,8 +357,8 @@ TEST_P(Families, RopeFrequenciesAreTransformers) {
     EXPECT_EQ(r, *c.sliding_rope);
     const RopeFrequencies s =
         rope_frequencies(r.scaling, r.theta, c.rope_dim(), c.max_position_embeddings, 1);
-    EXPECT_EQ(bits_of(Tensor::from_vector(s.inv_freq, {int64_t(s.inv_freq.size())})),
-              bits_of(g.get("rope.sliding.inv_freq")));
+    EXPECT_EQ(f32_bits(Tensor::from_vector(s.inv_freq, {int64_t(s.inv_freq.size())})),
+              f32_bits(g.get("rope.sliding.inv_freq")));
     EXPECT_EQ(s.attention_scaling, g.get("rope.sliding.attention_scaling").item<float>());
   }
 }
@@ -479,7 +474,7 @@ TEST(DeltaNetCheckpointing, TheChunkStatesMayBeRecomputed) {
     peak_saved[save] = memory_stats::snapshot()[MemoryKind::saved_activation].peak - base;
     EXPECT_EQ(replayed.loss, plain.loss);
     for (size_t i = 0; i < plain.grads.size(); ++i) {
-      EXPECT_EQ(bits_of(replayed.grads[i].second), bits_of(plain.grads[i].second))
+      EXPECT_EQ(f32_bits(replayed.grads[i].second), f32_bits(plain.grads[i].second))
           << plain.grads[i].first;
     }
   }
@@ -515,7 +510,7 @@ TEST_P(Families, ExportWritesTheFilesTransformersWrote) {
     EXPECT_EQ(ours.info(name).shape, theirs.info(name).shape);
     EXPECT_EQ(ours.info(name).dtype_name, theirs.info(name).dtype_name);
     // bf16 weights read as f32 and written back as bf16: the same bits.
-    EXPECT_EQ(bits_of(ours.get(name)), bits_of(theirs.get(name)));
+    EXPECT_EQ(f32_bits(ours.get(name)), f32_bits(theirs.get(name)));
   }
   EXPECT_EQ(read_llama_config(dir), model->config());
   // What transformers reads of config.json: the same model type and fields.

@@ -31,18 +31,18 @@ std::vector<fs::path> seeds(const std::string& target) {
   return out;
 }
 
-std::string read_bytes(const fs::path& path) {
+std::string read_seed(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void write_bytes(const fs::path& path, const std::string& bytes) {
+void write_seed(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
 TEST(FuzzCorpus, JsonAndSafetensorsSeedsRead) {
   EXPECT_EQ(seeds("json").size(), 4u);
-  for (const fs::path& p : seeds("json")) EXPECT_NO_THROW(json::parse(read_bytes(p))) << p;
+  for (const fs::path& p : seeds("json")) EXPECT_NO_THROW(json::parse(read_seed(p))) << p;
   EXPECT_EQ(seeds("safetensors").size(), 3u);
   for (const fs::path& p : seeds("safetensors")) {
     EXPECT_GT(io::load_safetensors(p.string()).size(), 0u) << p;
@@ -56,11 +56,11 @@ TEST(FuzzCorpus, HfSeedsAreFoldersThatLoad) {
   for (const fs::path& p : seeds("hf")) {
     SCOPED_TRACE(p.string());
     // config.json, a NUL, model.safetensors (fuzz/hf.cpp).
-    const std::string bytes = read_bytes(p);
+    const std::string bytes = read_seed(p);
     const size_t nul = bytes.find('\0');
     ASSERT_NE(nul, std::string::npos);
-    write_bytes(fs::path(dir) / "config.json", bytes.substr(0, nul));
-    write_bytes(fs::path(dir) / "model.safetensors", bytes.substr(nul + 1));
+    write_seed(fs::path(dir) / "config.json", bytes.substr(0, nul));
+    write_seed(fs::path(dir) / "model.safetensors", bytes.substr(nul + 1));
     EXPECT_EQ(load_model(dir)->config(), read_llama_config(dir));
   }
 }
@@ -71,7 +71,7 @@ TEST(FuzzCorpus, TrainStateSeedsLoadIntoTheTrainerTheyDescribe) {
   EXPECT_EQ(seeds("train_state").size(), 2u);
   for (const fs::path& p : seeds("train_state")) {
     SCOPED_TRACE(p.string());
-    write_bytes(train_state_path(dir), read_bytes(p));
+    write_seed(train_state_path(dir), read_seed(p));
     const TrainStateInfo info = read_train_state_info(dir);
     Trainer trainer(info.config, fuzz::seed_dataset());
     load_train_state(trainer, dir);
@@ -86,11 +86,11 @@ TEST(FuzzCorpus, OptimizerShardSeedsOpenAndReadInFull) {
   for (const fs::path& p : seeds("optimizer_shard")) {
     SCOPED_TRACE(p.string());
     // Named by its JSON's hash, as a checkpoint lists it (fuzz/optimizer_shard.cpp).
-    const std::string bytes = read_bytes(p);
+    const std::string bytes = read_seed(p);
     const std::string text =
         io::read_safetensors(p.string()).metadata().at("reprise.optimizer_shard");
     const uint64_t hash = fnv1a64(text);
-    write_bytes(fs::path(dir) / moment_shard_name(0, 1, hash), bytes);
+    write_seed(fs::path(dir) / moment_shard_name(0, 1, hash), bytes);
     const MomentShards shards(dir, {hash}, 1);
     EXPECT_GT(shards.numels().size(), 2u);
     for (const auto& [param, numel] : shards.numels())

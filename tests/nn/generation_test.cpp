@@ -18,6 +18,7 @@
 #include "nn/hf.h"
 #include "nn/kv_cache.h"
 #include "nn/sampling.h"
+#include "tests/support/bits.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 
@@ -25,19 +26,12 @@ namespace reprise::nn {
 namespace {
 
 using testing::expect_error;
+using testing::f32_bits;
 using testing::fixture_path;
 
-const testing::GoldenModel kGolden{"generate_golden.safetensors", "llama_tiny"};
+const testing::GoldenModel kGenerateGolden{"generate_golden.safetensors", "llama_tiny"};
 
 std::vector<int64_t> ids_of(const Tensor& t) { return t.to_vector<int64_t>(); }
-
-// The exact values of a float tensor, as bits.
-std::vector<uint32_t> bits_of(const Tensor& t) {
-  const std::vector<float> v = t.contiguous().to_vector<float>();
-  std::vector<uint32_t> out(v.size());
-  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
-  return out;
-}
 
 // Greedy decoding is argmax after argmax, so it repeats transformers' tokens
 // only where f32 noise cannot flip one: the fixture's prompts have top-2
@@ -50,9 +44,9 @@ TEST(GenerationGolden, GreedyTokensEqualTransformers) {
       SCOPED_TRACE(std::string(name) + " prompt " + std::to_string(i));
       const std::string key = std::string(name) + "." + std::to_string(i);
       const std::vector<int64_t> prompt =
-          ids_of(kGolden.get(std::string(name) + ".prompt." + std::to_string(i)));
+          ids_of(kGenerateGolden.get(std::string(name) + ".prompt." + std::to_string(i)));
       const std::vector<int64_t> want =
-          ids_of(kGolden.get(std::string(name) + ".greedy." + std::to_string(i)));
+          ids_of(kGenerateGolden.get(std::string(name) + ".greedy." + std::to_string(i)));
       const GenerationResult r = generate(*model, prompt, {.max_new_tokens = int64_t(want.size())});
       EXPECT_EQ(r.tokens, want);
       EXPECT_EQ(r.stop, StopReason::max_new_tokens);
@@ -83,7 +77,7 @@ TEST(KvCache, LogitsEqualTheFullForwardBitForBit) {
     int64_t pos = 0;
     for (int64_t len : {13, 9, 1, 1, 26}) {
       const Tensor part = model->forward_cached(ids.slice(1, pos, pos + len).contiguous(), cache);
-      EXPECT_EQ(bits_of(part), bits_of(full.slice(1, pos, pos + len))) << "positions " << pos;
+      EXPECT_EQ(f32_bits(part), f32_bits(full.slice(1, pos, pos + len))) << "positions " << pos;
       pos += len;
     }
     EXPECT_EQ(cache.length(), L);
@@ -112,7 +106,7 @@ void expect_pieces_give_the_full_forwards_bits(const LlamaForCausalLM& model, Kv
   int64_t pos = 0;
   for (int64_t len : pieces) {
     const Tensor part = model.forward_cached(ids.slice(1, pos, pos + len).contiguous(), cache);
-    ASSERT_EQ(bits_of(part), bits_of(full.slice(1, pos, pos + len))) << "positions " << pos;
+    ASSERT_EQ(f32_bits(part), f32_bits(full.slice(1, pos, pos + len))) << "positions " << pos;
     if (after_piece) after_piece();
     pos += len;
   }
@@ -165,7 +159,7 @@ TEST(KvCache, LastOnlyGivesTheLastRow) {
   const Tensor all = model->forward_cached(ids, a);
   const Tensor last = model->forward_cached(ids, b, /*last_only=*/true);
   EXPECT_EQ(last.shape(), (Shape{1, 1, 256}));
-  EXPECT_EQ(bits_of(last), bits_of(all.slice(1, 3, 4)));
+  EXPECT_EQ(f32_bits(last), f32_bits(all.slice(1, 3, 4)));
 }
 
 // Generation never routes by capacity: a model trained with a capacity
@@ -184,7 +178,7 @@ TEST(KvCache, MoeRoutesWithoutTheCapacityLimit) {
   const CausalLMOutput capped = limited.forward(ids);
   ASSERT_GT(capped.moe_stats()[0].tokens_dropped, 0);  // the limit does drop tokens here
   KvCache cache(c, 1, 20);
-  EXPECT_EQ(bits_of(limited.forward_cached(ids, cache)), bits_of(want));
+  EXPECT_EQ(f32_bits(limited.forward_cached(ids, cache)), f32_bits(want));
 }
 
 TEST(KvCache, RejectsWhatDoesNotFit) {
@@ -222,8 +216,8 @@ TEST(Generation, BadPromptsAreErrors) {
 
 TEST(Generation, StopsAtEosAndWhenTheContextIsFull) {
   auto model = load_model(fixture_path("llama_tiny"));
-  const std::vector<int64_t> prompt = ids_of(kGolden.get("llama.prompt.1"));
-  const std::vector<int64_t> greedy = ids_of(kGolden.get("llama.greedy.1"));
+  const std::vector<int64_t> prompt = ids_of(kGenerateGolden.get("llama.prompt.1"));
+  const std::vector<int64_t> greedy = ids_of(kGenerateGolden.get("llama.greedy.1"));
   // EOS: the fourth greedy token; generation stops there and keeps it.
   const GenerationResult eos = generate(*model, prompt, {.max_new_tokens = 40, .eos = greedy[3]});
   EXPECT_EQ(eos.stop, StopReason::eos);
@@ -261,10 +255,10 @@ TEST(Generation, SameSeedSameTokensOtherSeedOtherTokens) {
 
 TEST(Generation, TopKOneIsGreedy) {
   auto model = load_model(fixture_path("mixtral_tiny"));
-  const std::vector<int64_t> prompt = ids_of(kGolden.get("mixtral.prompt.2"));
+  const std::vector<int64_t> prompt = ids_of(kGenerateGolden.get("mixtral.prompt.2"));
   const GenerationResult r = generate(
       *model, prompt, {.max_new_tokens = 40, .sampling = {.temperature = 2.0, .top_k = 1}});
-  EXPECT_EQ(r.tokens, ids_of(kGolden.get("mixtral.greedy.2")));
+  EXPECT_EQ(r.tokens, ids_of(kGenerateGolden.get("mixtral.greedy.2")));
 }
 
 TEST(Generation, ChoosesOnlyBelowTheLimit) {

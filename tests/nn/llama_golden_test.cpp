@@ -35,10 +35,10 @@ namespace {
 using testing::all_close;
 using testing::max_abs;
 
-const testing::GoldenModel kGolden{"llama_golden.safetensors", "llama_tiny"};
+const testing::GoldenModel kLlamaGolden{"llama_golden.safetensors", "llama_tiny"};
 
 TEST(LlamaGolden, ConfigMatchesTheFixture) {
-  LlamaConfig c = read_llama_config(kGolden.dir());
+  LlamaConfig c = read_llama_config(kLlamaGolden.dir());
   EXPECT_EQ(c.hidden_size, 64);
   EXPECT_EQ(c.intermediate_size, 176);
   EXPECT_EQ(c.num_hidden_layers, 2);
@@ -52,16 +52,16 @@ TEST(LlamaGolden, ConfigMatchesTheFixture) {
 }
 
 TEST(LlamaGolden, LogitsLossAndEveryGradientMatchHuggingFace) {
-  auto model = load_model(kGolden.dir());
-  Tensor logits = model->forward(kGolden.get("input_ids")).logits;
-  Tensor loss = LlamaForCausalLM::loss(logits, kGolden.get("labels"));
-  EXPECT_TRUE(all_close(logits, kGolden.get("logits"), 2e-5, 1e-3));
-  EXPECT_TRUE(all_close(loss, kGolden.get("loss"), 2e-5, 1e-3));
+  auto model = load_model(kLlamaGolden.dir());
+  Tensor logits = model->forward(kLlamaGolden.get("input_ids")).logits;
+  Tensor loss = LlamaForCausalLM::loss(logits, kLlamaGolden.get("labels"));
+  EXPECT_TRUE(all_close(logits, kLlamaGolden.get("logits"), 2e-5, 1e-3));
+  EXPECT_TRUE(all_close(loss, kLlamaGolden.get("loss"), 2e-5, 1e-3));
   autograd::backward(loss);
   int checked = 0;
   for (const NamedParameter& p : model->parameters()) {
     SCOPED_TRACE(p.name);
-    Tensor expected = kGolden.get("grad." + p.name);
+    Tensor expected = kLlamaGolden.get("grad." + p.name);
     ASSERT_TRUE(p.value.grad().defined());
     EXPECT_TRUE(all_close(p.value.grad(), expected, 1e-4 * max_abs(expected), 1e-3));
     ++checked;
@@ -69,22 +69,22 @@ TEST(LlamaGolden, LogitsLossAndEveryGradientMatchHuggingFace) {
   EXPECT_EQ(checked, 2 + 2 * 9 + 1);  // embed, 2 x (7 projections + 2 norms), norm, lm_head
   // And the golden file has no gradient we did not check.
   int in_file = 0;
-  for (const auto& [name, t] : kGolden.tensors()) in_file += name.rfind("grad.", 0) == 0;
+  for (const auto& [name, t] : kLlamaGolden.tensors()) in_file += name.rfind("grad.", 0) == 0;
   EXPECT_EQ(in_file, checked);
 }
 
 TEST(LlamaGolden, TenAdamWStepsFollowPyTorchsLosses) {
-  auto model = load_model(kGolden.dir());
-  const std::vector<double> h = kGolden.get("adamw.hparams").to_vector<double>();
+  auto model = load_model(kLlamaGolden.dir());
+  const std::vector<double> h = kLlamaGolden.get("adamw.hparams").to_vector<double>();
   AdamW opt(model->parameters(),
             {.lr = h[0], .beta1 = h[1], .beta2 = h[2], .eps = h[3], .weight_decay = h[4]});
-  const std::vector<float> losses = kGolden.get("adamw.losses").to_vector<float>();
-  const std::vector<float> norms = kGolden.get("adamw.grad_norms").to_vector<float>();
+  const std::vector<float> losses = kLlamaGolden.get("adamw.losses").to_vector<float>();
+  const std::vector<float> norms = kLlamaGolden.get("adamw.grad_norms").to_vector<float>();
   for (size_t step = 0; step < losses.size(); ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     opt.zero_grad();
-    Tensor loss = LlamaForCausalLM::loss(model->forward(kGolden.get("input_ids")).logits,
-                                         kGolden.get("labels"));
+    Tensor loss = LlamaForCausalLM::loss(model->forward(kLlamaGolden.get("input_ids")).logits,
+                                         kLlamaGolden.get("labels"));
     autograd::backward(loss);
     double norm = clip_grad_norm(model->parameters(), h[5]);
     EXPECT_NEAR(loss.item<float>(), losses[step], 2e-4 * losses[step]);

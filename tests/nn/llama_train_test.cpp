@@ -31,7 +31,7 @@ TrainConfig tiny_config() {
 std::shared_ptr<const TextDataset> tiny_data() { return testing::builtin_corpus(100000); }
 
 // A fresh directory under the test's temp dir.
-std::string fresh_dir(const std::string& name) {
+std::string fresh_run_dir(const std::string& name) {
   return testing::fresh_temp_dir("llama_train_" + name);
 }
 
@@ -105,7 +105,7 @@ TEST_P(ResumeTest, LossesAndStateAreBitwiseThoseOfAnUninterruptedRun) {
   std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   for (char& ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  const std::string dir = fresh_dir(name);
+  const std::string dir = fresh_run_dir(name);
   std::vector<uint32_t> got;
   {
     Trainer first(c, tiny_data());
@@ -148,7 +148,7 @@ TEST(LlamaTrain, GradientDumpHoldsTheFirstBatchBeforeTheUpdate) {
   TrainConfig c = tiny_config();
   c.grad_clip = 1e-3;  // clipping would change every gradient: the dump must be from before it
   Trainer t(c, tiny_data());
-  const std::string path = fresh_dir("dump") + ".safetensors";
+  const std::string path = fresh_run_dir("dump") + ".safetensors";
   std::vector<std::pair<std::string, std::vector<float>>> grads;
   std::vector<int64_t> ids;
   const std::vector<float> params_before = parameter_values(t);

@@ -18,6 +18,7 @@
 #include "nn/hf_config.h"
 #include "nn/train_state.h"
 #include "nn/trainer.h"
+#include "tests/support/bits.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
 #include "tests/support/temp_dir.h"
@@ -28,6 +29,7 @@ namespace {
 
 using testing::error_of;
 using testing::expect_error;
+using testing::f32_bits;
 
 // The tiny DeepSeek-V3 run: batch 4 x 32 tokens, 128 tokens and 384
 // assignments per MoE layer and step.
@@ -49,12 +51,6 @@ std::vector<std::vector<float>> biases(const Trainer& t) {
     if (const SparseMoeBlock* moe = t.model().model.layers[i].moe.get())
       out.push_back(moe->gate.score_bias().to_vector<float>());
   }
-  return out;
-}
-
-std::vector<uint32_t> bits(const std::vector<float>& v) {
-  std::vector<uint32_t> out(v.size());
-  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
   return out;
 }
 
@@ -178,7 +174,8 @@ TEST(LoadBalance, OneStepMovesTheBiasByTheStepsCounts) {
     int64_t total = 0;
     for (const int64_t n : routed) total += n;
     EXPECT_EQ(total, 4 * 32 * 3) << "every token's top-3 is counted";
-    EXPECT_EQ(bits(after[l]), bits(expected_bias(before[l], routed, coeff))) << s.moe[l].layer;
+    EXPECT_EQ(f32_bits(after[l]), f32_bits(expected_bias(before[l], routed, coeff)))
+        << s.moe[l].layer;
     // Overloaded experts' bias went down, underloaded ones' up.
     int over = 0, under = 0;
     for (size_t e = 0; e < routed.size(); ++e) {
@@ -197,8 +194,8 @@ TEST(LoadBalance, OneStepMovesTheBiasByTheStepsCounts) {
   const Trainer::StepStats s2 = t.step();
   const std::vector<std::vector<float>> later = biases(t);
   for (size_t l = 0; l < 2; ++l) {
-    EXPECT_EQ(bits(later[l]),
-              bits(expected_bias(after[l], s2.moe[l].routed.to_vector<int64_t>(), coeff)));
+    EXPECT_EQ(f32_bits(later[l]),
+              f32_bits(expected_bias(after[l], s2.moe[l].routed.to_vector<int64_t>(), coeff)));
   }
 }
 
@@ -216,8 +213,8 @@ TEST(LoadBalance, OffOrSkippedTheBiasStays) {
   ASSERT_NE(before[0], std::vector<float>(8, 0.0f));
   skips.model().lm_head()->weight().data<float>()[0] = std::numeric_limits<float>::infinity();
   EXPECT_TRUE(skips.step().skipped);
-  EXPECT_EQ(bits(biases(skips)[0]), bits(before[0]));
-  EXPECT_EQ(bits(biases(skips)[1]), bits(before[1]));
+  EXPECT_EQ(f32_bits(biases(skips)[0]), f32_bits(before[0]));
+  EXPECT_EQ(f32_bits(biases(skips)[1]), f32_bits(before[1]));
 }
 
 // Measured: over steps 21-30 the busiest expert carries 2.19x the mean load
@@ -264,7 +261,7 @@ TEST(LoadBalance, ResumeIsBitwise) {
   EXPECT_EQ(resumed.step().loss, losses[2]);
   EXPECT_EQ(resumed.step().loss, losses[3]);
   const std::vector<std::vector<float>> a = biases(straight), b = biases(resumed);
-  for (size_t l = 0; l < a.size(); ++l) EXPECT_EQ(bits(a[l]), bits(b[l]));
+  for (size_t l = 0; l < a.size(); ++l) EXPECT_EQ(f32_bits(a[l]), f32_bits(b[l]));
   std::filesystem::remove_all(dir);
 }
 
@@ -292,8 +289,8 @@ TEST(LoadBalance, AccumulatedMicroBatchesCountTogether) {
     // The routing margins too: the near-tie counts of both micro-batches.
     EXPECT_EQ(s2.moe[l].stats().within_ulps, s1.moe[l].stats().within_ulps);
     EXPECT_EQ(s2.moe[l].stats().tokens, s1.moe[l].stats().tokens);
-    EXPECT_EQ(bits(biases(two)[l]), bits(expected_bias(start[l], routed, 0.01)));
-    EXPECT_EQ(bits(biases(two)[l]), bits(biases(one)[l]));
+    EXPECT_EQ(f32_bits(biases(two)[l]), f32_bits(expected_bias(start[l], routed, 0.01)));
+    EXPECT_EQ(f32_bits(biases(two)[l]), f32_bits(biases(one)[l]));
   }
 }
 

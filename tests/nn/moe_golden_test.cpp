@@ -33,10 +33,10 @@ namespace {
 using testing::all_close;
 using testing::max_abs;
 
-const testing::GoldenModel kGolden{"moe_golden.safetensors", "mixtral_tiny"};
+const testing::GoldenModel kMoeGolden{"moe_golden.safetensors", "mixtral_tiny"};
 
 TEST(MoeGolden, ConfigMatchesTheFixture) {
-  LlamaConfig c = read_llama_config(kGolden.dir());
+  LlamaConfig c = read_llama_config(kMoeGolden.dir());
   ASSERT_TRUE(c.moe.has_value());
   EXPECT_EQ(c.moe->num_local_experts, 4);
   EXPECT_EQ(c.moe->num_experts_per_tok, 2);
@@ -52,14 +52,14 @@ TEST(MoeGolden, ConfigMatchesTheFixture) {
 }
 
 TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
-  auto model = load_model(kGolden.dir());
-  const CausalLMOutput out = model->forward(kGolden.get("input_ids"));
-  EXPECT_TRUE(all_close(out.logits, kGolden.get("logits"), 2e-5, 1e-3));
+  auto model = load_model(kMoeGolden.dir());
+  const CausalLMOutput out = model->forward(kMoeGolden.get("input_ids"));
+  EXPECT_TRUE(all_close(out.logits, kMoeGolden.get("logits"), 2e-5, 1e-3));
   const RouterLosses r = out.router_losses();
-  EXPECT_TRUE(all_close(r.aux, kGolden.get("aux_loss"), 2e-5, 1e-3));
-  EXPECT_TRUE(all_close(r.z, kGolden.get("z_loss"), 2e-5, 1e-3));
-  Tensor loss = model->causal_lm_loss(out, kGolden.get("labels"));
-  EXPECT_TRUE(all_close(loss, kGolden.get("loss"), 2e-5, 1e-3));
+  EXPECT_TRUE(all_close(r.aux, kMoeGolden.get("aux_loss"), 2e-5, 1e-3));
+  EXPECT_TRUE(all_close(r.z, kMoeGolden.get("z_loss"), 2e-5, 1e-3));
+  Tensor loss = model->causal_lm_loss(out, kMoeGolden.get("labels"));
+  EXPECT_TRUE(all_close(loss, kMoeGolden.get("loss"), 2e-5, 1e-3));
   // The per-layer statistics: every token routed to two experts.
   const std::vector<MoeLayerStats> stats = out.moe_stats();
   ASSERT_EQ(stats.size(), 2u);
@@ -76,7 +76,7 @@ TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
   int checked = 0;
   for (const NamedParameter& p : model->parameters()) {
     SCOPED_TRACE(p.name);
-    Tensor expected = kGolden.get("grad." + p.name);
+    Tensor expected = kMoeGolden.get("grad." + p.name);
     ASSERT_TRUE(p.value.grad().defined());
     EXPECT_TRUE(all_close(p.value.grad(), expected, 1e-4 * max_abs(expected), 1e-3));
     ++checked;
@@ -88,7 +88,7 @@ TEST(MoeGolden, LogitsLossesAndEveryGradientMatchHuggingFace) {
 // and 3rd router probability is far above f32 noise (see the tolerances).
 TEST(MoeGolden, RoutingIsFarFromTies) {
   for (int layer = 0; layer < 2; ++layer) {
-    Tensor l = kGolden.get("router_logits." + std::to_string(layer));  // (32, 4)
+    Tensor l = kMoeGolden.get("router_logits." + std::to_string(layer));  // (32, 4)
     const std::vector<float> v = l.to_vector<float>();
     for (size_t n = 0; n < 32; ++n) {
       std::vector<float> row(v.begin() + long(n * 4), v.begin() + long(n * 4 + 4));

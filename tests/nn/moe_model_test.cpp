@@ -134,7 +134,9 @@ TEST(MoeModel, FlopsCountTheActiveExpertsOnly) {
 }
 
 // A fresh directory under the test's temp dir.
-std::string fresh_dir(const std::string& name) { return testing::fresh_temp_dir("moe_" + name); }
+std::string fresh_moe_dir(const std::string& name) {
+  return testing::fresh_temp_dir("moe_" + name);
+}
 
 TEST(MoeModel, MixtralFolderRoundTrips) {
   LlamaConfig c = moe_llama();
@@ -144,7 +146,7 @@ TEST(MoeModel, MixtralFolderRoundTrips) {
   c.moe->norm_topk_prob = false;
   c.moe->router_dtype = RouterDType::bf16;
   LlamaForCausalLM m(c);
-  const std::string dir = fresh_dir("folder");
+  const std::string dir = fresh_moe_dir("folder");
   save_model(m, dir);
   const json::Value j = llama_config_to_json(c);
   EXPECT_EQ(j.find("model_type")->as_string(), "mixtral");
@@ -215,7 +217,7 @@ TEST(MoeModel, TrainingResumesBitForBit) {
   }
   EXPECT_GT(stats[0].tokens_dropped + stats[1].tokens_dropped, 0);
 
-  const std::string dir = fresh_dir("resume");
+  const std::string dir = fresh_moe_dir("resume");
   {
     Trainer first(c, data);
     first.step();

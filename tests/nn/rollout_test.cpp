@@ -18,6 +18,7 @@
 #include "nn/routing.h"
 #include "ops/binary.h"
 #include "ops/reduce.h"
+#include "tests/support/bits.h"
 #include "tests/support/capabilities.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/golden.h"
@@ -26,6 +27,7 @@ namespace reprise::nn {
 namespace {
 
 using testing::expect_error;
+using testing::f32_bits;
 using testing::fixture_path;
 
 const char* const kModels[] = {"llama_tiny",
@@ -72,15 +74,9 @@ RolloutOptions sampling_options(int64_t vocab) {
   return o;
 }
 
-std::vector<uint32_t> bits(const std::vector<float>& v) {
-  std::vector<uint32_t> out(v.size());
-  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
-  return out;
-}
-
 void expect_same(const Rollout& a, const Rollout& b, const std::string& what) {
   EXPECT_EQ(a.tokens, b.tokens) << what;
-  EXPECT_EQ(bits(a.logprobs), bits(b.logprobs)) << what;
+  EXPECT_EQ(f32_bits(a.logprobs), f32_bits(b.logprobs)) << what;
   EXPECT_EQ(a.stop, b.stop) << what;
 }
 
@@ -184,8 +180,8 @@ TEST(Rollout, TheTrainingForwardGivesTheSamplersLogprobsBitForBit) {
       const Tensor logprobs = next_token_logprobs(model->forward(ids, layers.runner()).logits, ids);
       ASSERT_TRUE(logprobs.requires_grad());
       for (size_t i = 0; i < prompts.size(); ++i) {
-        EXPECT_EQ(bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
-                  bits(rollouts[i].logprobs))
+        EXPECT_EQ(f32_bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
+                  f32_bits(rollouts[i].logprobs))
             << "sequence " << i;
       }
       // The gradient reaches the parameters through the recompute.
@@ -254,15 +250,15 @@ TEST(Rollout, TheTrainingForwardAgreesUnderBf16Autocast) {
       const std::vector<float> f32 = generate(*model, prompts, o)[0].logprobs;
       Autocast bf16(DType::bf16, attention);
       const std::vector<Rollout> rollouts = generate(*model, prompts, o);
-      EXPECT_NE(bits(rollouts[0].logprobs), bits(f32)) << "autocast changed nothing";
+      EXPECT_NE(f32_bits(rollouts[0].logprobs), f32_bits(f32)) << "autocast changed nothing";
       int64_t longest = 0;
       const Tensor ids = training_batch(prompts, rollouts, longest);
       RoutingCapture capture;
       const Tensor logprobs = next_token_logprobs(model->forward(ids).logits, ids);
       const std::vector<RoutingRecord> trained = capture.records(int64_t(prompts.size()), longest);
       for (size_t i = 0; i < prompts.size(); ++i) {
-        EXPECT_EQ(bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
-                  bits(rollouts[i].logprobs))
+        EXPECT_EQ(f32_bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
+                  f32_bits(rollouts[i].logprobs))
             << "sequence " << i;
         EXPECT_EQ(routing_flips(rollouts[i].routing,
                                 trained[i].first_positions(rollouts[i].routing.positions)),
@@ -316,7 +312,7 @@ TEST(RoutingReplay, AnAgreeingRecordChangesNothing) {
     const Tensor plain = next_token_logprobs(model->forward(ids).logits, ids);
     RoutingReplay replay(records, longest);
     const Tensor replayed = next_token_logprobs(model->forward(ids).logits, ids);
-    EXPECT_EQ(bits(plain.to_vector<float>()), bits(replayed.to_vector<float>()));
+    EXPECT_EQ(f32_bits(plain.to_vector<float>()), f32_bits(replayed.to_vector<float>()));
     EXPECT_EQ(replay.overridden(), 0);
   }
 }
@@ -352,8 +348,8 @@ TEST(RoutingReplay, RoutesByTheRecordWithGradientsToTheRouter) {
       const std::vector<RoutingRecord> routed = capture.records(int64_t(prompts.size()), longest);
       EXPECT_EQ(routed[0].first_positions(changed.positions).experts, changed.experts);
       for (size_t i = 1; i < prompts.size(); ++i) {
-        EXPECT_EQ(bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
-                  bits(rollouts[i].logprobs))
+        EXPECT_EQ(f32_bits(completion_logprobs(logprobs, i, prompts[i], rollouts[i])),
+                  f32_bits(rollouts[i].logprobs))
             << "sequence " << i;
       }
       std::vector<Tensor> wrt;
@@ -365,7 +361,7 @@ TEST(RoutingReplay, RoutesByTheRecordWithGradientsToTheRouter) {
       }
     }
     for (size_t i = 0; i < grads[0].size(); ++i)
-      EXPECT_EQ(bits(grads[0][i].to_vector<float>()), bits(grads[1][i].to_vector<float>()));
+      EXPECT_EQ(f32_bits(grads[0][i].to_vector<float>()), f32_bits(grads[1][i].to_vector<float>()));
   }
 }
 

@@ -29,7 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TrainConfig tiny_config() {
+TrainConfig tiny_state_config() {
   TrainConfig c = testing::tiny_train_config(/*hidden=*/16, /*intermediate=*/32, /*steps=*/8,
                                              /*batch=*/2, /*seq=*/16);
   c.model.dropout = 0.1;
@@ -37,10 +37,10 @@ TrainConfig tiny_config() {
   return c;
 }
 
-std::shared_ptr<const TextDataset> tiny_data() { return testing::builtin_corpus(20000); }
+std::shared_ptr<const TextDataset> tiny_state_data() { return testing::builtin_corpus(20000); }
 
 // A fresh directory under the test's temp dir.
-std::string fresh_dir(const std::string& name) {
+std::string fresh_state_dir(const std::string& name) {
   return testing::fresh_temp_dir("train_state_" + name);
 }
 
@@ -74,7 +74,7 @@ std::vector<std::string> state_bytes(const Trainer& t) {
 
 // A trainer that has taken two steps, saved to `dir`.
 std::unique_ptr<Trainer> saved_trainer(const std::string& dir) {
-  auto t = std::make_unique<Trainer>(tiny_config(), tiny_data());
+  auto t = std::make_unique<Trainer>(tiny_state_config(), tiny_state_data());
   t->step();
   t->step();
   save_train_state(*t, dir);
@@ -82,7 +82,7 @@ std::unique_ptr<Trainer> saved_trainer(const std::string& dir) {
 }
 
 TEST(TrainConfig, JsonRoundTripAndErrors) {
-  TrainConfig c = tiny_config();
+  TrainConfig c = tiny_state_config();
   c.seed = 0xFFFFFFFFFFFFFFFFull;  // beyond int64: stored as a string
   c.checkpointing.set_policy("every-n-layers:2");
   c.checkpointing.rng_replay = autograd::RngReplay::stash;
@@ -137,7 +137,7 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
 }
 
 TEST(TrainConfig, RunDifferencesNameTheFieldsAResumeMustKeep) {
-  const TrainConfig a = tiny_config();
+  const TrainConfig a = tiny_state_config();
   TrainConfig b = a;
   b.checkpointing.set_policy("full");  // how, not what: not a difference
   b.checkpointing.verify = autograd::Verify::bitwise;
@@ -153,7 +153,7 @@ TEST(TrainConfig, RunDifferencesNameTheFieldsAResumeMustKeep) {
 }
 
 TEST(TrainState, RoundTripRestoresEverythingBitwise) {
-  const std::string dir = fresh_dir("round_trip");
+  const std::string dir = fresh_state_dir("round_trip");
   const auto a = saved_trainer(dir);
   // Atomic write: the file and nothing else (no temporary left behind).
   std::vector<std::string> files;
@@ -163,10 +163,10 @@ TEST(TrainState, RoundTripRestoresEverythingBitwise) {
   const TrainStateInfo info = read_train_state_info(dir);
   EXPECT_TRUE(info.config.run_differences(a->config()).empty());
   EXPECT_EQ(info.step, 2);
-  EXPECT_EQ(info.data_name, tiny_data()->name());
+  EXPECT_EQ(info.data_name, tiny_state_data()->name());
   EXPECT_EQ(info.data_path, "");
 
-  Trainer b(info.config, tiny_data());
+  Trainer b(info.config, tiny_state_data());
   EXPECT_TRUE(state_bytes(b) != state_bytes(*a));
   load_train_state(b, dir);
   EXPECT_TRUE(state_bytes(b) == state_bytes(*a));
@@ -182,7 +182,7 @@ std::vector<std::string> weights_and_moments(const Trainer& t) {
 }
 
 TEST(TrainState, ANonFiniteStateIsNeverSavedAndTheLastCheckpointStays) {
-  const std::string dir = fresh_dir("non_finite");
+  const std::string dir = fresh_state_dir("non_finite");
   const auto t = saved_trainer(dir);
   const std::string saved = read_bytes(train_state_path(dir));
   // What a writer killed between creating its temporary file and the rename leaves.
@@ -207,9 +207,9 @@ TEST(TrainState, ANonFiniteStateIsNeverSavedAndTheLastCheckpointStays) {
 
 TEST(Trainer, ANonFiniteStepStopsOrIsSkippedWithoutAnUpdate) {
   // lr 1e30: step 1 sends the weights to ~1e28, and step 2's forward overflows.
-  TrainConfig c = tiny_config();
+  TrainConfig c = tiny_state_config();
   c.lr = 1e30;
-  Trainer stops(c, tiny_data());
+  Trainer stops(c, tiny_state_data());
   EXPECT_FALSE(stops.step().skipped);
   std::vector<std::string> before = weights_and_moments(stops);
   const std::string m = error_of([&] { stops.step(); });
@@ -217,7 +217,7 @@ TEST(Trainer, ANonFiniteStepStopsOrIsSkippedWithoutAnUpdate) {
   EXPECT_NE(m.find(" is not finite (loss "), std::string::npos) << m;
   EXPECT_TRUE(weights_and_moments(stops) == before);
 
-  Trainer skips(c, tiny_data());
+  Trainer skips(c, tiny_state_data());
   skips.set_on_nonfinite(OnNonFinite::skip);
   skips.step();
   before = weights_and_moments(skips);
@@ -230,23 +230,23 @@ TEST(Trainer, ANonFiniteStepStopsOrIsSkippedWithoutAnUpdate) {
   }
   for (const NamedParameter& p : skips.model().parameters())
     EXPECT_FALSE(p.value.grad().defined()) << p.name << ": the skipped step's gradient is kept";
-  save_train_state(skips, fresh_dir("skipped"));
+  save_train_state(skips, fresh_state_dir("skipped"));
 }
 
 TEST(TrainState, RejectsMissingAndTruncatedFilesLeavingTheTrainerAlone) {
-  const std::string dir = fresh_dir("truncated");
+  const std::string dir = fresh_state_dir("truncated");
   saved_trainer(dir);
   const std::string bytes = read_bytes(train_state_path(dir));
-  Trainer t(tiny_config(), tiny_data());
+  Trainer t(tiny_state_config(), tiny_state_data());
   const std::vector<std::string> before = state_bytes(t);
 
   EXPECT_NE(error_of([&] {
-              load_train_state(t, fresh_dir("nothing_here"));
+              load_train_state(t, fresh_state_dir("nothing_here"));
             }).find("no training checkpoint"),
             std::string::npos);
   const size_t n = bytes.size();
   for (size_t keep : {size_t(0), size_t(5), size_t(8), size_t(40), n / 8, n / 2, n - 8, n - 1}) {
-    const std::string cut = fresh_dir("cut");
+    const std::string cut = fresh_state_dir("cut");
     write_bytes(cut, bytes.substr(0, keep));
     EXPECT_THROW(load_train_state(t, cut), Error) << "kept " << keep << " of " << n << " bytes";
   }
@@ -254,7 +254,7 @@ TEST(TrainState, RejectsMissingAndTruncatedFilesLeavingTheTrainerAlone) {
 }
 
 TEST(TrainState, EveryFlippedByteIsRejectedOrHarmless) {
-  const std::string dir = fresh_dir("flips");
+  const std::string dir = fresh_state_dir("flips");
   const auto saved = saved_trainer(dir);
   const std::vector<std::string> good = state_bytes(*saved);
   const std::string bytes = read_bytes(train_state_path(dir));
@@ -273,9 +273,9 @@ TEST(TrainState, EveryFlippedByteIsRejectedOrHarmless) {
     offsets.push_back(data_start + k * (bytes.size() - data_start) / 64);
   // One trainer throughout: a failed load must leave it as it was, a
   // successful one must make it the saved state.
-  Trainer t(tiny_config(), tiny_data());
+  Trainer t(tiny_state_config(), tiny_state_data());
   std::vector<std::string> current = state_bytes(t);
-  const std::string flip_dir = fresh_dir("flip");
+  const std::string flip_dir = fresh_state_dir("flip");
   int rejected = 0;
   for (size_t at : offsets) {
     std::string flipped = bytes;
@@ -296,33 +296,34 @@ TEST(TrainState, EveryFlippedByteIsRejectedOrHarmless) {
 }
 
 TEST(TrainState, NamesTheCorruptedTensor) {
-  const std::string dir = fresh_dir("corrupt");
+  const std::string dir = fresh_state_dir("corrupt");
   saved_trainer(dir);
   std::string bytes = read_bytes(train_state_path(dir));
   bytes[bytes.size() - 2] = char(bytes[bytes.size() - 2] ^ 0x10);  // the last tensor's data
   write_bytes(dir, bytes);
-  Trainer t(tiny_config(), tiny_data());
+  Trainer t(tiny_state_config(), tiny_state_data());
   const std::string e = error_of([&] { load_train_state(t, dir); });
   EXPECT_NE(e.find("is corrupted"), std::string::npos) << e;
   EXPECT_NE(e.find("'optimizer.step'"), std::string::npos) << e;
 }
 
 TEST(TrainState, RejectsAnotherRunOrOtherData) {
-  const std::string dir = fresh_dir("other_run");
+  const std::string dir = fresh_state_dir("other_run");
   saved_trainer(dir);
-  TrainConfig other = tiny_config();
+  TrainConfig other = tiny_state_config();
   other.lr = 0.02;
-  Trainer t(other, tiny_data());
+  Trainer t(other, tiny_state_data());
   EXPECT_NE(error_of([&] { load_train_state(t, dir); }).find("lr 0.02 vs 0.01"), std::string::npos);
 
-  Trainer u(tiny_config(), std::make_shared<const TextDataset>(TextDataset::builtin(7, 20000)));
+  Trainer u(tiny_state_config(),
+            std::make_shared<const TextDataset>(TextDataset::builtin(7, 20000)));
   EXPECT_NE(error_of([&] { load_train_state(u, dir); }).find("a different text"),
             std::string::npos);
 
   // Compute options are the loading trainer's business, not a mismatch.
-  TrainConfig full = tiny_config();
+  TrainConfig full = tiny_state_config();
   full.checkpointing.set_policy("full");
-  Trainer v(full, tiny_data());
+  Trainer v(full, tiny_state_data());
   EXPECT_NO_THROW(load_train_state(v, dir));
   EXPECT_EQ(v.config().checkpointing.policy_string(), "full");
 }
@@ -335,9 +336,9 @@ TEST(TrainState, RecordsTheTokenizerAndRefusesAnother) {
     return std::make_shared<const TextDataset>(
         TextDataset::builtin(kCorpusSeed, 20000, 0.1, DataTokenizer::load(tokenizers + name)));
   };
-  TrainConfig c = tiny_config();
+  TrainConfig c = tiny_state_config();
   c.model.vocab_size = 807;  // llama3_bpe's ids; llama2_sp has 600
-  const std::string dir = fresh_dir("tokenizer");
+  const std::string dir = fresh_state_dir("tokenizer");
   Trainer t(c, data("llama2_sp"));
   t.step();
   save_train_state(t, dir);
@@ -349,7 +350,7 @@ TEST(TrainState, RecordsTheTokenizerAndRefusesAnother) {
   EXPECT_NE(e.find("tokenized as " + tokenizers + "llama2_sp/tokenizer.model: SentencePiece"),
             std::string::npos)
       << e;
-  Trainer bytes(c, tiny_data());
+  Trainer bytes(c, tiny_state_data());
   EXPECT_NE(error_of([&] { load_train_state(bytes, dir); }).find("tokenized as bytes"),
             std::string::npos);
   Trainer same(c, data("llama2_sp"));
@@ -370,7 +371,7 @@ TEST(Trainer, NeedsAnEmbeddingRowForEveryIdOfTheTokenizer) {
   const TextDataset d = TextDataset::builtin(
       kCorpusSeed, 5000, 0.1,
       DataTokenizer::load(std::string(REPRISE_FIXTURES_DIR) + "/tokenizers/llama2_sp"));
-  TrainConfig c = tiny_config();  // vocabulary 256 < 600
+  TrainConfig c = tiny_state_config();  // vocabulary 256 < 600
   testing::expect_error([&] { Trainer(c, std::make_shared<const TextDataset>(d)); },
                         {"vocab_size 256", "600 ids", "llama2_sp"});
   c.model.vocab_size = 600;
@@ -414,13 +415,13 @@ void set_checksums(const std::vector<std::pair<std::string, Tensor>>& tensors, j
 }
 
 TEST(TrainState, RejectsMalformedContentsWithClearErrors) {
-  const std::string dir = fresh_dir("malformed");
+  const std::string dir = fresh_state_dir("malformed");
   saved_trainer(dir);
   using Tensors = std::vector<std::pair<std::string, Tensor>>;
   auto load_error = [&](const std::function<void(Tensors&, json::Value&)>& edit) {
-    const std::string out = fresh_dir("malformed_out");
+    const std::string out = fresh_state_dir("malformed_out");
     rewrite(dir, out, edit);
-    Trainer t(tiny_config(), tiny_data());
+    Trainer t(tiny_state_config(), tiny_state_data());
     const std::vector<std::string> before = state_bytes(t);
     const std::string e = error_of([&] { load_train_state(t, out); });
     if (e != "no error") {
@@ -471,16 +472,16 @@ TEST(TrainState, RejectsMalformedContentsWithClearErrors) {
           "checksum list does not match"));
 
   // No metadata at all: some other safetensors file.
-  const std::string plain = fresh_dir("plain");
+  const std::string plain = fresh_state_dir("plain");
   fs::create_directories(plain);
   io::write_safetensors(train_state_path(plain), {{"x", Tensor::zeros({2})}});
-  Trainer t(tiny_config(), tiny_data());
+  Trainer t(tiny_state_config(), tiny_state_data());
   EXPECT_TRUE(
       has(error_of([&] { load_train_state(t, plain); }), "not a reprise training state (no"));
 }
 
 TEST(TrainState, ConfigOfAFarLargerModelThanTheFileIsRefusedBeforeATrainerIsBuilt) {
-  const std::string dir = fresh_dir("big_config"), out = fresh_dir("big_config_out");
+  const std::string dir = fresh_state_dir("big_config"), out = fresh_state_dir("big_config_out");
   saved_trainer(dir);
   // A vocabulary of 10^9: the trainer built from this summary would
   // allocate 64 GB for the embedding alone.
@@ -490,7 +491,7 @@ TEST(TrainState, ConfigOfAFarLargerModelThanTheFileIsRefusedBeforeATrainerIsBuil
     config.set("model", model);
     s.set("config", config);
   });
-  LlamaConfig big = tiny_config().model;
+  LlamaConfig big = tiny_state_config().model;
   big.vocab_size = 1000000000;
   const std::string path = train_state_path(out);
   EXPECT_EQ(error_of([&] { read_train_state_info(out); }),
@@ -502,7 +503,7 @@ TEST(TrainState, ConfigOfAFarLargerModelThanTheFileIsRefusedBeforeATrainerIsBuil
 }
 
 TEST(TrainState, ChecksumListsNameTheTensorOrValueThatIsWrong) {
-  const std::string dir = fresh_dir("checksums"), out = fresh_dir("checksums_out");
+  const std::string dir = fresh_state_dir("checksums"), out = fresh_state_dir("checksums_out");
   saved_trainer(dir);
   // Each edit keeps one checksum per tensor, so the count still matches.
   auto load_error = [&](const std::string& renamed_to, const json::Value& hash) {
@@ -517,7 +518,7 @@ TEST(TrainState, ChecksumListsNameTheTensorOrValueThatIsWrong) {
       }
       s.set("checksums", sums);
     });
-    Trainer t(tiny_config(), tiny_data());
+    Trainer t(tiny_state_config(), tiny_state_data());
     return error_of([&] { load_train_state(t, out); });
   };
   const std::string path = train_state_path(out);

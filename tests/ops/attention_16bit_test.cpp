@@ -12,14 +12,11 @@
 #include "ops/attention.h"
 #include "ops/cast.h"
 #include "rng/generator.h"
+#include "tests/support/bf16_product.h"
 #include "tests/support/gradcheck.h"
 
 namespace reprise::testing {
 namespace {
-
-Tensor random16(const Shape& shape, DType dtype, uint64_t seed) {
-  return ops::cast(uniform(shape, -2, 2, seed, DType::f32), dtype);
-}
 
 class Attention16 : public ::testing::TestWithParam<DType> {};
 

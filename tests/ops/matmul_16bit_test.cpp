@@ -21,11 +21,6 @@
 namespace reprise::testing {
 namespace {
 
-// Random values of `dtype` in [-2, 2): f32 draws rounded to it.
-Tensor random16(const Shape& shape, DType dtype, uint64_t seed) {
-  return ops::cast(uniform(shape, -2, 2, seed, DType::f32), dtype);
-}
-
 Tensor wide(const Tensor& t) { return ops::cast(t, DType::f32); }
 
 // a @ b by the definition of the 16-bit product in a's dtype.

@@ -14,7 +14,7 @@ namespace {
 
 using testing::test_world;
 
-Communicator& world() { return *test_world().communicator(); }
+Communicator& comm() { return *test_world().communicator(); }
 
 // Rank r's values: large and small magnitudes mixed, so that adding in
 // another order gives other bits. n = 1001: chunks of unequal sizes.
@@ -27,7 +27,7 @@ Tensor values_of(int r, int64_t n) {
 }
 
 TEST(Communicator, AllReduceIsTheSumInRankOrderBitForBit) {
-  Communicator& c = world();
+  Communicator& c = comm();
   Tensor t = values_of(c.rank(), 1001);
   c.all_reduce(t);
   Tensor expected = values_of(0, 1001);
@@ -36,14 +36,14 @@ TEST(Communicator, AllReduceIsTheSumInRankOrderBitForBit) {
 }
 
 TEST(Communicator, AllReduceOfFewerElementsThanRanks) {
-  Communicator& c = world();
+  Communicator& c = comm();
   Tensor t = Tensor::full({1}, double(c.rank() + 1));
   c.all_reduce(t);
   EXPECT_EQ(t.item<float>(), float(c.size() * (c.size() + 1) / 2));
 }
 
 TEST(Communicator, ReduceScatterGivesEachRankItsBlockOfTheSum) {
-  Communicator& c = world();
+  Communicator& c = comm();
   const int R = c.size();
   const Tensor full = values_of(c.rank(), R * 3 * 5).view({R * 3, 5});
   const Tensor mine = c.reduce_scatter(full);
@@ -59,7 +59,7 @@ TEST(Communicator, ReduceScatterGivesEachRankItsBlockOfTheSum) {
 }
 
 TEST(Communicator, AllGatherStacksTheRanksInOrder) {
-  Communicator& c = world();
+  Communicator& c = comm();
   const Tensor mine = Tensor::from_vector<int64_t>({c.rank(), 10 * c.rank()}, {2});
   const Tensor all = c.all_gather(mine);
   ASSERT_EQ(all.shape(), (Shape{c.size(), 2}));
@@ -69,7 +69,7 @@ TEST(Communicator, AllGatherStacksTheRanksInOrder) {
 }
 
 TEST(Communicator, BroadcastCopiesTheRootsTensor) {
-  Communicator& c = world();
+  Communicator& c = comm();
   const int root = c.size() - 1;
   Tensor t = values_of(c.rank(), 37);
   c.broadcast(t, root);
@@ -78,7 +78,7 @@ TEST(Communicator, BroadcastCopiesTheRootsTensor) {
 }
 
 TEST(Communicator, AllToAllVMovesBlocksOfRowsBetweenRanks) {
-  Communicator& c = world();
+  Communicator& c = comm();
   const int R = c.size(), me = c.rank();
   // Rank p sends rank q (p + q) % 3 rows of 4 values p * 100 + q (0 rows too).
   auto rows = [](int p, int q) { return int64_t((p + q) % 3); };
@@ -106,7 +106,7 @@ TEST(Communicator, AllToAllVMovesBlocksOfRowsBetweenRanks) {
 }
 
 TEST(Communicator, BarrierAndDuplicate) {
-  Communicator& c = world();
+  Communicator& c = comm();
   c.barrier();
   const std::unique_ptr<Communicator> d = c.duplicate();
   EXPECT_EQ(d->rank(), c.rank());
@@ -117,13 +117,13 @@ TEST(Communicator, BarrierAndDuplicate) {
 }
 
 TEST(Communicator, RefusesTensorsOnAnotherDeviceOrNotContiguous) {
-  Communicator& c = world();
+  Communicator& c = comm();
   Tensor strided = Tensor::zeros({4, 4}).transpose(0, 1);
   testing::expect_error([&] { c.all_reduce(strided); }, {"all_reduce", "contiguous"});
 }
 
 TEST(Communicator, DifferentSizesOnTheRanksAreAnErrorNamingTheRanks) {
-  Communicator& c = world();
+  Communicator& c = comm();
   if (c.size() < 2) GTEST_SKIP() << "needs 2 ranks";
   // On a communicator of its own: a failed one refuses further work.
   const std::unique_ptr<Communicator> d = c.duplicate();
@@ -136,7 +136,7 @@ TEST(Communicator, DifferentSizesOnTheRanksAreAnErrorNamingTheRanks) {
 }
 
 TEST(Communicator, AMissingRankIsATimeoutErrorNamingIt) {
-  Communicator& c = world();
+  Communicator& c = comm();
   if (c.size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const std::unique_ptr<Communicator> d = c.duplicate();
   d->set_timeout(1.0);

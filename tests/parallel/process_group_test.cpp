@@ -16,7 +16,7 @@
 namespace reprise::parallel {
 namespace {
 
-std::shared_ptr<Communicator> world() { return testing::test_world().communicator(); }
+using testing::world;
 
 TEST(ProcessGroup, AllGatherConcatenatesInRankOrder) {
   ProcessGroup group(world(), {});

@@ -8,5 +8,9 @@
 namespace reprise::testing {
 
 parallel::World& test_world();
+// Its communicator, over every rank.
+inline const std::shared_ptr<parallel::Communicator>& world() {
+  return test_world().communicator();
+}
 
 }  // namespace reprise::testing

@@ -23,7 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::shared_ptr<Communicator> world() { return testing::test_world().communicator(); }
+using testing::world;
 
 // fresh_temp_dir for every process: rank 0 clears it, then all use it.
 std::string shared_fresh_dir(const std::string& name) {

@@ -5,6 +5,8 @@
 
 #include "base/error.h"
 #include "engine/shape.h"
+#include "ops/cast.h"
+#include "tests/cases/inputs.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -62,6 +64,10 @@ Tensor bf16_reference_product(const Tensor& a, const Tensor& b) {
     }
   }
   return Tensor::from_vector(c, shapes.out).to(DType::bf16);
+}
+
+Tensor random16(const Shape& shape, DType dtype, uint64_t seed) {
+  return ops::cast(uniform(shape, -2, 2, seed, DType::f32), dtype);
 }
 
 }  // namespace reprise::testing

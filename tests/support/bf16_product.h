@@ -31,4 +31,7 @@ class FlushDenormals {
 // definition's bf16 result.
 Tensor bf16_reference_product(const Tensor& a, const Tensor& b);
 
+// Values of `dtype` (bf16 or f16) in [-2, 2): uniform f32 draws rounded to it.
+Tensor random16(const Shape& shape, DType dtype, uint64_t seed);
+
 }  // namespace reprise::testing

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "engine/device.h"
 #include "nn/data.h"
 #include "nn/trainer.h"
 
@@ -19,6 +20,8 @@ nn::TrainConfig tiny_train_config(int64_t hidden, int64_t intermediate, int64_t 
 // layers of 4 heads (2 kv heads), 128 positions, the given dropout (also
 // attention's); with `moe`, Mixtral's layout with 8 experts, top-2.
 nn::LlamaConfig gpu_test_model(bool moe, double dropout);
+// The device the GPU tests run on.
+inline constexpr Device kGpu = Device::cuda(0);
 
 // The built-in corpus (nn::kCorpusSeed) of at least `bytes` bytes, made once
 // per size for the test program.
