@@ -54,6 +54,10 @@ function(reprise_add_layer layer)
   if(ARG_SOURCES)
     add_library(${target} ${ARG_SOURCES})
     set(scope PUBLIC)
+    # 8 files to a translation unit (CMake's unity build): they share most
+    # of their headers. A helper in a file's anonymous namespace needs a
+    # name of its own within the layer.
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
     target_compile_options(${target} PRIVATE
       $<$<COMPILE_LANGUAGE:CXX>:${REPRISE_WARNINGS}> ${REPRISE_OPT_FLAGS})
   else()

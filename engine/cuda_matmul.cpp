@@ -16,7 +16,7 @@ CudaMatmul initial_mode() {
 }
 
 // -1 until the first use reads the environment.
-std::atomic<int> selected{-1};
+std::atomic<int> selected_mode{-1};
 
 }  // namespace
 
@@ -30,15 +30,15 @@ CudaMatmul parse_cuda_matmul(std::string_view name, std::string_view who) {
 }
 
 CudaMatmul cuda_matmul() {
-  int s = selected.load();
+  int s = selected_mode.load();
   if (s < 0) {
     int expected = -1;
-    selected.compare_exchange_strong(expected, int(initial_mode()));
-    s = selected.load();
+    selected_mode.compare_exchange_strong(expected, int(initial_mode()));
+    s = selected_mode.load();
   }
   return CudaMatmul(s);
 }
 
-void set_cuda_matmul(CudaMatmul m) { selected.store(int(m)); }
+void set_cuda_matmul(CudaMatmul m) { selected_mode.store(int(m)); }
 
 }  // namespace reprise

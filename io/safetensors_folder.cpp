@@ -20,9 +20,9 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 // The shard names' %05d counters.
 constexpr size_t kMaxWrittenShards = 99'999;
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
-std::string join(const std::string& dir, const std::string& name) {
+std::string path_in(const std::string& dir, const std::string& name) {
   return (fs::path(dir) / name).string();
 }
 
@@ -105,18 +105,18 @@ ShardMap map_shards(const json::Value& root, const std::string& dir, const std::
   ShardMap map;
   std::map<std::string, size_t> shard_index;  // shard file name -> index into files
   for (const auto& [tensor, value] : root.find("weight_map")->as_object()) {
-    REPRISE_CHECK(value.is_string(), where, ": weight_map entry ", quoted(tensor),
+    REPRISE_CHECK(value.is_string(), where, ": weight_map entry ", in_quotes(tensor),
                   " must be a shard file name (a string), got ", json::kind_name(value.kind()));
     const std::string& file = value.as_string();
     auto [it, added] = shard_index.emplace(file, map.files.size());
     if (added) {
       // Quoted as JSON: a name may hold a NUL, which would end the message.
-      REPRISE_CHECK(plain_file_name(file), where, ": tensor ", quoted(tensor), " is mapped to ",
+      REPRISE_CHECK(plain_file_name(file), where, ": tensor ", in_quotes(tensor), " is mapped to ",
                     json::dump(value), ", which is not a plain file name inside ", dir);
       REPRISE_CHECK(map.files.size() < kMaxSafetensorsShards, where,
                     ": weight_map names more than ", kMaxSafetensorsShards,
                     " shards; reprise reads at most ", kMaxSafetensorsShards);
-      map.files.push_back(join(dir, file));
+      map.files.push_back(path_in(dir, file));
       map.first_tensor.push_back(&tensor);
     }
     map.shard_of.emplace(tensor, it->second);
@@ -132,16 +132,16 @@ uint64_t check_shards_hold_the_index(const std::vector<SafetensorsFile>& shards,
                                      const std::string& index_path) {
   for (const auto& [tensor, s] : shard_of) {
     REPRISE_CHECK(shards[s].contains(tensor), "safetensors index ", index_path, " maps tensor ",
-                  quoted(tensor), " to ", files[s], ", which does not hold it");
+                  in_quotes(tensor), " to ", files[s], ", which does not hold it");
   }
   uint64_t bytes = 0;
   for (size_t s = 0; s < shards.size(); ++s) {
     for (const std::string& tensor : shards[s].names()) {
       auto it = shard_of.find(tensor);
       REPRISE_CHECK(it != shard_of.end(), "safetensors shard ", files[s], " holds tensor ",
-                    quoted(tensor), ", which the index ", index_path, " does not list");
+                    in_quotes(tensor), ", which the index ", index_path, " does not list");
       REPRISE_CHECK(it->second == s, "safetensors shard ", files[s], " holds tensor ",
-                    quoted(tensor), ", which the index ", index_path, " maps to ",
+                    in_quotes(tensor), ", which the index ", index_path, " maps to ",
                     files[it->second], " (a tensor in two shards)");
     }
     bytes += shards[s].data_bytes();
@@ -169,7 +169,7 @@ void check_total_size(const json::Value& root, const std::string& where, uint64_
 const SafetensorsFile& SafetensorsFolder::shard(const std::string& name) const {
   auto it = shard_of_.find(name);
   if (it != shard_of_.end()) return shards_[it->second];
-  REPRISE_FAIL("safetensors folder ", dir_, ": no tensor ", quoted(name), "; the folder has ",
+  REPRISE_FAIL("safetensors folder ", dir_, ": no tensor ", in_quotes(name), "; the folder has ",
                describe_tensor_names(names_));
 }
 
@@ -192,8 +192,8 @@ SafetensorsFolder read_safetensors_folder(const std::string& dir) {
   const fs::file_status status = fs::status(dir, ec);
   REPRISE_CHECK(fs::exists(status), "safetensors folder ", dir, ": no such directory");
   REPRISE_CHECK(fs::is_directory(status), "safetensors folder ", dir, ": not a directory");
-  const std::string single = join(dir, kSingleFile);
-  const std::string index_path = join(dir, kIndexFile);
+  const std::string single = path_in(dir, kSingleFile);
+  const std::string index_path = path_in(dir, kIndexFile);
   const bool has_single = present(single), has_index = present(index_path);
   REPRISE_CHECK(has_single || has_index, "safetensors folder: no ", kSingleFile, " or ", kIndexFile,
                 " in ", dir);
@@ -218,7 +218,7 @@ SafetensorsFolder read_safetensors_folder(const std::string& dir) {
   for (size_t s = 0; s < map.files.size(); ++s) {
     const std::string& path = map.files[s];
     REPRISE_CHECK(present(path), where, ": shard ", fs::path(path).filename().string(),
-                  " (of tensor ", quoted(*map.first_tensor[s]), ") is missing from ", dir);
+                  " (of tensor ", in_quotes(*map.first_tensor[s]), ") is missing from ", dir);
     folder.shards_.push_back(read_safetensors(path));
   }
   folder.files_ = std::move(map.files);
@@ -240,8 +240,8 @@ void write_safetensors_folder(const std::string& dir,
   std::set<std::string> seen;
   for (const auto& [name, tensor] : tensors) {
     REPRISE_CHECK(name != "__metadata__", where, ": a tensor cannot be named __metadata__");
-    REPRISE_CHECK(seen.insert(name).second, where, ": duplicate tensor name ", quoted(name));
-    REPRISE_CHECK(tensor.defined(), where, ": tensor ", quoted(name), " is undefined");
+    REPRISE_CHECK(seen.insert(name).second, where, ": duplicate tensor name ", in_quotes(name));
+    REPRISE_CHECK(tensor.defined(), where, ": tensor ", in_quotes(name), " is undefined");
   }
 
   // Shards as lists of indices into `tensors`, in huggingface_hub's order:
@@ -272,7 +272,7 @@ void write_safetensors_folder(const std::string& dir,
   create_directories_durable(dir);
   std::set<std::string> written;
   if (shards.size() <= 1) {
-    write_safetensors(join(dir, kSingleFile), tensors, metadata);
+    write_safetensors(path_in(dir, kSingleFile), tensors, metadata);
     written.insert(kSingleFile);
   } else {
     std::map<std::string, std::string> weight_map;  // sorted, as transformers writes it
@@ -287,7 +287,7 @@ void write_safetensors_folder(const std::string& dir,
         parameters += tensors[i].second.numel();
         total_size += tensors[i].second.nbytes();
       }
-      write_safetensors(join(dir, file), part, metadata);
+      write_safetensors(path_in(dir, file), part, metadata);
       written.insert(file);
     }
     json::Object entries;
@@ -296,7 +296,7 @@ void write_safetensors_folder(const std::string& dir,
         json::Object{{"metadata", json::Value(json::Object{{"total_parameters", parameters},
                                                            {"total_size", int64_t(total_size)}})},
                      {"weight_map", json::Value(std::move(entries))}});
-    write_text_atomic(join(dir, kIndexFile), json::dump(index, 2) + "\n");
+    write_text_atomic(path_in(dir, kIndexFile), json::dump(index, 2) + "\n");
     written.insert(kIndexFile);
   }
 
@@ -317,7 +317,7 @@ void write_safetensors_folder(const std::string& dir,
                   ec.message());
   }
   if (!stale.empty())
-    sync_parent_dir(join(dir, kIndexFile), where + ": the stale files are removed, but");
+    sync_parent_dir(path_in(dir, kIndexFile), where + ": the stale files are removed, but");
 }
 
 }  // namespace reprise::io

@@ -16,8 +16,8 @@ namespace {
 
 using train_json::field, train_json::int_field;
 
-constexpr SignedFormat kFormat{"reprise.optimizer_shard", "reprise.optimizer_shard", 1,
-                               "optimizer shard"};
+constexpr SignedFormat kShardFormat{"reprise.optimizer_shard", "reprise.optimizer_shard", 1,
+                                    "optimizer shard"};
 constexpr const char* kMoments[] = {".exp_avg", ".exp_avg_sq"};
 
 // The three integers of a piece's [begin, end, numel] entry.
@@ -52,8 +52,8 @@ uint64_t write_moment_shard(const std::string& dir, int rank, int ranks, int64_t
                            value.device() == Device::cpu() ? value : value.to(Device::cpu()));
   }
   json::Value state = json::Object{};
-  state.set("format", kFormat.format);
-  state.set("version", kFormat.version);
+  state.set("format", kShardFormat.format);
+  state.set("version", kShardFormat.version);
   state.set("rank", int64_t(rank));
   state.set("ranks", int64_t(ranks));
   state.set("step", step);
@@ -63,7 +63,7 @@ uint64_t write_moment_shard(const std::string& dir, int rank, int ranks, int64_t
   const uint64_t hash = fnv1a64(text);
   io::write_safetensors(
       (std::filesystem::path(dir) / moment_shard_name(rank, ranks, hash)).string(), tensors,
-      signed_metadata(kFormat.key, text));
+      signed_metadata(kShardFormat.key, text));
   return hash;
 }
 
@@ -78,7 +78,7 @@ MomentShards::MomentShards(const std::string& dir, const std::vector<uint64_t>& 
                   "': the checkpoint lists the moments of rank ", r, " of ", ranks,
                   " there (each process of the run that saved it wrote one)");
     io::SafetensorsFile file = io::read_safetensors(path);
-    const SignedJson meta = read_signed_metadata(file, kFormat);
+    const SignedJson meta = read_signed_metadata(file, kShardFormat);
     REPRISE_CHECK(meta.hash == hashes[size_t(r)], path,
                   ": its JSON does not have the hash the checkpoint lists for it");
     const json::Value& v = meta.value;

@@ -84,7 +84,7 @@ Tensor arrange(const Term& term, const Labels& order, const std::map<Label, int6
   return t.shape() == shape ? t : expand(t, shape);
 }
 
-int64_t product(const Labels& ls, const std::map<Label, int64_t>& sizes) {
+int64_t label_product(const Labels& ls, const std::map<Label, int64_t>& sizes) {
   int64_t p = 1;
   for (Label l : ls) p *= sizes.at(l);
   return p;
@@ -116,8 +116,8 @@ Term contract(const Term& a, const Term& b, const Labels& keep,
     for (const Labels* p : parts) out.insert(out.end(), p->begin(), p->end());
     return out;
   };
-  const int64_t nb = product(batch, sizes), nl = product(left, sizes), nr = product(right, sizes),
-                ns = product(summed, sizes);
+  const int64_t nb = label_product(batch, sizes), nl = label_product(left, sizes),
+                nr = label_product(right, sizes), ns = label_product(summed, sizes);
   // a as (nb, nl, ns), b as (nb, ns, nr).
   Tensor am =
       own_last(a, left)

@@ -40,7 +40,7 @@ void put_rows(Tensor& out, int64_t row, const Tensor& block) {
   out.slice(0, row, row + block.size(0)).copy_(block);
 }
 
-Tensor product(const Tensor& a, const Tensor& b) { return backend_of(a).matmul(a, b); }
+Tensor backend_product(const Tensor& a, const Tensor& b) { return backend_of(a).matmul(a, b); }
 
 }  // namespace
 
@@ -81,7 +81,7 @@ Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<T
               if (sizes[e] == 0) continue;
               Tensor block = xs.slice(0, row, row + sizes[e]);  // (c, K)
               Tensor wt = in[2 + e].transpose(0, 1);            // (K, N)
-              put_rows(y, row, product(block, wt));             // (c, N)
+              put_rows(y, row, backend_product(block, wt));     // (c, N)
               row += sizes[e];
             }
             return Tensors{y};
@@ -105,10 +105,10 @@ Tensor grouped_linear(const Tensor& x, const Tensor& counts, const std::vector<T
                 continue;
               }
               Tensor gb = gy.slice(0, row, row + sizes[e]);  // (c, N)
-              if (dx) put_rows(grads[0], row, product(gb, node.saved_input(2 + e)));
+              if (dx) put_rows(grads[0], row, backend_product(gb, node.saved_input(2 + e)));
               if (dw) {
-                Tensor xb = xs.slice(0, row, row + sizes[e]);    // (c, K)
-                grads[2 + e] = product(gb.transpose(0, 1), xb);  // (N, K)
+                Tensor xb = xs.slice(0, row, row + sizes[e]);            // (c, K)
+                grads[2 + e] = backend_product(gb.transpose(0, 1), xb);  // (N, K)
               }
               row += sizes[e];
             }

@@ -56,18 +56,19 @@ build/embed/embed_example
 
 stage "Python package: the extension in the release build, pytest"
 # The release build compiles the extension too (the wheel's CMake project,
-# REPRISE_PYTHON=ON), against a fresh venv with NumPy, pytest and nanobind;
-# `pip install .` builds the same module without the tests and examples.
+# REPRISE_PYTHON=ON), against a fresh venv with NumPy, pytest (with
+# pytest-xdist: one worker per core) and nanobind; `pip install .` builds
+# the same module without the tests and examples.
 # The C++ llama_train is the reference the Python example must print the
 # same losses as.
 rm -rf build/python-venv
 python3 -m venv build/python-venv
-build/python-venv/bin/pip install -q numpy pytest nanobind
+build/python-venv/bin/pip install -q numpy pytest pytest-xdist nanobind
 cmake -S . -B build/release -DREPRISE_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/python-venv/bin/python"
 cmake --build build/release -j"$jobs"
 PYTHONPATH="$PWD/build/release/python" \
   REPRISE_LLAMA_TRAIN="$PWD/build/release/examples/llama_train/llama_train" \
-  build/python-venv/bin/python -m pytest -q tests/python
+  build/python-venv/bin/python -m pytest -q -n "$jobs" tests/python
 
 stage "ASan+UBSan build and tests"
 # Warnings are errors in the release build above; GCC's sanitizer
@@ -93,7 +94,7 @@ PYTHONPATH="$PWD/build/sanitize/python" \
   LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   REPRISE_LLAMA_TRAIN="$PWD/build/release/examples/llama_train/llama_train" \
-  build/python-venv/bin/python -m pytest -q tests/python \
+  build/python-venv/bin/python -m pytest -q -n "$jobs" tests/python \
   --deselect tests/python/test_package.py::test_type_stubs_are_installed_and_parse
 
 # The thread pool (test_engine) and concurrent readers of one safetensors
