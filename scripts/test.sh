@@ -33,15 +33,8 @@ ctest --test-dir build/release --output-on-failure -L mpi --timeout 300
 # run above had the best; engine/cpu_capability.h says what each needs),
 # less the reliability tests: they kill and interrupt training runs, which
 # no kernel changes, and at the scalar level they alone took 190 s.
-flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
-has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
-lower=()
-if has avx2 fma f16c bmi2; then
-  lower+=(scalar)
-  has avx512f avx512bw avx512dq avx512vl && lower+=(avx2)
-  has avx512f avx512bw avx512dq avx512vl avx512_bf16 && lower+=(avx512)
-fi
-for capability in "${lower[@]}"; do
+source scripts/cpu_levels.sh
+for capability in "${cpu_lower[@]}"; do
   stage "release tests at CPU capability $capability"
   REPRISE_CPU_CAPABILITY=$capability \
     ctest --test-dir build/release --output-on-failure -j"$jobs" --timeout 900 -LE "mpi|reliability"
@@ -100,8 +93,13 @@ PYTHONPATH="$PWD/build/sanitize/python" \
 # The thread pool (test_engine) and concurrent readers of one safetensors
 # file (test_io) under ThreadSanitizer; scripts/tsan.sh with no suites
 # named runs the autograd and ops suites too (13 min cold on 2 cores).
+# These two suites run the kernels of the best level only (of the others,
+# only the backend's name), so the build carries that level's and the
+# scalar ones.
 stage "ThreadSanitizer: the engine and io suites (scripts/tsan.sh)"
-REPRISE_JOBS=$jobs REPRISE_TSAN_SUITES="engine io" scripts/tsan.sh
+levels=scalar
+[[ $cpu_best_build == scalar ]] || levels="scalar;$cpu_best_build"
+REPRISE_JOBS=$jobs REPRISE_TSAN_SUITES="engine io" REPRISE_CPU_LEVELS="$levels" scripts/tsan.sh
 
 # Each fuzzer is one process: they run side by side, one per core.
 stage "fuzz targets, 30 s each (scripts/fuzz.sh; docs/reliability.md)"

@@ -7,7 +7,9 @@
 #   scripts/tsan.sh [ctest flags...]
 #
 # REPRISE_JOBS sets the parallel build and test jobs (default: all cores);
-# REPRISE_TSAN_SUITES the suites (default: "engine autograd ops io").
+# REPRISE_TSAN_SUITES the suites (default: "engine autograd ops io");
+# REPRISE_CPU_LEVELS the CPU levels whose kernels the build carries
+# (cpu/CMakeLists.txt; default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${REPRISE_JOBS:-$(nproc)}
@@ -18,8 +20,10 @@ read -r -a suites <<<"${REPRISE_TSAN_SUITES:-engine autograd ops io}"
 # (-Wmaybe-uninitialized in its AVX-512 headers), so warnings are not errors
 # here, as in scripts/test.sh's ASan+UBSan build.
 source scripts/launcher.sh
+levels=()
+[[ -n ${REPRISE_CPU_LEVELS:-} ]] && levels=(-DREPRISE_CPU_LEVELS="$REPRISE_CPU_LEVELS")
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_TSAN=ON -DREPRISE_WERROR=OFF \
-  -DREPRISE_CUDA=OFF -DREPRISE_BUILD_EXAMPLES=OFF "${launcher[@]}" >/dev/null
+  -DREPRISE_CUDA=OFF -DREPRISE_BUILD_EXAMPLES=OFF "${levels[@]}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"$jobs" --target "${suites[@]/#/test_}"
 labels=$(IFS='|'; echo "${suites[*]}")
 # die_after_fork=0: Threads.AForkedChildRunsJobs starts a pool in a forked
