@@ -12,9 +12,9 @@
 namespace reprise::parallel {
 namespace {
 
-using testing::test_world;
+using testing::world;
 
-Communicator& comm() { return *test_world().communicator(); }
+Communicator& comm() { return *world(); }
 
 // Rank r's values: large and small magnitudes mixed, so that adding in
 // another order gives other bits. n = 1001: chunks of unequal sizes.
