@@ -23,4 +23,10 @@ class CpuBackendBase : public Backend {
   virtual CpuCapability capability() const = 0;
 };
 
+// The scalar build's backend. Elementwise kernels of the dtypes that go
+// element by element (f64 and the integer types: cpu/loops.h) are the same
+// code at every level, so only the scalar build compiles them and the other
+// builds hand those dtypes to it (cpu/elementwise.cpp).
+Backend& scalar_backend();
+
 }  // namespace reprise::cpu

@@ -1,54 +1,90 @@
 // Elementwise kernels on the CPU: each applies an engine/functors.h functor
-// through cpu/loops.h, so it runs 16 lanes at a time where the operands are
-// contiguous and computes every element the same way either way.
+// through cpu/loops.h, so f32 and bf16 run 16 lanes at a time and every
+// element is computed the same way at every level.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "cpu/backend.h"
 #include "cpu/loops.h"
 #include "engine/elementwise_dispatch.h"
 
 REPRISE_CPU_BEGIN
+namespace {
+
+// Whether this build runs the maps of T itself. The dtypes that go element
+// by element (f64, the integer types) run the same code at every level, so
+// only the scalar build compiles their maps, and the others hand them to
+// it: a third of the compile time of this file per level.
+template <class T>
+constexpr bool kOwnMap =
+#if defined(REPRISE_CPU_LEVEL_SCALAR)
+    true;
+#else
+    std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
+#endif
+
+}  // namespace
 
 Tensor CpuBackend::unary(UnaryOp op, double param, const Tensor& x) {
   return dispatch_float(x.dtype(), unary_op_name(op), [&]<class T>() {
-    return with_unary(op, param, [&](auto f) { return map_new<T, 1>({x}, f); });
+    if constexpr (!kOwnMap<T>) {
+      return scalar_backend().unary(op, param, x);
+    } else {
+      return with_unary(op, param, [&](auto f) { return map_new<T, 1>({x}, f); });
+    }
   });
 }
 
 Tensor CpuBackend::unary_backward(UnaryOp op, double param, const Tensor& saved, const Tensor& g) {
   return dispatch_float(g.dtype(), unary_op_name(op), [&]<class T>() {
-    return with_unary_grad(op, param, [&](auto f) {
-      // The gradient functors take (x, y, dy); the op saved one of x and y,
-      // and each functor reads the one it was written for.
-      return map_new<T, 2>({g, saved},
-                           [f](auto dy, auto v) REPRISE_CPU_LAMBDA { return f(v, v, dy); });
-    });
+    if constexpr (!kOwnMap<T>) {
+      return scalar_backend().unary_backward(op, param, saved, g);
+    } else {
+      return with_unary_grad(op, param, [&](auto f) {
+        // The gradient functors take (x, y, dy); the op saved one of x and
+        // y, and each functor reads the one it was written for.
+        return map_new<T, 2>({g, saved},
+                             [f](auto dy, auto v) REPRISE_CPU_LAMBDA { return f(v, v, dy); });
+      });
+    }
   });
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch_arith(out.dtype(), "binary", [&]<class T>() {
-    with_binary(op, [&](auto f) {
-      map_into<T, 2>(out, {a, b}, f);
-      return 0;
-    });
+    if constexpr (!kOwnMap<T>) {
+      scalar_backend().binary(op, out, a, b);
+    } else {
+      with_binary(op, [&](auto f) {
+        map_into<T, 2>(out, {a, b}, f);
+        return 0;
+      });
+    }
   });
 }
 
 Tensor CpuBackend::swiglu(const Tensor& gate, const Tensor& up) {
   return dispatch_float_or_bf16(gate.dtype(), "swiglu", [&]<class T>() {
-    return map_new<T, 2>({gate, up}, fn::Swiglu{});
+    if constexpr (!kOwnMap<T>) {
+      return scalar_backend().swiglu(gate, up);
+    } else {
+      return map_new<T, 2>({gate, up}, fn::Swiglu{});
+    }
   });
 }
 
 Tensors CpuBackend::swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy) {
   return dispatch_float_or_bf16(dy.dtype(), "swiglu", [&]<class T>() {
-    auto [dgate, dup] =
-        map_n_new<T, 2, 3>({dy, gate, up}, [](auto d, auto g, auto u) REPRISE_CPU_LAMBDA {
-          return std::array{fn::Swiglu::dgate(g, u, d), fn::Swiglu::dup(g, u, d)};
-        });
-    return Tensors{dgate, dup};
+    if constexpr (!kOwnMap<T>) {
+      return scalar_backend().swiglu_backward(gate, up, dy);
+    } else {
+      auto [dgate, dup] =
+          map_n_new<T, 2, 3>({dy, gate, up}, [](auto d, auto g, auto u) REPRISE_CPU_LAMBDA {
+            return std::array{fn::Swiglu::dgate(g, u, d), fn::Swiglu::dup(g, u, d)};
+          });
+      return Tensors{dgate, dup};
+    }
   });
 }
 

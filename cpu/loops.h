@@ -1,11 +1,13 @@
 #pragma once
 // Elementwise loops of the CPU backend: a functor applied over operands of
 // one shape with any strides (engine/strided_loop.h walks the runs and
-// spreads them over threads). Contiguous f32 and bf16 runs go 16 lanes at a
-// time (cpu/vec.h) with a zero-padded last step; other runs go one element at a
-// time through the same functor, which gives the same bits. bf16 operands
-// are stored bf16 and computed in f32: each value widened (exactly), each
-// result rounded once.
+// spreads them over threads). f32 and bf16 runs go 16 lanes at a time
+// (cpu/vec.h) with a zero-padded last step; a strided operand is gathered
+// into a contiguous block first, and a strided output scattered from one.
+// Other dtypes (f64, the integer types) go one element at a time through
+// the same functor, which gives the same bits. bf16 operands are stored
+// bf16 and computed in f32: each value widened (exactly), each result
+// rounded once.
 
 #include <algorithm>
 #include <array>
@@ -18,39 +20,64 @@
 
 REPRISE_CPU_BEGIN
 
+// out[m][j] = f(in[0][j], ..., in[N-1][j])[m] for j < n, f32 or bf16, every
+// operand contiguous: 16 lanes at a time. Never inlined: the strided runs
+// call the same copy, so that each functor is compiled once per type.
+template <class T, size_t M, size_t N, class F>
+__attribute__((noinline)) void map_contiguous(const std::array<T*, M>& out,
+                                              const std::array<const T*, N>& in, int64_t n, F f) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const int64_t lanes = std::min<int64_t>(16, n - j);
+    const auto ys = [&]<size_t... I>(std::index_sequence<I...>) REPRISE_CPU_LAMBDA {
+      return f(load_lanes(in[I] + j, lanes)...);
+    }
+    (std::make_index_sequence<N>());
+    for (size_t m = 0; m < M; ++m) store_lanes(out[m] + j, ys[m], lanes);
+  }
+}
+
 // out[m][j] = f(in[0][j], ..., in[N-1][j])[m] over one run of n elements,
 // for M outputs from one pass over the inputs; st[m] is out[m]'s stride,
-// st[M + i] in[i]'s.
+// st[M + i] in[i]'s. f32 and bf16 go through map_contiguous, an operand
+// with another stride than 1 gathered into (an output scattered from) a
+// contiguous block of kBlock values; f64 (gradient checks and references)
+// and the integer types go element by element.
 template <class T, size_t M, size_t N, class F>
 void run_map_n(const std::array<T*, M>& out, const std::array<const T*, N>& in, int64_t n,
                const auto& st, F f) {
-  bool unit = true;
-  for (size_t i = 0; i < M + N; ++i) unit = unit && st[i] == 1;
-  auto apply = [&](auto load) REPRISE_CPU_LAMBDA {
-    return [&]<size_t... I>(std::index_sequence<I...>) REPRISE_CPU_LAMBDA {
-      return f(load(in[I], I)...);
-    }
-    (std::make_index_sequence<N>());
-  };
-  // f32 and bf16 runs go 16 lanes at a time; f64 (gradient checks and
-  // references) goes element by element: the same bits, and a tenth less
-  // to compile in cpu/elementwise.cpp (38 s to 34.5 s at -O3, scalar).
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
-    if (unit) {
-      for (int64_t j = 0; j < n; j += 16) {
-        const int64_t lanes = std::min<int64_t>(16, n - j);
-        const auto ys = apply([j, lanes](const T* p, size_t)
-                                  REPRISE_CPU_LAMBDA { return load_lanes(p + j, lanes); });
-        for (size_t m = 0; m < M; ++m) store_lanes(out[m] + j, ys[m], lanes);
+    bool unit = true;
+    for (size_t i = 0; i < M + N; ++i) unit = unit && st[i] == 1;
+    if (unit) return map_contiguous<T, M, N>(out, in, n, f);
+    constexpr int64_t kBlock = 256;
+    T blocks[M + N][kBlock];
+    for (int64_t j = 0; j < n; j += kBlock) {
+      const int64_t count = std::min(kBlock, n - j);
+      std::array<T*, M> to;
+      std::array<const T*, N> from;
+      for (size_t i = 0; i < N; ++i) {
+        const int64_t stride = st[M + i];
+        from[i] = in[i] + j * stride;
+        if (stride == 1) continue;
+        for (int64_t l = 0; l < count; ++l) blocks[M + i][l] = from[i][l * stride];
+        from[i] = blocks[M + i];
       }
-      return;
+      for (size_t m = 0; m < M; ++m) to[m] = st[m] == 1 ? out[m] + j : blocks[m];
+      map_contiguous<T, M, N>(to, from, count, f);
+      for (size_t m = 0; m < M; ++m) {
+        if (st[m] == 1) continue;
+        for (int64_t l = 0; l < count; ++l) out[m][(j + l) * st[m]] = blocks[m][l];
+      }
     }
-  }
-  using C = ComputeType<T>;
-  for (int64_t j = 0; j < n; ++j) {
-    const auto ys =
-        apply([&](const T* p, size_t i) REPRISE_CPU_LAMBDA { return C(p[j * st[M + i]]); });
-    for (size_t m = 0; m < M; ++m) out[m][j * st[m]] = T(ys[m]);
+  } else {
+    using C = ComputeType<T>;
+    for (int64_t j = 0; j < n; ++j) {
+      const auto ys = [&]<size_t... I>(std::index_sequence<I...>) REPRISE_CPU_LAMBDA {
+        return f(C(in[I][j * st[M + I]])...);
+      }
+      (std::make_index_sequence<N>());
+      for (size_t m = 0; m < M; ++m) out[m][j * st[m]] = T(ys[m]);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 // cpu_backend(): the build of the CPU backend for cpu_capability(), and
 // which builds this library carries (REPRISE_CPU_LEVELS, cpu/CMakeLists.txt).
+#include "cpu/backend_base.h"
 #include "engine/backend.h"
 #include "engine/cpu_capability.h"
 
@@ -18,6 +19,8 @@ namespace avx512 {
 Backend& instance();
 }
 #endif
+
+Backend& scalar_backend() { return scalar::instance(); }
 }  // namespace cpu
 
 bool cpu_build_carries(CpuCapability c) {

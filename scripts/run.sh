@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 jobs=${REPRISE_JOBS:-$(nproc)}
 
 scripts/setup.sh
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release
+source scripts/launcher.sh
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release "${launcher[@]}"
 cmake --build build/release -j"$jobs" --target llama_train
 exec build/release/examples/llama_train/llama_train "$@"

@@ -7,12 +7,13 @@
 set -euo pipefail
 
 # python3-venv and python3-dev: the Python package's extension, built
-# against a fresh virtual environment; ccache: the test script's builds;
-# libtomlplusplus-dev: the trainers' --config files; libonig-dev: the
-# benchmark of the tokenizers' split regexes beside Oniguruma.
+# against a fresh virtual environment; ccache and ninja-build: the scripts'
+# builds (scripts/launcher.sh); libtomlplusplus-dev: the trainers' --config
+# files; libonig-dev: the benchmark of the tokenizers' split regexes beside
+# Oniguruma.
 packages=(libopenmpi-dev openmpi-bin libgtest-dev libbenchmark-dev
           cmake g++ clang-format clang libclang-rt-dev
-          python3-venv python3-dev ccache libtomlplusplus-dev libonig-dev)
+          python3-venv python3-dev ccache ninja-build libtomlplusplus-dev libonig-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

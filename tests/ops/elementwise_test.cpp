@@ -10,6 +10,8 @@
 #include "ops/reduce.h"
 #include "ops/unary.h"
 #include "ops/views.h"
+#include "tests/support/bits.h"
+#include "tests/support/capabilities.h"
 #include "tests/support/expect_error.h"
 #include "tests/support/gradcheck.h"
 
@@ -117,6 +119,41 @@ TEST(ElementwiseForward, F32ActivationsMatchF64) {
     EXPECT_LE(worst_y, 2.0) << name;
     EXPECT_LE(worst_g, 16.0) << name;
   }
+}
+
+// f32 runs go 16 lanes at a time whatever their strides (cpu/loops.h): at
+// every capability, an operand read through strides (a transpose, a
+// broadcast) gives the bits of its contiguous copy, forward and backward,
+// in the 16-lane steps and the tail past them (29 and 37 columns).
+TEST(ElementwiseForward, StridedOperandsGiveTheBitsOfTheirContiguousCopies) {
+  for_each_capability([](CpuCapability c) {
+    uint64_t seed = 80;
+    for (const UnaryOpRow& row : kUnaryOpRows) {
+      if (row.takes_scalar) continue;
+      const Tensor x = uniform({29, 37}, row.lo, row.hi, ++seed, DType::f32);
+      const Tensor strided = x.detach().requires_grad(true);
+      const Tensor contiguous = x.transpose(0, 1).contiguous().requires_grad(true);
+      const Tensor y_strided = ops::unary(row.op, ops::transpose(strided, 0, 1));
+      const Tensor y_contiguous = ops::unary(row.op, contiguous);
+      EXPECT_TRUE(same_bytes(y_strided.contiguous(), y_contiguous))
+          << row.name << ", " << to_string(c);
+      const Tensor dy = uniform({37, 29}, -1, 1, ++seed, DType::f32);
+      const Tensor dx_strided = autograd::grad({y_strided}, {strided}, {dy})[0];
+      const Tensor dx_contiguous = autograd::grad({y_contiguous}, {contiguous}, {dy})[0];
+      EXPECT_TRUE(same_bytes(dx_strided.transpose(0, 1).contiguous(), dx_contiguous))
+          << row.name << ", " << to_string(c);
+    }
+    const Tensor a = uniform({37, 29}, -2, 2, ++seed, DType::f32);
+    const Tensor column = uniform({37, 1}, 0.5, 2, ++seed, DType::f32);
+    const Tensor wide = ops::expand(column, {37, 29}).contiguous();
+    const std::pair<const char*, Tensor (*)(const Tensor&, const Tensor&)> binary[] = {
+        {"add", ops::add}, {"sub", ops::sub},         {"mul", ops::mul},
+        {"div", ops::div}, {"maximum", ops::maximum}, {"minimum", ops::minimum}};
+    for (const auto& [name, op] : binary) {
+      EXPECT_TRUE(same_bytes(op(a, column), op(a, wide))) << name << ", " << to_string(c);
+      EXPECT_TRUE(same_bytes(op(column, a), op(wide, a))) << name << ", " << to_string(c);
+    }
+  });
 }
 
 TEST(ElementwiseForward, ReductionIsIndependentOfThreadCount) {
