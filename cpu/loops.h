@@ -59,7 +59,11 @@ void run_map_n(const std::array<T*, M>& out, const std::array<const T*, N>& in, 
         const int64_t stride = st[M + i];
         from[i] = in[i] + j * stride;
         if (stride == 1) continue;
-        for (int64_t l = 0; l < count; ++l) blocks[M + i][l] = from[i][l * stride];
+        if (stride == 0) {  // a broadcast value
+          std::fill_n(blocks[M + i], count, from[i][0]);
+        } else {
+          for (int64_t l = 0; l < count; ++l) blocks[M + i][l] = from[i][l * stride];
+        }
         from[i] = blocks[M + i];
       }
       for (size_t m = 0; m < M; ++m) to[m] = st[m] == 1 ? out[m] + j : blocks[m];

@@ -7,7 +7,9 @@ same element counts. 2 threads on both sides (--threads). PyTorch runs
             w * (x * rsqrt(mean(x^2, -1) + eps)), both with autograd for
             forward + backward (grads of x and w);
   silu:     F.silu (forward, and forward + backward with autograd);
-  add:      a + b;  copy: dst.copy_(src), the bandwidth reference.
+  add:      a + b;  copy: dst.copy_(src), the bandwidth reference;
+  strided:  a * b with b a column (N, 1) broadcast along 256, and
+            F.silu(x.t()) of a transposed view, at the small size.
 Bytes per call are counted the same way on both sides (see the headers of
 bench/ops/norm.cpp and bench/ops/elementwise.cpp), so GB/s are comparable.
 
@@ -72,6 +74,20 @@ def torch_cases():
         cases[f"silu_fwd/{n}"] = ({"torch": silu_setup}, 2 * n * 4)
         cases[f"silu_fwd_bwd/{n}"] = ({"torch": silu_bwd_setup}, 5 * n * 4)
         cases[f"add/{n}"] = ({"torch": add_setup}, 3 * n * 4)
+    # The strided cases, at the small size: a column broadcast along the rows,
+    # and silu of a transposed view.
+    n = SIZES[0]
+
+    def mul_column_setup(n=n):
+        a, b = torch.randn(n // 256, 256), torch.randn(n // 256, 1)
+        return lambda: a * b
+
+    def silu_transposed_setup(n=n):
+        x = torch.randn(n // 256, 256) * 4
+        return lambda: F.silu(x.t())
+
+    cases[f"mul_broadcast_column/{n}"] = ({"torch": mul_column_setup}, 2 * n * 4)
+    cases[f"silu_transposed/{n}"] = ({"torch": silu_transposed_setup}, 2 * n * 4)
     for N, C in NORM_SHAPES:
         def fwd_setup(fn, N=N, C=C):
             x, w = torch.randn(N, C) * 2, torch.rand(C) + 0.5
