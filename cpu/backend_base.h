@@ -23,10 +23,11 @@ class CpuBackendBase : public Backend {
   virtual CpuCapability capability() const = 0;
 };
 
-// The scalar build's backend. Elementwise kernels of the dtypes that go
-// element by element (f64 and the integer types: cpu/loops.h) are the same
-// code at every level, so only the scalar build compiles them and the other
-// builds hand those dtypes to it (cpu/elementwise.cpp).
+// The scalar build's backend. Some kernels are the same code at every
+// level: the elementwise maps of f64 and the integer types, which go
+// element by element (cpu/loops.h, cpu/elementwise.cpp), and copies that
+// involve a type other than f32, bf16 and f16 (cpu/copy.cpp). Only the
+// scalar build compiles them, and the other builds hand them to it.
 Backend& scalar_backend();
 
 }  // namespace reprise::cpu

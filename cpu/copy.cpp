@@ -69,7 +69,7 @@ constexpr bool kOwnCopy =
 #if defined(REPRISE_CPU_LEVEL_SCALAR)
     true;
 #else
-    kStorageFloat<To>&& kStorageFloat<From>;
+    (kStorageFloat<To> && kStorageFloat<From>);
 #endif
 
 }  // namespace
