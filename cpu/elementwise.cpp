@@ -3,7 +3,6 @@
 // element is computed the same way at every level.
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #include "cpu/backend.h"
 #include "cpu/loops.h"
@@ -13,15 +12,15 @@ REPRISE_CPU_BEGIN
 namespace {
 
 // Whether this build runs the maps of T itself. The dtypes that go element
-// by element (f64, the integer types) run the same code at every level, so
-// only the scalar build compiles their maps, and the others hand them to
-// it: a third of the compile time of this file per level.
+// by element (not kLaneMapped: f64, the integer types) run the same code at
+// every level, so only the scalar build compiles their maps, and the others
+// hand them to it: a third of the compile time of this file per level.
 template <class T>
 constexpr bool kOwnMap =
 #if defined(REPRISE_CPU_LEVEL_SCALAR)
     true;
 #else
-    std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
+    kLaneMapped<T>;
 #endif
 
 }  // namespace

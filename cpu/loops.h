@@ -20,6 +20,11 @@
 
 REPRISE_CPU_BEGIN
 
+// Whether the maps of T go 16 lanes at a time (f32 and bf16); the other
+// dtypes go element by element.
+template <class T>
+inline constexpr bool kLaneMapped = std::is_same_v<T, float> || std::is_same_v<T, bfloat16>;
+
 // out[m][j] = f(in[0][j], ..., in[N-1][j])[m] for j < n, f32 or bf16, every
 // operand contiguous: 16 lanes at a time. Never inlined: the strided runs
 // call the same copy, so that each functor is compiled once per type.
@@ -45,7 +50,7 @@ __attribute__((noinline)) void map_contiguous(const std::array<T*, M>& out,
 template <class T, size_t M, size_t N, class F>
 void run_map_n(const std::array<T*, M>& out, const std::array<const T*, N>& in, int64_t n,
                const auto& st, F f) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
+  if constexpr (kLaneMapped<T>) {
     bool unit = true;
     for (size_t i = 0; i < M + N; ++i) unit = unit && st[i] == 1;
     if (unit) return map_contiguous<T, M, N>(out, in, n, f);
